@@ -1,0 +1,78 @@
+"""The session runtime core: events, lossless JSON, ``Session``, ``SessionStore``, the hook bus
+and the ``flush`` durability barrier."""
+
+from session.codec import canonical_json, decode_json, encode_json
+from session.errors import (
+    JsonValueError,
+    SessionCollisionError,
+    SessionDataError,
+    SessionDurabilityError,
+    SessionError,
+    SessionEventError,
+    SessionForkError,
+    SessionFormatUnsupportedError,
+    SessionHeaderError,
+    SessionNotFoundError,
+    SessionNotLiveError,
+    SessionPersistenceCorruptionError,
+    SessionReentrancyError,
+)
+from session.events import (
+    EVENT_PAYLOADS,
+    KNOWN_EVENT_TYPES,
+    SURFACE_EVENT_TYPES,
+    SessionEvent,
+    SurfaceOp,
+    SurfaceReplace,
+)
+from session.header import SESSION_FORMAT_VERSION, SessionHeader
+from session.hooks import Disposer, HookBus
+from session.lossless import MAX_SAFE_INTEGER, FrozenDict, FrozenList, JsFloat, snapshot, thaw
+from session.runtime import Plugin, PluginScope, Runtime
+from session.session import Session
+from session.store import SessionStore
+from session.surface import SurfaceView
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EVENT_PAYLOADS",
+    "KNOWN_EVENT_TYPES",
+    "MAX_SAFE_INTEGER",
+    "SESSION_FORMAT_VERSION",
+    "SURFACE_EVENT_TYPES",
+    "Disposer",
+    "FrozenDict",
+    "FrozenList",
+    "HookBus",
+    "JsFloat",
+    "JsonValueError",
+    "Plugin",
+    "PluginScope",
+    "Runtime",
+    "Session",
+    "SessionCollisionError",
+    "SessionDataError",
+    "SessionDurabilityError",
+    "SessionError",
+    "SessionEvent",
+    "SessionEventError",
+    "SessionForkError",
+    "SessionFormatUnsupportedError",
+    "SessionHeader",
+    "SessionHeaderError",
+    "SessionNotFoundError",
+    "SessionNotLiveError",
+    "SessionPersistenceCorruptionError",
+    "SessionReentrancyError",
+    "SessionStore",
+    "SurfaceOp",
+    "SurfaceReplace",
+    "SurfaceView",
+    "__version__",
+    "canonical_json",
+    "decode_json",
+    "encode_json",
+    "snapshot",
+    "thaw",
+]

@@ -1,0 +1,95 @@
+"""The error hierarchy of the session runtime.
+
+Every error the runtime raises on purpose derives from :class:`SessionError`. Errors that are
+also the caller's fault in the ordinary Python sense additionally derive from the matching
+built-in (``TypeError`` for values that are not lossless JSON, ``ValueError`` for events or
+headers that break a rule), so ``except ValueError`` keeps working for callers who do not know
+this library. Every message says what was wrong and where.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "JsonValueError",
+    "SessionCollisionError",
+    "SessionDataError",
+    "SessionDurabilityError",
+    "SessionError",
+    "SessionEventError",
+    "SessionForkError",
+    "SessionFormatUnsupportedError",
+    "SessionHeaderError",
+    "SessionNotFoundError",
+    "SessionNotLiveError",
+    "SessionPersistenceCorruptionError",
+    "SessionReentrancyError",
+]
+
+
+class SessionError(Exception):
+    """Root of every error this library raises on purpose."""
+
+
+class JsonValueError(TypeError):
+    """A value is not lossless JSON.
+
+    ``path`` is where the offending value sits (``data.message.content[2]``) and ``reason``
+    says what it is. Raised by :func:`session.lossless.snapshot`; callers that know the event
+    type wrap it in :class:`SessionDataError`.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path} {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class SessionDataError(SessionError, TypeError):
+    """Event data, surface metadata or a header is not lossless JSON; nothing was stored."""
+
+
+class SessionEventError(SessionError, ValueError):
+    """An event breaks an envelope, surface or seed rule; nothing was stored."""
+
+
+class SessionHeaderError(SessionError, ValueError):
+    """A session header breaks a header rule."""
+
+
+class SessionReentrancyError(SessionError, RuntimeError):
+    """An append was attempted while another append on the same session was publishing."""
+
+
+class SessionNotFoundError(SessionError, LookupError):
+    """No session with that id exists (live in the store, or stored in the backend)."""
+
+
+class SessionNotLiveError(SessionError):
+    """The session object is not the live instance of its id in this store."""
+
+
+class SessionCollisionError(SessionError):
+    """A session with that id already exists (live, stored, or owned by another writer)."""
+
+
+class SessionForkError(SessionError):
+    """A fork was refused. ``code`` is one of ``SESSION_ALREADY_EXISTS``, ``SESSION_NOT_FOUND``,
+    ``SESSION_NOT_LIVE``, ``INVALID_BOUNDARY`` or ``OPEN_TURN``, as in the reference."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class SessionPersistenceCorruptionError(SessionError):
+    """A stored log is damaged in its committed region; the message names the file and line."""
+
+
+class SessionFormatUnsupportedError(SessionError):
+    """A stored log uses a format this build does not read (newer or older); nothing is
+    damaged, and the message names the direction."""
+
+
+class SessionDurabilityError(SessionError):
+    """A write could not be made durable and could not be rolled back; the session refuses
+    further appends until it is reopened."""

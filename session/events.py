@@ -1,0 +1,250 @@
+"""The event envelope: ``{type, seq, time, data}`` plus optional ``surfaceOp``,
+``sourceEventSeqs`` and ``ignorable`` (reference core semantics §1.1).
+
+A :class:`SessionEvent` is immutable. Its ``data`` is the frozen lossless-JSON payload, kept in
+the key order it was written with, so an event read from a log is written back byte for byte.
+``payload`` gives a typed view for known types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from session import payloads as p
+from session.codec import decode_json, encode_json
+from session.errors import SessionEventError
+from session.lossless import JsonValue, is_safe_int, snapshot
+from session.messages import UserMessage
+from session.surface import SURFACE_EVENT_TYPES as _SURFACE_TYPES
+from session.surface import SurfaceOp, SurfaceReplace, parse_surface_metadata
+from session.wire import WireModel
+
+__all__ = [
+    "EVENT_PAYLOADS",
+    "KNOWN_EVENT_TYPES",
+    "SURFACE_EVENT_TYPES",
+    "SessionEvent",
+    "SurfaceOp",
+    "SurfaceReplace",
+    "build_event",
+    "envelope_problem",
+]
+
+# Event type names (one vocabulary, shared by every module).
+INBOX_SPLICED: Final = "agent/inbox/spliced"
+TURN_START: Final = "turn/start"
+TURN_END: Final = "turn/end"
+STEP_START: Final = "step/start"
+STEP_END: Final = "step/end"
+USER_MESSAGE: Final = "user/message"
+REQUEST_HEADER: Final = "request/header"
+REQUEST_CONTEXT: Final = "request/context"
+ASSISTANT_CHUNK: Final = "assistant/chunk"
+ASSISTANT_MESSAGE: Final = "assistant/message"
+TOOL_CALL: Final = "tool/call"
+TOOL_RESULT: Final = "tool/result"
+LLM_RETRY: Final = "llm/retry"
+LLM_RETRY_STARTED: Final = "llm/retry-started"
+TODO_WRITE: Final = "todo/write"
+END_SEED: Final = "session/end-seed"
+LEGACY_HEADER_DELTA: Final = "request/header-delta"
+
+SURFACE_EVENT_TYPES: Final = _SURFACE_TYPES
+"""The only types that enter the surface; they must carry ``surfaceOp``."""
+
+EVENT_PAYLOADS: Final[Mapping[str, type[WireModel]]] = {
+    INBOX_SPLICED: p.InboxSplicedData,
+    TURN_START: p.TurnStartData,
+    STEP_START: p.StepData,
+    USER_MESSAGE: UserMessage,
+    REQUEST_HEADER: p.RequestHeaderData,
+    REQUEST_CONTEXT: p.RequestContextData,
+    ASSISTANT_CHUNK: p.AssistantChunkData,
+    ASSISTANT_MESSAGE: p.AssistantMessageData,
+    TOOL_CALL: p.ToolCallData,
+    TOOL_RESULT: p.ToolResultData,
+    STEP_END: p.StepData,
+    TURN_END: p.TurnEndData,
+    LLM_RETRY: p.LlmRetryData,
+    LLM_RETRY_STARTED: p.LlmRetryStartedData,
+    TODO_WRITE: p.TodoWriteData,
+    END_SEED: p.EndSeedData,
+}
+"""The typed payload model of every known event type."""
+
+KNOWN_EVENT_TYPES: Final = frozenset(EVENT_PAYLOADS)
+"""Types this build interprets. Readers refuse others unless marked ``ignorable``."""
+
+
+_ENVELOPE_KEYS: Final = frozenset(
+    {"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"}
+)
+_APPEND_ORDER: Final = ("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp", "ignorable")
+
+
+class SessionEvent(BaseModel):
+    """One immutable log entry.
+
+    Equality compares the envelope and data. ``to_json()`` returns the wire dict with keys in the
+    order the event was written (events appended here use the reference's order:
+    ``type, seq, time, data, sourceEventSeqs, surfaceOp``).
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    type: str
+    """Event type, e.g. ``turn/start``; plugins may add their own."""
+    seq: int
+    """Index of the event in its log: 0, 1, 2, ... without gaps."""
+    time: int
+    """Unix epoch milliseconds when appended (repair events reuse an earlier time)."""
+    data: Any
+    """The payload: frozen lossless JSON (``FrozenDict``/``FrozenList``/scalars)."""
+    surface_op: SurfaceOp | None = None
+    """``"append"`` or a replace; present exactly on surface events."""
+    source_event_seqs: tuple[int, ...] | None = None
+    """Seqs of earlier events this surface event cites as its sources."""
+    ignorable: Literal[True] | None = None
+    """Readers may skip this event if they do not know its type. Never set by ``append``."""
+
+    _key_order: tuple[str, ...] = PrivateAttr(default=_APPEND_ORDER)
+
+    @property
+    def payload(self) -> WireModel | None:
+        """A typed view of ``data`` for known types, ``None`` for unknown ones.
+
+        Raises ``pydantic.ValidationError`` when a known type's data does not have its shape.
+        """
+        model = EVENT_PAYLOADS.get(self.type)
+        return None if model is None else model.from_json(self.data)
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire dict (camelCase keys, written order). ``data`` is shared, not copied."""
+        out: dict[str, Any] = {}
+        for key in self._key_order:
+            if key == "type":
+                out["type"] = self.type
+            elif key == "seq":
+                out["seq"] = self.seq
+            elif key == "time":
+                out["time"] = self.time
+            elif key == "data":
+                out["data"] = self.data
+            elif key == "surfaceOp":
+                if self.surface_op is not None:
+                    op = self.surface_op
+                    out["surfaceOp"] = op if isinstance(op, str) else op.to_json()
+            elif key == "sourceEventSeqs":
+                if self.source_event_seqs is not None:
+                    out["sourceEventSeqs"] = list(self.source_event_seqs)
+            elif key == "ignorable" and self.ignorable:
+                out["ignorable"] = True
+        return out
+
+    def encode(self) -> bytes:
+        """The compact JSON line (without newline) the reference writes for this event."""
+        return encode_json(self.to_json())
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> SessionEvent:
+        """Validate a wire dict and build the event, keeping its key order.
+
+        Raises :class:`SessionEventError` for a bad envelope (naming the problem) and
+        :class:`session.errors.JsonValueError` (a ``TypeError``) when ``data`` is not lossless
+        JSON. Numbers are read as JavaScript reads them (see ``snapshot(js_numbers=True)``).
+        """
+        problem = envelope_problem(value)
+        if problem is not None:
+            raise SessionEventError(f"invalid event envelope: {problem}")
+        event_type, seq = value["type"], value["seq"]
+        data = snapshot(value["data"], "data", js_numbers=True)
+        surface_op, sources = parse_surface_metadata(
+            event_type, seq, value.get("surfaceOp"), value.get("sourceEventSeqs")
+        )
+        return build_event(
+            event_type,
+            seq,
+            value["time"],
+            data,
+            surface_op,
+            sources,
+            value.get("ignorable"),
+            tuple(value),
+        )
+
+    @classmethod
+    def decode(cls, line: bytes | str) -> SessionEvent:
+        """Parse one JSON line into an event (see :meth:`from_json`)."""
+        value = decode_json(line)
+        if not isinstance(value, dict):
+            raise SessionEventError("invalid event envelope: the line is not a JSON object")
+        return cls.from_json(value)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def build_event(
+    type: str,
+    seq: int,
+    time: int,
+    data: JsonValue,
+    surface_op: SurfaceOp | None = None,
+    source_event_seqs: tuple[int, ...] | None = None,
+    ignorable: Literal[True] | None = None,
+    key_order: tuple[str, ...] = _APPEND_ORDER,
+) -> SessionEvent:
+    """Build an event from values that are already validated and frozen (the hot path).
+
+    Skips pydantic validation, which would cost several microseconds per event; every caller
+    validates first (``Session.append``, ``SessionEvent.from_json``, the seed checks).
+    """
+    event = _new(SessionEvent)
+    _set(
+        event,
+        "__dict__",
+        {
+            "type": type,
+            "seq": seq,
+            "time": time,
+            "data": data,
+            "surface_op": surface_op,
+            "source_event_seqs": source_event_seqs,
+            "ignorable": ignorable,
+        },
+    )
+    _set(event, "__pydantic_fields_set__", _FIELDS_SET)
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", {"_key_order": key_order})
+    return event
+
+
+_FIELDS_SET: Final = frozenset(SessionEvent.model_fields)
+
+
+def envelope_problem(value: Any) -> str | None:
+    """What is wrong with a raw event's envelope (§1.1), or ``None`` when it is well formed.
+
+    Surface rules (which types carry ``surfaceOp``) are checked separately, by the surface.
+    """
+    if not isinstance(value, Mapping):
+        return "an event must be a JSON object"
+    extra = [k for k in value if k not in _ENVELOPE_KEYS]
+    if extra:
+        return f"unexpected key {extra[0]!r}"
+    if not isinstance(value.get("type"), str):
+        return "type must be a string"
+    seq = value.get("seq")
+    if not is_safe_int(seq) or seq < 0:
+        return "seq must be a non-negative safe integer"
+    if not is_safe_int(value.get("time")):
+        return "time must be a safe integer"
+    if "data" not in value:
+        return "data is missing"
+    if "ignorable" in value and value["ignorable"] is not True:
+        return "ignorable must be the literal true when present"
+    return None

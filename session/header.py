@@ -1,0 +1,101 @@
+"""The session header: out-of-log metadata (reference core semantics §1.10)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from pydantic import ConfigDict
+
+from session.errors import JsonValueError, SessionHeaderError
+from session.lossless import is_safe_int, snapshot
+from session.wire import WireModel
+
+__all__ = ["SESSION_FORMAT_VERSION", "SessionHeader", "now_ms"]
+
+SESSION_FORMAT_VERSION: Final = 0
+"""The log format this build reads and writes."""
+
+
+def now_ms() -> int:
+    """The current Unix time in milliseconds (``Date.now()``)."""
+    return time.time_ns() // 1_000_000
+
+
+class SessionHeader(WireModel):
+    """Metadata of one session, written as the first line of its log.
+
+    ``to_json()`` writes ``version, id, createdAt, cwd?, parentSession?, seedLength?, origin?,
+    delegationDepth, agentPreset?`` in that order, omitting unset optional fields.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: int = SESSION_FORMAT_VERSION
+    """Log format version; this build reads only 0."""
+    id: str
+    """The session id."""
+    created_at: int
+    """Creation time, Unix epoch milliseconds."""
+    cwd: str | None = None
+    """Absolute working directory the session belongs to, if any."""
+    parent_session: str | None = None
+    """Id of the session this one was forked or delegated from."""
+    seed_length: int | None = None
+    """How many events were seeded from the parent (the fork boundary + 1)."""
+    origin: Literal["subagent"] | None = None
+    """``subagent`` for sessions created by delegation."""
+    delegation_depth: int = 0
+    """How many delegation hops separate this session from a user-facing one."""
+    agent_preset: str | None = None
+    """Name of the agent preset the session was created with."""
+
+    @classmethod
+    def validated(cls, raw: Any, session_id: str) -> SessionHeader:
+        """Check a raw header for ``session_id`` with the reference's rules and texts.
+
+        Raises :class:`SessionHeaderError` (a ``ValueError``) naming the first broken rule.
+        """
+        if isinstance(raw, SessionHeader):
+            raw = raw.to_json()
+        if not isinstance(raw, Mapping):
+            raise SessionHeaderError("session header is not a plain JSON record")
+        try:
+            value: Any = snapshot(raw, "header")
+        except JsonValueError as e:
+            raise SessionHeaderError(
+                f"session header is not losslessly JSON-serializable: {e}"
+            ) from e
+        problem = _header_problem(value, session_id)
+        if problem is not None:
+            raise SessionHeaderError(problem)
+        return cls.model_validate(value)
+
+
+def _header_problem(value: Mapping[str, Any], session_id: str) -> str | None:
+    version = value.get("version")
+    if version != SESSION_FORMAT_VERSION or type(version) is not int:
+        return f"session header version must be {SESSION_FORMAT_VERSION}, got {version!r}"
+    if value.get("id") != session_id:
+        return f'session header id "{value.get("id")}" does not match session id "{session_id}"'
+    created = value.get("createdAt")
+    if not is_safe_int(created) or created < 0:
+        return "session header createdAt must be a non-negative safe integer"
+    if "cwd" in value:
+        cwd = value["cwd"]
+        if not isinstance(cwd, str):
+            return "session header cwd must be a string"
+        if not os.path.isabs(cwd):
+            return f'session header cwd must be an absolute path, got "{cwd}"'
+    if "parentSession" in value and not isinstance(value["parentSession"], str):
+        return "session header parentSession must be a string"
+    for key in ("seedLength", "delegationDepth"):
+        if key in value and (not is_safe_int(value[key]) or value[key] < 0):
+            return f"session header {key} must be a non-negative safe integer"
+    if "origin" in value and value["origin"] != "subagent":
+        return 'session header origin must be "subagent"'
+    if "agentPreset" in value and not isinstance(value["agentPreset"], str):
+        return "session header agentPreset must be a string"
+    return None

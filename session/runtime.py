@@ -1,0 +1,77 @@
+"""``Runtime``: the services of one agent process (the session store, and later the model,
+tool and persistence seams) around one hook bus, and plugin installation."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, runtime_checkable
+
+from session.hooks import Disposer, HookBus, Middleware
+from session.session import Clock
+from session.store import SessionStore
+
+__all__ = ["Plugin", "PluginScope", "Runtime"]
+
+
+class PluginScope:
+    """What a plugin sees while it installs: the runtime and a hook registry that remembers
+    every registration, so the plugin's disposer can remove them all."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.disposer = Disposer()
+
+    def observe(self, name: str, fn: Callable[..., Any]) -> Disposer:
+        """Register an observer owned by the plugin."""
+        return self._own(self.runtime.hooks.observe(name, fn))
+
+    def listen(self, name: str, fn: Callable[..., Awaitable[Any] | None]) -> Disposer:
+        """Register a parallel listener owned by the plugin."""
+        return self._own(self.runtime.hooks.listen(name, fn))
+
+    def wrap(self, name: str, middleware: Middleware) -> Disposer:
+        """Register a middleware owned by the plugin."""
+        return self._own(self.runtime.hooks.wrap(name, middleware))
+
+    def on_dispose(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when the plugin is disposed."""
+        self.disposer.add(callback)
+
+    def _own(self, registration: Disposer) -> Disposer:
+        self.disposer.add(registration)
+        return registration
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    """Anything with ``install(scope)``; a plain function ``plugin(scope)`` works too. Either
+    may return a cleanup callable, run on disposal."""
+
+    def install(self, scope: PluginScope) -> Callable[[], None] | None: ...
+
+
+class Runtime:
+    """One hook bus and the services built on it.
+
+    ``runtime.install(plugin)`` returns a :class:`Disposer` that removes everything the plugin
+    registered, in reverse order. Hooks compose in registration order.
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self.hooks = HookBus()
+        """The hook bus every service and plugin registers on."""
+        self.sessions = SessionStore(self.hooks, clock=clock)
+        """The live sessions."""
+
+    def install(self, plugin: Plugin | Callable[[PluginScope], Any]) -> Disposer:
+        """Install a plugin; return its disposer. A plugin that raises while installing is
+        rolled back (its registrations removed) and the error propagates."""
+        scope = PluginScope(self)
+        try:
+            cleanup = plugin.install(scope) if isinstance(plugin, Plugin) else plugin(scope)
+        except BaseException:
+            scope.disposer()
+            raise
+        if callable(cleanup):
+            scope.disposer.add(cleanup)
+        return scope.disposer

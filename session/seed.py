@@ -1,0 +1,164 @@
+"""Validation of seed and loaded events (reference core semantics §1.7).
+
+A seed is checked event by event, in order: lossless JSON, envelope, message shape, seq
+contiguity, then the surface transition. Message shapes are checked here only; ``append`` does
+not check them (as in the reference). Errors are :class:`SessionEventError` with the
+reference's texts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from session.errors import JsonValueError, SessionEventError
+from session.events import SessionEvent, build_event, envelope_problem
+from session.lossless import snapshot
+from session.surface import Surface, parse_surface_metadata
+
+__all__ = ["message_shape_problem", "validate_seed"]
+
+_ADAPTER_DEFAULT_KEYS = frozenset({"reasoningEffort", "maxTokens"})
+
+
+def _non_empty_str(value: object) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def message_shape_problem(event_type: str, data: Any) -> str | None:
+    """What is wrong with the message (or request header) an event carries, or ``None``."""
+    if event_type == "request/header":
+        return _request_header_problem(data)
+    if event_type == "user/message":
+        message, role = data, "user"
+    elif event_type in ("assistant/message", "tool/result"):
+        message = data.get("message") if isinstance(data, Mapping) else None
+        role = "assistant" if event_type == "assistant/message" else "user"
+    else:
+        return None
+    if not isinstance(message, Mapping) or not _non_empty_str(message.get("id")):
+        return "lacks an identified message"
+    if message.get("role") != role:
+        return f'message must have role "{role}"'
+    source = message.get("source")
+    if not isinstance(source, Mapping) or not _non_empty_str(source.get("kind")):
+        return "message must have a source kind"
+    content = message.get("content")
+    if not isinstance(content, Sequence) or isinstance(content, str):
+        return "message content must be an array"
+    if event_type == "assistant/message":
+        if source.get("kind") != "model" or not (
+            _non_empty_str(source.get("provider")) and _non_empty_str(source.get("model"))
+        ):
+            return "message must have model source"
+    elif event_type == "tool/result":
+        call_id = source.get("callId")
+        if source.get("kind") != "tool" or not _non_empty_str(call_id):
+            return "message must have tool source"
+        block = content[0] if len(content) == 1 else None
+        if (
+            not isinstance(block, Mapping)
+            or block.get("type") != "tool-result"
+            or not isinstance(block.get("content"), Sequence)
+            or isinstance(block.get("content"), str)
+        ):
+            return "message must contain one tool-result block"
+        if block.get("toolCallId") != call_id:
+            return "message has mismatched tool call ids"
+    return None
+
+
+def _request_header_problem(data: Any) -> str | None:
+    header = data.get("header") if isinstance(data, Mapping) else None
+    config = header.get("config") if isinstance(header, Mapping) else None
+    if not isinstance(config, Mapping) or not (
+        _non_empty_str(config.get("provider")) and _non_empty_str(config.get("model"))
+    ):
+        return "lacks provider/model"
+    if "reasoningEffort" in config and not _non_empty_str(config["reasoningEffort"]):
+        return "reasoningEffort must be a non-empty string"
+    defaults = header.get("adapterDefaults")  # type: ignore[union-attr]
+    if defaults is not None and (
+        not isinstance(defaults, Mapping)
+        or any(
+            k not in _ADAPTER_DEFAULT_KEYS or v is not True or k not in config
+            for k, v in defaults.items()
+        )
+    ):
+        return "has invalid adapterDefaults"
+    return None
+
+
+def legacy_problem(event_type: str, data: Any) -> str | None:
+    """Retired header vocabulary the reference refuses everywhere."""
+    if event_type == "request/header-delta":
+        return 'uses the retired legacy event type "request/header-delta"'
+    if (
+        event_type == "request/header"
+        and isinstance(data, Mapping)
+        and data.get("reason") == "fallback"
+    ):
+        return 'uses the retired legacy request/header reason "fallback"'
+    return None
+
+
+def validate_seed(
+    seed: Iterable[SessionEvent | Mapping[str, Any]],
+) -> tuple[list[SessionEvent], Surface]:
+    """Check every seed event and return the frozen events and the resulting surface.
+
+    ``SessionEvent`` items are already frozen and lossless and are reused as they are; raw
+    dicts are snapshotted. Raises :class:`SessionEventError` naming the index.
+    """
+    events: list[SessionEvent] = []
+    surface = Surface()
+    for index, item in enumerate(seed):
+        if isinstance(item, SessionEvent):
+            raw: Any = item.to_json()
+        else:
+            try:
+                raw = snapshot(item, f"seed[{index}]", js_numbers=True)
+            except JsonValueError as e:
+                raise SessionEventError(
+                    f"seed event at index {index} is not losslessly JSON-serializable: {e}"
+                ) from e
+        problem = envelope_problem(raw)
+        if problem is not None:
+            raise SessionEventError(
+                f"seed event at index {index} has an invalid event envelope: {problem}"
+            )
+        event_type, data = raw["type"], raw["data"]
+        legacy = legacy_problem(event_type, data)
+        if legacy is not None:
+            raise SessionEventError(f"seed event at index {index} {legacy}")
+        shape = message_shape_problem(event_type, data)
+        if shape is not None:
+            raise SessionEventError(f"seed {event_type} at index {index} {shape}")
+        if raw["seq"] != index:
+            raise SessionEventError(
+                f"seed event at index {index} has seq {raw['seq']} (expected {index}); "
+                "seed must be contiguous from 0"
+            )
+        try:
+            op, sources = parse_surface_metadata(
+                event_type, index, raw.get("surfaceOp"), raw.get("sourceEventSeqs")
+            )
+            surface.check(event_type, op, sources, data, events)
+        except SessionEventError as e:
+            raise SessionEventError(f"invalid seed event at index {index}: {e}") from e
+        if isinstance(item, SessionEvent):
+            event = item
+        else:
+            event = build_event(
+                event_type,
+                index,
+                raw["time"],
+                data,
+                op,
+                sources,
+                raw.get("ignorable"),
+                tuple(raw),
+            )
+        surface.apply(index, op)
+        events.append(event)
+    return events, surface

@@ -1,0 +1,277 @@
+"""``Session``: one append-only event log with its surface and derived model history
+(reference core semantics §1.4-1.8)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from session.errors import (
+    JsonValueError,
+    SessionDataError,
+    SessionEventError,
+    SessionReentrancyError,
+)
+from session.events import END_SEED, SessionEvent, build_event
+from session.header import SessionHeader, now_ms
+from session.lossless import JsonValue, snapshot
+from session.seed import legacy_problem, validate_seed
+from session.surface import (
+    Surface,
+    SurfaceOp,
+    SurfaceReplace,
+    SurfaceView,
+    parse_surface_metadata,
+)
+from session.wire import WireModel
+
+if TYPE_CHECKING:
+    from session.store import SessionStore
+
+__all__ = ["Clock", "Session"]
+
+log = logging.getLogger("session")
+
+Clock = Callable[[], int]
+"""Returns the current time in epoch milliseconds."""
+
+
+class Session:
+    """An append-only log of :class:`SessionEvent`.
+
+    Guarantees: ``events[i].seq == i``; an appended event is immutable and never changes; a
+    rejected append changes nothing; observers of an attached session see every committed event
+    in order, after the commit; the surface and ``derive_messages()`` always reflect the log.
+    """
+
+    __slots__ = (
+        "_background",
+        "_clock",
+        "_derived",
+        "_derived_generation",
+        "_derived_nodes",
+        "_events",
+        "_events_view",
+        "_first_live_seq",
+        "_header",
+        "_publishing",
+        "_store",
+        "_surface",
+    )
+
+    def __init__(self, header: SessionHeader, *, clock: Clock | None = None) -> None:
+        """An empty, detached session. Prefer :meth:`create` or ``SessionStore.create``."""
+        self._header = header
+        self._clock: Clock = clock or now_ms
+        self._events: list[SessionEvent] = []
+        self._events_view: tuple[SessionEvent, ...] | None = ()
+        self._surface = Surface()
+        self._first_live_seq = 0
+        self._derived: list[Any] = []
+        self._derived_nodes = 0
+        self._derived_generation = 0
+        self._publishing = False
+        self._store: SessionStore | None = None
+        self._background: set[asyncio.Future[Any]] = set()
+
+    @classmethod
+    def create(
+        cls,
+        id: str,
+        *,
+        seed: Iterable[SessionEvent | Mapping[str, Any]] | None = None,
+        header: SessionHeader | Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+    ) -> Session:
+        """A detached session, validated from an optional header and seed.
+
+        Without a header: ``{version: 0, id, createdAt: now}``. A given seed (even empty) is
+        validated event by event (§1.7) and, unless it already ends with ``session/end-seed``,
+        followed by one; ``first_live_seq`` is the seed's length.
+        """
+        clock = clock or now_ms
+        if header is None:
+            checked = SessionHeader(id=id, created_at=clock())
+        else:
+            checked = SessionHeader.validated(header, id)
+        session = cls(checked, clock=clock)
+        if seed is not None:
+            events, surface = validate_seed(seed)
+            session._events = events
+            session._events_view = None
+            session._surface = surface
+            session._first_live_seq = len(events)
+            if not events or events[-1].type != END_SEED:
+                session.append(END_SEED, {})
+        return session
+
+    # --- read side --------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The session id (``header.id``)."""
+        return self._header.id
+
+    @property
+    def header(self) -> SessionHeader:
+        """The immutable header."""
+        return self._header
+
+    @property
+    def seq(self) -> int:
+        """The log length, which is also the next event's seq."""
+        return len(self._events)
+
+    @property
+    def first_live_seq(self) -> int:
+        """How many events the session was seeded with (0 without a seed); not persisted."""
+        return self._first_live_seq
+
+    @property
+    def events(self) -> tuple[SessionEvent, ...]:
+        """An immutable snapshot of the log; the same object until the next append."""
+        view = self._events_view
+        if view is None:
+            view = self._events_view = tuple(self._events)
+        return view
+
+    @property
+    def surface(self) -> SurfaceView:
+        """The surface: node seqs in model order and the replace generation."""
+        return self._surface.view()
+
+    def derive_messages(self) -> list[Any]:
+        """The model history: a new list of the stored, frozen message objects (§1.6).
+
+        ``user/message`` projects its data, ``assistant/message`` and ``tool/result`` their
+        ``data.message``; an assistant message with empty content projects nothing. Computed
+        incrementally; rebuilt when a replace rewrote the surface.
+        """
+        surface = self._surface
+        if surface.replace_generation != self._derived_generation:
+            self._derived = []
+            self._derived_nodes = 0
+            self._derived_generation = surface.replace_generation
+        nodes = surface.nodes
+        if self._derived_nodes < len(nodes):
+            for seq in nodes[self._derived_nodes :]:
+                message = self.derive_event_message(self._events[seq])
+                if message is not None:
+                    self._derived.append(message)
+            self._derived_nodes = len(nodes)
+        return list(self._derived)
+
+    @staticmethod
+    def derive_event_message(event: SessionEvent) -> Any:
+        """The message a surface event projects, or ``None``."""
+        data = event.data
+        if event.type == "user/message":
+            return data
+        if event.type in ("assistant/message", "tool/result") and isinstance(data, Mapping):
+            message = data.get("message")
+            if event.type == "assistant/message" and isinstance(message, Mapping):
+                content = message.get("content")
+                if isinstance(content, Sequence) and len(content) == 0:
+                    return None
+            return message
+        return None
+
+    # --- write side -------------------------------------------------------------------------
+
+    def append(
+        self,
+        type: str,
+        data: JsonValue | WireModel,
+        *,
+        surface_op: SurfaceOp | Mapping[str, Any] | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+    ) -> SessionEvent:
+        """Validate, commit and publish one event; return the frozen logged event.
+
+        Order (§1.8): snapshot ``data`` (a :class:`SessionDataError`, a ``TypeError``, names the
+        path of a non-JSON value), refuse retired vocabulary, snapshot the surface metadata,
+        refuse reentrant appends from an observer, check the surface rules, run pre-commit
+        validators, commit, then notify ``session/event`` observers one by one, logging (never
+        raising) their failures. Any failure before the commit leaves the session unchanged.
+        """
+        if isinstance(data, WireModel):
+            data = data.to_json()
+        try:
+            frozen = snapshot(data, "data")
+        except JsonValueError as e:
+            raise SessionDataError(
+                f'session event "{type}" carries non-JSON-serializable data: {e}'
+            ) from e
+        legacy = legacy_problem(type, frozen)
+        if legacy is not None:
+            raise SessionEventError(f'session event "{type}" {legacy}')
+        raw_op: Any = surface_op.to_json() if isinstance(surface_op, SurfaceReplace) else surface_op
+        try:
+            raw_op = snapshot(raw_op, "surfaceOp")
+            raw_sources = snapshot(
+                list(source_event_seqs) if source_event_seqs is not None else None,
+                "sourceEventSeqs",
+            )
+        except (JsonValueError, TypeError) as e:
+            raise SessionDataError(
+                f'session event "{type}" carries non-JSON-serializable surface metadata: {e}'
+            ) from e
+        store = self._store
+        if store is not None and self._publishing:
+            raise SessionReentrancyError(
+                "session append cannot reenter while another append is being published"
+            )
+        seq = len(self._events)
+        op, sources = parse_surface_metadata(type, seq, raw_op, raw_sources)
+        self._surface.check(type, op, sources, frozen, self._events)
+        event = build_event(type, seq, self._clock(), frozen, op, sources)
+        if store is None:
+            self._commit(event)
+            return event
+        self._publishing = True
+        try:
+            validators, observers = store._append_hooks()
+            for validate in validators:
+                validate(self, event)
+            self._commit(event)
+            for observe in observers:
+                self._notify(observe, event)
+        finally:
+            self._publishing = False
+        store._after_append(self)
+        return event
+
+    def _commit(self, event: SessionEvent) -> None:
+        self._events.append(event)
+        self._events_view = None
+        self._surface.apply(event.seq, event.surface_op)
+
+    def _notify(self, observe: Callable[..., Any], event: SessionEvent) -> None:
+        try:
+            result = observe(self, event)
+        except Exception as e:
+            log.warning('session "%s": session/event listener threw: %s', self.id, e)
+            return
+        if inspect.isawaitable(result):
+            try:
+                future = asyncio.ensure_future(result)
+            except RuntimeError as e:  # no running loop
+                if inspect.iscoroutine(result):
+                    result.close()
+                log.warning('session "%s": session/event listener rejected: %s', self.id, e)
+                return
+            self._background.add(future)
+            future.add_done_callback(self._settled)
+
+    def _settled(self, future: asyncio.Future[Any]) -> None:
+        self._background.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.warning(
+                'session "%s": session/event listener rejected: %s', self.id, future.exception()
+            )
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id!r} seq={self.seq}>"
