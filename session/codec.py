@@ -97,8 +97,12 @@ def decode_json(text: bytes | str) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError as e:
         message = str(e)
-        if isinstance(text, bytes) and "not valid UTF-8" in message and "surrogates" not in message:
-            return decode_json(text.decode("utf-8", "replace"))
+        if isinstance(text, bytes) and "not valid UTF-8" in message:
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError:
+                return decode_json(text.decode("utf-8", "replace"))
+            raise  # valid bytes that escape a lone surrogate: not representable here
         if "depth limit" not in message:
             raise
     return _decode_deep(text.decode("utf-8", "replace") if isinstance(text, bytes) else text)

@@ -112,6 +112,14 @@ class SessionEvent(BaseModel):
 
     _key_order: tuple[str, ...] = PrivateAttr(default=_APPEND_ORDER)
 
+    def __eq__(self, other: object) -> bool:
+        """Envelope and data equal; the written key order does not matter."""
+        if not isinstance(other, SessionEvent):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
+
     @property
     def payload(self) -> WireModel | None:
         """A typed view of ``data`` for known types, ``None`` for unknown ones.

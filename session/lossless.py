@@ -7,9 +7,9 @@ the path of the first offending value.
 
 Accepted: ``None``, ``bool``, ``str`` without lone surrogates, ``int`` within
 ±(2**53 - 1), finite ``float`` other than ``-0.0``, ``list`` and ``dict`` with ``str`` keys.
-Rejected: NaN, ±inf, ``-0.0``, unsafe integers, non-``str`` keys, lone surrogates, bytes,
-tuples, sets, any other object, and cycles. Nesting depth is unlimited (the walk keeps its own
-stack, so a 100,000-deep list is fine).
+Tuples of JSON values are stored as arrays. Rejected: NaN, ±inf, ``-0.0``, unsafe integers,
+non-``str`` keys, lone surrogates, bytes, sets, any other object, and cycles. Nesting depth
+is unlimited (the walk keeps its own stack, so a 100,000-deep list is fine).
 
 Numbers follow JavaScript, which has one number type: a float with an integral value in the
 safe range is stored as that ``int`` (``1.0`` becomes ``1``, as ``JSON.parse`` would read it
@@ -167,8 +167,6 @@ def _quote(key: str) -> str:
 
 
 def _describe(value: object) -> str:
-    if isinstance(value, tuple):
-        return "is a tuple; use a list"
     if isinstance(value, set | frozenset):
         return f"is a {type(value).__name__}, which JSON cannot represent"
     if isinstance(value, bytes | bytearray | memoryview):
@@ -265,7 +263,7 @@ def _scalar(value: object, path: Sequence[object], js_numbers: bool) -> Any:
         raise JsonValueError(_format_path(path), _describe(value))
     if kind is float or kind is JsFloat:
         return _number(value, path)  # type: ignore[arg-type]
-    if kind is dict or kind is list or kind is FrozenDict or kind is FrozenList:
+    if kind is dict or kind is list or kind is tuple or kind is FrozenDict or kind is FrozenList:
         return _CONTAINER
     # Subclasses of the plain types (an IntEnum, a str subclass) are stored by value.
     if isinstance(value, bool):
@@ -276,7 +274,7 @@ def _scalar(value: object, path: Sequence[object], js_numbers: bool) -> Any:
         return _scalar(int(value), path, js_numbers)
     if isinstance(value, float):
         return _number(float(value), path)
-    if isinstance(value, dict | list):
+    if isinstance(value, dict | list | tuple):
         return _CONTAINER
     raise JsonValueError(_format_path(path), _describe(value))
 

@@ -1,6 +1,6 @@
-// Writes tests/data/js_numbers.json: doubles (as big-endian IEEE-754 hex) with the text
+// Writes tests/data/js_numbers.json.gz: doubles (as big-endian IEEE-754 hex) with the text
 // JSON.stringify gives for each, so the Python encoder is checked against real JavaScript.
-// Run with: node tests/data/tools/js_numbers.mjs > tests/data/js_numbers.json
+// Run with: node tests/data/tools/js_numbers.mjs | gzip -9 > tests/data/js_numbers.json.gz
 const view = new DataView(new ArrayBuffer(8));
 const hex = (x) => { view.setFloat64(0, x); let s = ""; for (let i = 0; i < 8; i++) s += view.getUint8(i).toString(16).padStart(2, "0"); return s; };
 let seed = 20261129n;
