@@ -61,6 +61,9 @@ def test_returned_events_round_trip_as_json_values(case: dict[str, object]) -> N
             got = event.to_json()
             assert list(got) == list(expected), "key order"
             assert json.dumps(got) == json.dumps(expected)
+            payload = event.payload
+            assert payload is not None, f"{event.type} is a known type"
+            assert payload.to_json() == expected["data"], "typed payload keeps every field"
 
 
 def test_corpus_covers_every_scenario_and_many_lines() -> None:
