@@ -20,7 +20,7 @@ import orjson
 
 from session.lossless import JsFloat, JsonValue, js_number_text, snapshot
 
-__all__ = ["canonical_json", "decode_json", "encode_json"]
+__all__ = ["canonical_json", "comparison_key", "decode_json", "encode_json"]
 
 
 def _default(value: object) -> orjson.Fragment:
@@ -37,6 +37,12 @@ def encode_json(value: JsonValue) -> bytes:
         if "Recursion limit" not in str(e):
             raise
     return _encode_deep(value)
+
+
+def comparison_key(value: JsonValue) -> bytes:
+    """Bytes equal exactly when two snapshot values are deep-equal as JSON: key order does not
+    matter, types do (``true`` differs from ``1``)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=_default)
 
 
 def canonical_json(value: object) -> bytes:

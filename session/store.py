@@ -116,14 +116,16 @@ class SessionStore:
             self._detach(session)
 
     async def dispose(self, session: Session) -> None:
-        """Remove a live session from the store and fire ``session/disposed``.
+        """Remove a live session from the store and fire ``session/disposed`` (see
+        :meth:`detach`); awaitable so that backends can later drain on disposal."""
+        self.detach(session)
 
-        Harmless for a session that is not live (or a stale object with a live id). A disposal
+    def detach(self, session: Session) -> None:
+        """Remove a live session from the store and fire ``session/disposed``, synchronously.
+
+        Harmless for a session that is not live (or a stale object with a live id). A detach
         requested during an append or announcement of that session runs when that call unwinds.
         """
-        self._request_detach(session)
-
-    def _request_detach(self, session: Session) -> None:
         if self._live.get(session.id) is not session:
             return
         if session._publishing or self._announcing is session:

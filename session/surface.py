@@ -12,10 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-import orjson
 from pydantic import ConfigDict
 
-from session.codec import _default
+from session.codec import comparison_key
 from session.errors import SessionEventError
 from session.lossless import is_safe_int
 from session.wire import WireModel
@@ -124,11 +123,6 @@ def _parse_sources(event_type: str, seq: int, raw: Any) -> tuple[int, ...] | Non
     return sources
 
 
-def _strict_json(value: Any) -> bytes:
-    """Type-strict, key-order-insensitive comparison form (``True`` differs from ``1``)."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=_default)
-
-
 def _without_result_content(data: Any) -> Any:
     """``tool/result`` data with the inner block's ``content`` removed, for comparison."""
     if not isinstance(data, Mapping):
@@ -201,8 +195,8 @@ class Surface:
             target = events[shadowed[0]]
             if target.type != "tool/result":
                 raise SessionEventError(f"{prefix} must target a current tool/result")
-            before = _strict_json(_without_result_content(target.data))
-            if before != _strict_json(_without_result_content(data)):
+            before = comparison_key(_without_result_content(target.data))
+            if before != comparison_key(_without_result_content(data)):
                 raise SessionEventError(f"{prefix} may change only content")
 
     def _position(self, seq: int, which: str) -> int:

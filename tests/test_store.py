@@ -99,16 +99,13 @@ async def test_dispose_removes_and_announces_once(runtime: Runtime) -> None:
     assert runtime.sessions.get("a") is again
 
 
-async def test_dispose_during_append_is_deferred_until_publication_ends(
-    runtime: Runtime,
-) -> None:
+def test_detach_during_append_is_deferred_until_publication_ends(runtime: Runtime) -> None:
     order: list[str] = []
     session = runtime.sessions.create("a")
 
     def first(s: Session, e: SessionEvent) -> None:
         order.append("first")
-        asyncio.get_running_loop()  # inside the running loop
-        runtime.sessions._request_detach(s)
+        runtime.sessions.detach(s)
         order.append(f"live={runtime.sessions.get('a') is s}")
 
     runtime.hooks.observe("session/event", first)
@@ -281,8 +278,8 @@ async def test_cancelling_a_flush_does_not_cancel_listeners(runtime: Runtime) ->
     with pytest.raises(asyncio.CancelledError):
         await flushing
     release.set()
-    await finished.wait()
-    assert finished.is_set()
+    # A cancelled listener would never set the event; the timeout turns that into a failure.
+    await asyncio.wait_for(finished.wait(), timeout=5)
 
 
 # --- fork (cases 24-28) -----------------------------------------------------------------------
