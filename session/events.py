@@ -31,6 +31,8 @@ __all__ = [
     "SurfaceReplace",
     "build_event",
     "envelope_problem",
+    "is_known_event_type",
+    "register_event_type",
 ]
 
 # Event type names (one vocabulary, shared by every module).
@@ -77,6 +79,26 @@ EVENT_PAYLOADS: Final[Mapping[str, type[WireModel]]] = {
 
 KNOWN_EVENT_TYPES: Final = frozenset(EVENT_PAYLOADS)
 """Types this build interprets. Readers refuse others unless marked ``ignorable``."""
+
+KNOWN_EVENT_PREFIXES: Final = ("compaction/", "hook/", "approval/", "tool/code-dispatch")
+"""Reference plugin vocabularies whose events this build carries through opaquely."""
+
+_registered_types: set[str] = set()
+
+
+def register_event_type(name: str) -> None:
+    """Declare a plugin event type, so stored logs that contain it load (readers refuse
+    unknown types that are not marked ``ignorable``)."""
+    _registered_types.add(name)
+
+
+def is_known_event_type(name: str) -> bool:
+    """Whether readers of this build accept ``name`` without ``ignorable``."""
+    return (
+        name in KNOWN_EVENT_TYPES
+        or name in _registered_types
+        or name.startswith(KNOWN_EVENT_PREFIXES)
+    )
 
 
 _ENVELOPE_KEYS: Final = frozenset(

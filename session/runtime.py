@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from session.hooks import Disposer, HookBus, Middleware
+from session.persistence import SessionPersistence
 from session.session import Clock
 from session.store import SessionStore
 
@@ -62,6 +63,8 @@ class Runtime:
         """The hook bus every service and plugin registers on."""
         self.sessions = SessionStore(self.hooks, clock=clock)
         """The live sessions."""
+        self.persistence: SessionPersistence | None = None
+        """The installed persistence backend, if any."""
 
     def install(self, plugin: Plugin | Callable[[PluginScope], Any]) -> Disposer:
         """Install a plugin; return its disposer. A plugin that raises while installing is

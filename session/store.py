@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from session.errors import (
     SessionCollisionError,
+    SessionError,
     SessionForkError,
     SessionNotLiveError,
 )
@@ -24,6 +25,9 @@ from session.hooks import (
 )
 from session.lossless import is_safe_int
 from session.session import Clock, Session
+
+if TYPE_CHECKING:
+    from session.coordinator import PersistenceCoordinator
 
 __all__ = ["SessionStore"]
 
@@ -42,6 +46,7 @@ class SessionStore:
         self._live: dict[str, Session] = {}
         self._announcing: Session | None = None
         self._detach_pending: set[int] = set()
+        self._persistence: PersistenceCoordinator | None = None
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -138,6 +143,17 @@ class SessionStore:
             del self._live[session.id]
         session._store = None
         self._hooks.emit(SESSION_DISPOSED, session)
+
+    async def resume(self, id: str) -> Session:
+        """Load a stored session through the installed persistence backend (repairing it
+        durably if it was interrupted) and publish it live, continuing at the next seq.
+
+        Raises ``SessionError`` when no backend is installed, :class:`SessionCollisionError`
+        while the id is live, ``SessionNotFoundError`` when nothing is stored.
+        """
+        if self._persistence is None:
+            raise SessionError("no persistence backend is installed: cannot resume")
+        return await self._persistence.resume(id)
 
     # --- session callbacks (used by Session.append) -----------------------------------------
 

@@ -1,0 +1,163 @@
+"""Closers for an interrupted turn (reference core semantics §2).
+
+:func:`closers` is pure: given a loaded log, it returns the synthetic events that balance an
+open last turn, or nothing for a balanced log. Nothing is truncated or rewritten: an interrupted
+turn is closed after the last durable event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from session.events import SessionEvent, build_event
+from session.lossless import snapshot
+
+__all__ = [
+    "TOOL_NOT_STARTED",
+    "TOOL_NOT_STARTED_TEXT",
+    "TOOL_OUTCOME_UNKNOWN",
+    "TOOL_OUTCOME_UNKNOWN_TEXT",
+    "closers",
+    "is_balanced",
+]
+
+TOOL_NOT_STARTED: Final = "TOOL_NOT_STARTED"
+"""Code of the result given to a call the model asked for but that was never recorded."""
+TOOL_NOT_STARTED_NAME: Final = "ToolNotStartedError"
+TOOL_NOT_STARTED_TEXT: Final = (
+    "The tool call was interrupted before the Harness recorded it as started. "
+    "Retry it if it is still needed."
+)
+"""What the model reads for a call that never durably started."""
+
+TOOL_OUTCOME_UNKNOWN: Final = "TOOL_OUTCOME_UNKNOWN"
+"""Code of the result given to a durably recorded call that has no durable result."""
+TOOL_OUTCOME_UNKNOWN_NAME: Final = "ToolOutcomeUnknownError"
+TOOL_OUTCOME_UNKNOWN_TEXT: Final = (
+    "The tool call was interrupted after it was recorded, but no result was durably recorded. "
+    "Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the "
+    "operation is read-only or idempotent; if it may have side effects, first verify external "
+    "state or ask the user. Do not retry blindly."
+)
+"""What the model reads for a call whose side effect may or may not have happened."""
+
+# The reference writes closers with this envelope key order.
+_CLOSER_ORDER: Final = ("type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs")
+
+
+class _Pending:
+    __slots__ = ("call_seq", "step")
+
+    def __init__(self, step: Any) -> None:
+        self.step = step
+        self.call_seq: int | None = None
+
+
+def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[str, _Pending]]:
+    open_turn: Any = None
+    open_step: Any = None
+    pending: dict[str, _Pending] = {}
+    for event in events:
+        kind, data = event.type, event.data
+        mapping = data if isinstance(data, Mapping) else {}
+        if kind == "turn/start":
+            open_turn, open_step = mapping.get("turn"), None
+            pending = {}
+        elif kind == "turn/end":
+            open_turn, open_step = None, None
+            pending = {}
+        elif kind == "step/start":
+            open_step = mapping.get("step")
+        elif kind == "step/end":
+            open_step = None
+            pending = {}
+        elif kind == "assistant/message":
+            message = mapping.get("message")
+            content = message.get("content") if isinstance(message, Mapping) else None
+            for block in content if isinstance(content, Sequence) else ():
+                if isinstance(block, Mapping) and block.get("type") == "tool-call":
+                    pending[block.get("id")] = _Pending(mapping.get("step"))
+        elif kind == "tool/call":
+            entry = pending.get(mapping.get("callId"))  # type: ignore[arg-type]
+            if entry is not None:
+                entry.call_seq = event.seq
+        elif kind == "tool/result":
+            message = mapping.get("message")
+            source = message.get("source") if isinstance(message, Mapping) else None
+            if isinstance(source, Mapping):
+                pending.pop(source.get("callId"), None)  # type: ignore[arg-type]
+    return open_turn, open_step, pending
+
+
+def is_balanced(events: Sequence[SessionEvent]) -> bool:
+    """True when the log is empty or its last turn bracket is closed."""
+    return _scan(events)[0] is None
+
+
+def closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
+    """The events that close an interrupted last turn, in order; ``[]`` for a balanced log.
+
+    One error ``tool/result`` per call the open step's assistant message asked for and that has
+    no result (``TOOL_NOT_STARTED`` without sources when no ``tool/call`` was recorded,
+    ``TOOL_OUTCOME_UNKNOWN`` citing the ``tool/call`` seq otherwise), then ``step/end`` if a
+    step is open, then ``turn/end {kind: "interrupted"}``. Seqs continue the log; every closer
+    reuses the last event's ``time``; ids and texts are the reference's.
+    """
+    open_turn, open_step, pending = _scan(events)
+    if open_turn is None or not events:
+        return []
+    last = events[-1]
+    seq, time = last.seq + 1, last.time
+    out: list[SessionEvent] = []
+    for call_id, entry in pending.items():
+        recorded = entry.call_seq is not None
+        text = TOOL_OUTCOME_UNKNOWN_TEXT if recorded else TOOL_NOT_STARTED_TEXT
+        data = {
+            "turn": open_turn,
+            "step": entry.step,
+            "message": {
+                "id": f"interrupted-tool-result-{call_id}-{seq}",
+                "role": "user",
+                "source": {"kind": "tool", "callId": call_id},
+                "content": [
+                    {
+                        "type": "tool-result",
+                        "toolCallId": call_id,
+                        "isError": True,
+                        "content": [{"type": "text", "text": text}],
+                    }
+                ],
+            },
+            "error": {
+                "name": TOOL_OUTCOME_UNKNOWN_NAME if recorded else TOOL_NOT_STARTED_NAME,
+                "code": TOOL_OUTCOME_UNKNOWN if recorded else TOOL_NOT_STARTED,
+            },
+        }
+        sources = (entry.call_seq,) if entry.call_seq is not None else None
+        out.append(
+            build_event(
+                "tool/result",
+                seq,
+                time,
+                snapshot(data, "data"),
+                "append",
+                sources,
+                key_order=_CLOSER_ORDER,
+            )
+        )
+        seq += 1
+    if open_step is not None:
+        out.append(
+            build_event(
+                "step/end",
+                seq,
+                time,
+                snapshot({"turn": open_turn, "step": open_step}),
+                key_order=_CLOSER_ORDER,
+            )
+        )
+        seq += 1
+    turn_end = {"turn": open_turn, "reason": {"kind": "interrupted"}}
+    out.append(build_event("turn/end", seq, time, snapshot(turn_end), key_order=_CLOSER_ORDER))
+    return out

@@ -1,0 +1,118 @@
+"""The persistence seam: the service a backend provides (``SessionPersistence``) and the values
+it returns. The shared implementation is :class:`session.coordinator.PersistenceCoordinator`;
+a backend subclasses it and implements only the storage hooks."""
+
+from __future__ import annotations
+
+import builtins
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from session.events import SessionEvent
+from session.header import SessionHeader
+
+__all__ = [
+    "RawArtifact",
+    "SessionPersistence",
+    "SessionSnapshot",
+    "StoredLog",
+    "StoredSession",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """A session as storage holds it: its header and its events (immutable)."""
+
+    header: SessionHeader
+    """The durable header."""
+    events: tuple[SessionEvent, ...]
+    """The events, seq 0 first. From ``load`` and ``inspect`` of a cold session: balanced."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSnapshot:
+    """A stored session's header with the revision of its log."""
+
+    header: SessionHeader
+    """The durable header."""
+    revision: str
+    """Opaque; equal for an unchanged log, different after any append or repair."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawArtifact:
+    """A session's stored bytes, verbatim (torn tail included)."""
+
+    header: SessionHeader
+    """The header parsed from the artifact."""
+    filename: str
+    """The artifact's file name, e.g. ``session.jsonl``."""
+    content: bytes
+    """The stored bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLog:
+    """What a backend's ``load_stored`` returns: the valid stored prefix of one log."""
+
+    header: SessionHeader
+    """The header as stored (any version; the coordinator checks it)."""
+    events: Sequence[Mapping[str, Any]]
+    """The valid, contiguous stored events as wire dicts, seq 0 first."""
+    revision: str
+    """Revision of exactly the bytes these events were read from."""
+    torn_marker: object | None = None
+    """Backend token meaning "a tail past these events must be cut"; ``None`` if none."""
+
+
+class SessionPersistence(ABC):
+    """The durable store of sessions, installed into a runtime with ``runtime.install(backend)``.
+
+    Guarantees every implementation keeps: ``append`` returns only after the batch is durable
+    and contiguous; nothing acknowledged is lost or rewritten; ``load`` of a cold session returns
+    a balanced log and makes its repair durable; ``inspect`` never writes; a session created but
+    never appended leaves no trace in storage.
+    """
+
+    @abstractmethod
+    async def create(self, header: SessionHeader | Mapping[str, Any]) -> None:
+        """Register a new session lazily: nothing is written until its first append."""
+
+    @abstractmethod
+    async def append(self, id: str, events: Sequence[SessionEvent | Mapping[str, Any]]) -> None:
+        """Durably append a contiguous batch that continues the stored log."""
+
+    @abstractmethod
+    async def load(self, id: str) -> StoredSession:
+        """The balanced stored log; a cold interrupted log is repaired durably first."""
+
+    @abstractmethod
+    async def inspect(self, id: str) -> StoredSession:
+        """The stored log with any closers added in memory only; storage is untouched."""
+
+    @abstractmethod
+    async def read_from(self, id: str, from_seq: int) -> tuple[SessionEvent, ...]:
+        """The stored events with ``seq >= from_seq``, exactly as stored (no closers)."""
+
+    @abstractmethod
+    async def list(self) -> builtins.list[SessionHeader]:
+        """Headers of every materialized stored session."""
+
+    @abstractmethod
+    async def list_snapshots(self) -> builtins.list[SessionSnapshot]:
+        """Headers and revisions of every materialized stored session."""
+
+    @abstractmethod
+    def locate(self, header: SessionHeader) -> str | None:
+        """Where the session's log lives (a path for file backends), without any I/O."""
+
+    @abstractmethod
+    async def read_raw(self, id: str) -> RawArtifact | None:
+        """The stored bytes of a session, or ``None`` when it does not exist."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Quiescent teardown: flush every live session, wait for all work, release storage."""

@@ -1,0 +1,180 @@
+"""The write-behind controller: one per live session (persistence semantics §3.12).
+
+Appended events are buffered and written in batches. The first pending event opens a fixed
+batching window; later events join the batch without extending it. When the window expires the
+batch is written in the background; events admitted while a write is in flight form the next
+batch. ``flush()`` is the barrier: it cancels the wait and drains everything pending, including
+events admitted while it runs. A failed background write keeps its batch in order, is logged
+once, and pauses automatic retries until the next event or flush. A flush with nothing pending
+and no write in flight returns ``None`` at once: no I/O, no task, no thread hop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from session.events import SessionEvent
+
+__all__ = ["LoopScheduler", "Scheduler", "TimerHandle", "WriteBehindController"]
+
+log = logging.getLogger("session.persistence")
+
+
+class TimerHandle(Protocol):
+    """A scheduled callback that can be cancelled."""
+
+    def cancel(self) -> None: ...
+
+
+class Scheduler(Protocol):
+    """Schedules the batching window; tests inject a manual clock."""
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle | None: ...
+
+
+class LoopScheduler:
+    """The default scheduler: the running asyncio loop's ``call_later``."""
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle | None:
+        """Schedule on the running loop; without one (a synchronous caller) nothing is armed
+        and the events wait for the next flush."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return loop.call_later(delay_ms / 1000, callback)
+
+
+Writer = Callable[[list[SessionEvent]], Awaitable[None]]
+"""Durably writes one contiguous batch; raises on failure (nothing of the batch is kept)."""
+
+
+class WriteBehindController:
+    """Buffers one session's events and writes them in batches (see the module docstring).
+
+    ``label`` names the session in the single log line a failed background write produces.
+    """
+
+    def __init__(
+        self,
+        write: Writer,
+        *,
+        max_delay_ms: int = 200,
+        scheduler: Scheduler | None = None,
+        label: str = "",
+    ) -> None:
+        self._write = write
+        self._max_delay_ms = max_delay_ms
+        self._scheduler: Scheduler = scheduler or LoopScheduler()
+        self._label = label
+        self._pending: list[SessionEvent] = []
+        self._timer: TimerHandle | None = None
+        self._active: asyncio.Future[None] | None = None
+        self._barrier: asyncio.Future[None] | None = None
+        self._deadline_expired = False
+        self._paused = False
+
+    @property
+    def has_work(self) -> bool:
+        """Events are pending or a write is in flight."""
+        return bool(self._pending) or self._active is not None
+
+    @property
+    def pending(self) -> tuple[SessionEvent, ...]:
+        """The buffered events, oldest first."""
+        return tuple(self._pending)
+
+    def enqueue(self, event: SessionEvent) -> None:
+        """Buffer one committed event (events are immutable, so no copy is needed)."""
+        was_empty = not self._pending
+        self._pending.append(event)
+        if self._barrier is not None:
+            return  # the running barrier drains it
+        if self._paused:
+            self._paused = False
+            self._arm()
+        elif was_empty and self._timer is None:
+            self._arm()
+
+    def flush(self) -> asyncio.Future[None] | None:
+        """The barrier. ``None`` when there is nothing to do; otherwise a future that resolves
+        once everything pending (including events admitted meanwhile) is written, or raises the
+        write's error with the batch retained. Concurrent calls share one barrier."""
+        if self._barrier is not None:
+            return self._barrier
+        if not self._pending and self._active is None:
+            return None
+        self._cancel_timer()
+        self._paused = False
+        barrier = self._barrier = asyncio.ensure_future(self._drain())
+        barrier.add_done_callback(self._barrier_done)
+        return barrier
+
+    def cancel_wait(self) -> None:
+        """Stop the batching window (a flush is about to drain)."""
+        self._cancel_timer()
+
+    async def _drain(self) -> None:
+        active = self._active
+        if active is not None:
+            await asyncio.wait([active])  # its outcome is handled by its own callback
+        while self._pending:
+            batch = self._pending
+            self._pending = []
+            try:
+                await self._write(batch)
+            except BaseException:
+                self._pending = batch + self._pending
+                self._paused = True  # no automatic retry; the next event or flush retries
+                raise
+
+    def _barrier_done(self, barrier: asyncio.Future[None]) -> None:
+        self._barrier = None
+        if not barrier.cancelled():
+            barrier.exception()  # the caller sees it; mark it retrieved
+        if self._pending and self._timer is None and not self._paused:
+            self._arm()
+
+    def _arm(self) -> None:
+        self._deadline_expired = False
+        self._timer = self._scheduler.call_later(self._max_delay_ms, self._expired)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self) -> None:
+        self._timer = None
+        if self._barrier is not None or not self._pending:
+            return
+        if self._active is not None:
+            self._deadline_expired = True
+            return
+        self._start_background()
+
+    def _start_background(self) -> None:
+        batch = self._pending
+        self._pending = []
+        self._deadline_expired = False
+        active = self._active = asyncio.ensure_future(self._write(batch))
+        active.add_done_callback(lambda done: self._background_done(done, batch))
+
+    def _background_done(self, done: asyncio.Future[Any], batch: list[SessionEvent]) -> None:
+        self._active = None
+        error = None if done.cancelled() else done.exception()
+        if done.cancelled() or error is not None:
+            self._pending = batch + self._pending
+            self._cancel_timer()
+            self._paused = True
+            log.warning(
+                "background write for session %s failed (buffered events retained): %s",
+                self._label,
+                error if error is not None else "cancelled",
+            )
+            return
+        if self._barrier is None and self._pending and self._deadline_expired:
+            self._start_background()
