@@ -54,10 +54,10 @@ class _Pending:
         self.call_seq: int | None = None
 
 
-def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[str, _Pending]]:
+def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[Any, _Pending]]:
     open_turn: Any = None
     open_step: Any = None
-    pending: dict[str, _Pending] = {}
+    pending: dict[Any, _Pending] = {}
     for event in events:
         kind, data = event.type, event.data
         mapping = data if isinstance(data, Mapping) else {}
@@ -79,14 +79,14 @@ def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[str, _Pending]
                 if isinstance(block, Mapping) and block.get("type") == "tool-call":
                     pending[block.get("id")] = _Pending(mapping.get("step"))
         elif kind == "tool/call":
-            entry = pending.get(mapping.get("callId"))  # type: ignore[arg-type]
+            entry = pending.get(mapping.get("callId"))
             if entry is not None:
                 entry.call_seq = event.seq
         elif kind == "tool/result":
             message = mapping.get("message")
             source = message.get("source") if isinstance(message, Mapping) else None
             if isinstance(source, Mapping):
-                pending.pop(source.get("callId"), None)  # type: ignore[arg-type]
+                pending.pop(source.get("callId"), None)
     return open_turn, open_step, pending
 
 

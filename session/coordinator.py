@@ -16,7 +16,7 @@ import contextlib
 import logging
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -247,12 +247,18 @@ class PersistenceCoordinator(SessionPersistence):
             )
         self._states[header.id] = _State(header, 0, False)
 
-    async def append(self, id: str, events: Sequence[SessionEvent | Mapping[str, Any]]) -> None:
-        """Durably append ``events`` (snapshotted at call time). An id known only to storage is
-        adopted first (which repairs an interrupted log). Raises ``TypeError`` for non-JSON
-        data, ``SessionError`` for a seq that does not continue the log."""
+    def append(
+        self, id: str, events: Sequence[SessionEvent | Mapping[str, Any]]
+    ) -> Awaitable[None]:
+        """Durably append ``events``, snapshotted when called (later changes to the caller's
+        objects are ignored). An id known only to storage is adopted first (which repairs an
+        interrupted log). Raises ``TypeError`` for non-JSON data at the call; the awaitable
+        raises ``SessionError`` for a seq that does not continue the log."""
         batch = _snapshot_batch(events)
         self._check_open()
+        return self._append(id, batch)
+
+    async def _append(self, id: str, batch: builtins.list[SessionEvent]) -> None:
         if not batch:
             return
         await self._wait_retirement(id)
@@ -437,6 +443,8 @@ class PersistenceCoordinator(SessionPersistence):
             return
         errors: list[Exception] = []
         for session, live in list(self._live.items()):
+            if live.retired:
+                continue  # its retirement flushes it
             try:
                 await self._flush_live(session, live)
             except Exception as e:
@@ -485,10 +493,12 @@ class PersistenceCoordinator(SessionPersistence):
 
     async def _flush_live(self, session: Session, live: _Live) -> None:
         live.controller.cancel_wait()
-        if live.init is None:
-            live.init = asyncio.ensure_future(self._init_live(session))
-            live.init.add_done_callback(_retrieve)
-        await live.init
+        init = live.init
+        if init is None or (init.done() and (init.cancelled() or init.exception() is not None)):
+            # Not started (no loop at creation) or failed: (re)try; a failure is not sticky.
+            init = live.init = asyncio.ensure_future(self._init_live(session))
+            init.add_done_callback(_retrieve)
+        await init
         barrier = live.controller.flush()
         if barrier is not None:
             await barrier

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,8 +82,11 @@ class SessionPersistence(ABC):
         """Register a new session lazily: nothing is written until its first append."""
 
     @abstractmethod
-    async def append(self, id: str, events: Sequence[SessionEvent | Mapping[str, Any]]) -> None:
-        """Durably append a contiguous batch that continues the stored log."""
+    def append(
+        self, id: str, events: Sequence[SessionEvent | Mapping[str, Any]]
+    ) -> Awaitable[None]:
+        """Durably append a contiguous batch that continues the stored log. The batch is
+        snapshotted when called; the awaitable resolves once it is durable."""
 
     @abstractmethod
     async def load(self, id: str) -> StoredSession:

@@ -1,0 +1,75 @@
+"""Backend kits for the persistence contract suite.
+
+A kit makes backend instances over one shared storage (a new instance models a process
+restart) and can plant raw stored logs for the read-side tests. A new backend joins the
+contract suite by adding one kit factory to ``KITS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from recovery import closers
+from session import SessionHeader, encode_json
+from session.coordinator import PersistenceCoordinator
+from session.lossless import snapshot
+from session.memory import MemoryPersistence, MemoryStore, _Log
+from session.write_behind import Scheduler
+
+
+class Kit(Protocol):
+    name: str
+
+    def make(
+        self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
+    ) -> PersistenceCoordinator: ...
+
+    def plant(
+        self,
+        header: Mapping[str, Any],
+        events: Sequence[Mapping[str, Any]],
+        *,
+        under: str | None = None,
+    ) -> None:
+        """Store a log as if an earlier process had written it (no validation), at the place
+        of session ``under`` (default: the header's own id)."""
+
+    def append_calls(self) -> int:
+        """How many batches storage received so far."""
+
+
+class MemoryKit:
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.store = MemoryStore()
+
+    def make(
+        self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
+    ) -> PersistenceCoordinator:
+        return MemoryPersistence(
+            self.store,
+            repair=closers,
+            scheduler=scheduler,
+            write_batch_max_delay_ms=write_batch_max_delay_ms,
+        )
+
+    def plant(
+        self,
+        header: Mapping[str, Any],
+        events: Sequence[Mapping[str, Any]],
+        *,
+        under: str | None = None,
+    ) -> None:
+        log = _Log(SessionHeader.model_validate(header))
+        log.lines = [encode_json(snapshot(e)) for e in events]
+        log.touch()
+        self.store.logs[under if under is not None else str(header["id"])] = log
+
+    def append_calls(self) -> int:
+        return self.store.append_calls
+
+
+KITS: dict[str, Callable[[], Kit]] = {"memory": MemoryKit}
+"""Every backend the contract suite runs against."""

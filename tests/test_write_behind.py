@@ -1,0 +1,277 @@
+"""The write-behind controller (persistence semantics §3.12, acceptance cases 99-106).
+
+Time is driven by a manual scheduler, never by sleeping: ``clock.advance(ms)`` fires the
+timers that are due. Writes are gated futures the test resolves, so every interleaving is
+explicit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import pytest
+
+from session import Session, SessionEvent
+from session.write_behind import WriteBehindController
+
+
+class ManualClock:
+    """A scheduler whose time only moves when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.timers: list[tuple[int, Callable[[], None], Handle]] = []
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Handle:
+        handle = Handle()
+        self.timers.append((self.now + delay_ms, callback, handle))
+        return handle
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+        due = [t for t in self.timers if t[0] <= self.now and not t[2].cancelled]
+        self.timers = [t for t in self.timers if t not in due and not t[2].cancelled]
+        for _, callback, _ in sorted(due, key=lambda t: t[0]):
+            callback()
+
+    @property
+    def armed(self) -> list[int]:
+        return [when for when, _, handle in self.timers if not handle.cancelled]
+
+
+class Handle:
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Storage:
+    """Records batches; each write waits for the test to release it when ``gated``."""
+
+    def __init__(self, *, gated: bool = False) -> None:
+        self.batches: list[list[int]] = []
+        self.attempts: list[list[int]] = []
+        self.gated = gated
+        self.gates: list[asyncio.Future[None]] = []
+        self.fail_next: list[Exception] = []
+
+    async def write(self, batch: list[SessionEvent]) -> None:
+        seqs = [e.seq for e in batch]
+        self.attempts.append(seqs)
+        if self.gated:
+            gate = asyncio.get_running_loop().create_future()
+            self.gates.append(gate)
+            await gate
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+        self.batches.append(seqs)
+
+    def release(self, index: int = -1) -> None:
+        self.gates[index].set_result(None)
+
+
+def events(n: int) -> list[SessionEvent]:
+    session = Session.create("wb")
+    return [session.append("plugin/e", {"i": i}) for i in range(n)]
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+async def test_case_99_one_fixed_window_from_the_first_event(clock: ManualClock) -> None:
+    storage = Storage()
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    e0, e1 = events(2)
+    controller.enqueue(e0)
+    clock.advance(150)
+    controller.enqueue(e1)
+    assert clock.armed == [200]  # the second event did not extend the window
+    clock.advance(49)
+    await settle()
+    assert storage.batches == []
+    clock.advance(1)
+    await settle()
+    assert storage.batches == [[0, 1]]
+    assert not controller.has_work
+
+
+async def test_case_100_twenty_events_ten_ms_apart_make_one_batch(clock: ManualClock) -> None:
+    storage = Storage()
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    for event in events(20):
+        controller.enqueue(event)
+        clock.advance(10)
+    await settle()
+    assert storage.batches == [list(range(20))]
+
+
+async def test_case_101_concurrent_flushes_share_one_barrier_that_drains_tails(
+    clock: ManualClock,
+) -> None:
+    storage = Storage(gated=True)
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    e0, e1 = events(2)
+    controller.enqueue(e0)
+    first, second = controller.flush(), controller.flush()
+    assert first is second
+    assert first is not None
+    await settle()
+    controller.enqueue(e1)  # admitted while the barrier's write is in flight
+    storage.release(0)
+    await settle()
+    assert not first.done()
+    storage.release(1)
+    await first
+    assert storage.batches == [[0], [1]]
+    assert clock.armed == []
+
+
+async def test_case_102_idle_flush_completes_without_io_and_new_work_gets_a_window(
+    clock: ManualClock,
+) -> None:
+    storage = Storage()
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    assert controller.flush() is None
+    (e0,) = events(1)
+    controller.enqueue(e0)
+    assert clock.armed == [200]
+    clock.advance(200)
+    await settle()
+    assert storage.batches == [[0]]
+
+
+async def test_case_103_expired_tail_is_written_right_after_the_active_write(
+    clock: ManualClock,
+) -> None:
+    storage = Storage(gated=True)
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    e0, e1, e2 = events(3)
+    controller.enqueue(e0)
+    clock.advance(200)  # background write of [0] starts and hangs
+    await settle()
+    controller.enqueue(e1)  # tail window: 200 -> 400
+    clock.advance(250)  # tail window expires during the active write
+    await settle()
+    assert storage.attempts == [[0]]
+    storage.release(0)
+    await settle()
+    assert storage.attempts == [[0], [1]]  # immediately, not at a new window
+    storage.release(1)
+    await settle()
+    controller.enqueue(e2)  # unexpired tail case: arms its own full window
+    assert clock.armed == [650]
+
+
+async def test_case_103_unexpired_tail_keeps_its_window(clock: ManualClock) -> None:
+    storage = Storage(gated=True)
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    e0, e1 = events(2)
+    controller.enqueue(e0)
+    clock.advance(200)
+    await settle()
+    clock.advance(10)
+    controller.enqueue(e1)  # window until 410
+    storage.release(0)
+    await settle()
+    assert storage.attempts == [[0]]
+    clock.advance(199)
+    await settle()
+    assert storage.attempts == [[0]]
+    clock.advance(1)
+    await settle()
+    assert storage.attempts == [[0], [1]]
+
+
+async def test_case_104_failure_pauses_retries_and_keeps_order(
+    clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = Storage()
+    storage.fail_next.append(OSError("disk on fire"))
+    controller = WriteBehindController(storage.write, scheduler=clock, label='"s"')
+    e0, e1 = events(2)
+    with caplog.at_level(logging.WARNING, logger="session.persistence"):
+        controller.enqueue(e0)
+        clock.advance(200)
+        await settle()
+        clock.advance(1000)
+        await settle()
+    assert storage.attempts == [[0]]  # no automatic retry
+    assert clock.armed == []
+    failures = [r for r in caplog.records if "background write" in r.getMessage()]
+    assert len(failures) == 1
+    assert "disk on fire" in failures[0].getMessage()
+    controller.enqueue(e1)  # the next event re-opens a window, failed batch first
+    assert clock.armed == [1400]
+    clock.advance(200)
+    await settle()
+    assert storage.batches == [[0, 1]]
+
+
+async def test_case_105_flush_retries_an_overlapping_background_failure(
+    clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = Storage(gated=True)
+    storage.fail_next.append(OSError("transient"))
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    (e0,) = events(1)
+    with caplog.at_level(logging.WARNING, logger="session.persistence"):
+        controller.enqueue(e0)
+        clock.advance(200)
+        await settle()
+        barrier = controller.flush()
+        assert barrier is not None
+        storage.release(0)  # the background attempt fails
+        await settle()
+        storage.release(1)  # the barrier's retry succeeds
+        await barrier
+    assert storage.attempts == [[0], [0]]
+    assert storage.batches == [[0]]
+    assert sum("background write" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_case_106_barrier_failure_is_raised_not_logged_and_batch_kept(
+    clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = Storage()
+    storage.fail_next.append(OSError("full disk"))
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    e0, e1 = events(2)
+    controller.enqueue(e0)
+    controller.enqueue(e1)
+    with caplog.at_level(logging.WARNING, logger="session.persistence"):
+        barrier = controller.flush()
+        assert barrier is not None
+        with pytest.raises(OSError, match="full disk"):
+            await barrier
+    assert not caplog.records
+    assert [e.seq for e in controller.pending] == [0, 1]
+    assert clock.armed == []  # paused: only an event or a flush retries
+    retry = controller.flush()
+    assert retry is not None
+    await retry
+    assert storage.batches == [[0, 1]]
+
+
+async def test_large_failed_batch_is_retained_in_order(clock: ManualClock) -> None:
+    storage = Storage()
+    storage.fail_next.append(OSError("nope"))
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    session = Session.create("big")
+    for i in range(150_000):
+        controller.enqueue(session.append("plugin/e", i))
+    barrier = controller.flush()
+    assert barrier is not None
+    with pytest.raises(OSError):
+        await barrier
+    assert [e.seq for e in controller.pending] == list(range(150_000))
