@@ -161,6 +161,7 @@ class PersistenceCoordinator(SessionPersistence):
         self._live: dict[Session, _Live] = {}
         self._retirements: dict[str, asyncio.Future[None]] = {}
         self._store: SessionStore | None = None
+        self._closing = False
         self._closed = False
 
     # --- storage hooks ----------------------------------------------------------------------
@@ -439,8 +440,9 @@ class PersistenceCoordinator(SessionPersistence):
     async def aclose(self) -> None:
         """Flush every live session, wait for retirements and every per-id chain, then close
         storage. Raises an ``ExceptionGroup`` of the flush failures (storage is still closed)."""
-        if self._closed:
+        if self._closed or self._closing:
             return
+        self._closing = True  # stop admitting new public calls
         errors: list[Exception] = []
         for session, live in list(self._live.items()):
             if live.retired:
@@ -610,7 +612,7 @@ class PersistenceCoordinator(SessionPersistence):
         return self._store
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._closed or self._closing:
             raise SessionError(f"{self.name} is closed")
 
 

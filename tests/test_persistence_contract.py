@@ -581,3 +581,17 @@ async def test_reannouncing_a_live_session_does_not_reinitialize(
     runtime.hooks.emit("session/created", session)
     await runtime.sessions.flush(session)
     assert [e.seq for e in await backend.read_from("once", 0)] == list(range(6))
+
+
+async def test_read_raw_returns_the_stored_bytes(backend: PersistenceCoordinator) -> None:
+    assert await backend.read_raw("absent") is None
+    await backend.create(header("raw"))
+    source = detached("raw")
+    await backend.append("raw", source.events)
+    raw = await backend.read_raw("raw")
+    assert raw is not None
+    assert raw.filename == "session.jsonl"
+    lines = raw.content.split(b"\n")
+    assert lines[0].startswith(b'{"type":"session","version":0,"id":"raw"')
+    assert lines[1:-1] == [e.encode() for e in source.events]
+    assert lines[-1] == b""
