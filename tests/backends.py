@@ -7,9 +7,12 @@ contract suite by adding one kit factory to ``KITS``.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from persistence_jsonl import JsonlPersistence
 from recovery import closers
 from session import SessionHeader, encode_json
 from session.coordinator import PersistenceCoordinator
@@ -71,5 +74,48 @@ class MemoryKit:
         return self.store.append_calls
 
 
-KITS: dict[str, Callable[[], Kit]] = {"memory": MemoryKit}
+class JsonlKit:
+    name = "jsonl"
+
+    def __init__(self) -> None:
+        self.root = tempfile.mkdtemp(prefix="jsonl-kit-")
+        self.backends: list[JsonlPersistence] = []
+
+    def make(
+        self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
+    ) -> PersistenceCoordinator:
+        backend = JsonlPersistence(
+            self.root, scheduler=scheduler, write_batch_max_delay_ms=write_batch_max_delay_ms
+        )
+        self.backends.append(backend)
+        return backend
+
+    def plant(
+        self,
+        header: Mapping[str, Any],
+        events: Sequence[Mapping[str, Any]],
+        *,
+        under: str | None = None,
+    ) -> None:
+        place = SessionHeader.model_validate(
+            {**header, "version": 0, "id": under if under is not None else header["id"]}
+        )
+        path = JsonlPersistence(self.root).locate(place)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        lines = [encode_json(snapshot({"type": "session", **header}))]
+        lines += [encode_json(snapshot(e)) for e in events]
+        with open(path, "wb") as f:
+            f.write(b"\n".join(lines) + b"\n")
+
+    def append_calls(self) -> int:
+        total = 0
+        for directory, _, files in os.walk(self.root):
+            for name in files:
+                if name == "session.jsonl":
+                    with open(os.path.join(directory, name), "rb") as f:
+                        total += f.read().count(b"\n")
+        return total
+
+
+KITS: dict[str, Callable[[], Kit]] = {"memory": MemoryKit, "jsonl": JsonlKit}
 """Every backend the contract suite runs against."""

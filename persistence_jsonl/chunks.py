@@ -1,0 +1,191 @@
+"""Packed chunk rows (persistence semantics §7): runs of three or more streaming deltas are
+stored as one row; reading expands them back to the exact ``assistant/chunk`` events.
+
+Packing is only an encoding: every chunk event keeps its seq and time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final
+
+from session.codec import encode_json
+from session.events import SessionEvent
+from session.lossless import is_safe_int
+
+__all__ = ["ROW_TYPES", "MalformedRowError", "encode_batch", "expand_row"]
+
+ROW_TYPES: Final = {
+    "text-delta": "text-chunks",
+    "reasoning-delta": "reasoning-chunks",
+    "tool-call-delta": "tool-call-chunks",
+}
+_ROW_TO_DELTA: Final = {row: delta for delta, row in ROW_TYPES.items()}
+_MIN_RUN: Final = 3
+_TEXT_KEYS: Final = ("type", "index", "text")
+_TOOL_KEYS: Final = ("type", "index", "id", "argumentsDelta")
+_TOOL_NAMED_KEYS: Final = ("type", "index", "id", "name", "argumentsDelta")
+
+
+class MalformedRowError(ValueError):
+    """A packed row does not have the shape the reference writes."""
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
+    """What a run's members share, or ``None`` if the event cannot be packed."""
+    if (
+        event.type != "assistant/chunk"
+        or event.surface_op is not None
+        or event.source_event_seqs is not None
+        or event.ignorable is not None
+    ):
+        return None
+    data = event.data
+    if not isinstance(data, Mapping) or tuple(data) != ("turn", "step", "chunk"):
+        return None
+    chunk = data["chunk"]
+    if not isinstance(chunk, Mapping) or not _number(data["turn"]) or not _number(data["step"]):
+        return None
+    kind, keys = chunk.get("type"), tuple(chunk)
+    if not _number(chunk.get("index")):
+        return None
+    if kind in ("text-delta", "reasoning-delta"):
+        if keys != _TEXT_KEYS or not isinstance(chunk["text"], str):
+            return None
+        return (kind, data["turn"], data["step"], chunk["index"])
+    if kind == "tool-call-delta":
+        if keys not in (_TOOL_KEYS, _TOOL_NAMED_KEYS):
+            return None
+        if not isinstance(chunk["id"], str) or not isinstance(chunk["argumentsDelta"], str):
+            return None
+        if "name" in chunk and not isinstance(chunk["name"], str):
+            return None
+        name = ("name", chunk["name"]) if "name" in chunk else ()
+        return (kind, data["turn"], data["step"], chunk["index"], chunk["id"], name)
+    return None
+
+
+def _runs(events: Sequence[SessionEvent]) -> Iterator[tuple[bool, list[SessionEvent]]]:
+    """Split a batch into packable runs (``True``) and single verbatim events (``False``)."""
+    index = 0
+    while index < len(events):
+        key = _run_key(events[index])
+        end = index + 1
+        if key is not None:
+            while (
+                end < len(events)
+                and events[end].seq == events[end - 1].seq + 1
+                and _run_key(events[end]) == key
+                and is_safe_int(events[end].time - events[end - 1].time)
+            ):
+                end += 1
+        if key is not None and end - index >= _MIN_RUN:
+            yield True, list(events[index:end])
+        else:
+            for event in events[index:end]:
+                yield False, [event]
+        index = end
+
+
+def _row(run: list[SessionEvent]) -> dict[str, Any]:
+    first = run[0]
+    chunk = first.data["chunk"]
+    kind = chunk["type"]
+    data: dict[str, Any] = {
+        "turn": first.data["turn"],
+        "step": first.data["step"],
+        "index": chunk["index"],
+        "dt": [b.time - a.time for a, b in itertools.pairwise(run)],
+    }
+    if kind == "tool-call-delta":
+        data["id"] = chunk["id"]
+        if "name" in chunk:
+            data["name"] = chunk["name"]
+        data["args"] = [e.data["chunk"]["argumentsDelta"] for e in run]
+    else:
+        data["texts"] = [e.data["chunk"]["text"] for e in run]
+    return {"type": ROW_TYPES[kind], "seq0": first.seq, "time0": first.time, "data": data}
+
+
+def encode_batch(events: Sequence[SessionEvent], pack: bool) -> bytes:
+    """The bytes appended for one batch: one line per event or packed row, each ending in
+    ``\\n``. With ``pack``, runs of three or more eligible deltas become one row."""
+    lines: list[bytes] = []
+    if not pack:
+        lines = [event.encode() for event in events]
+    else:
+        for packed, run in _runs(events):
+            lines.append(encode_json(_row(run)) if packed else run[0].encode())
+    lines.append(b"")
+    return b"\n".join(lines)
+
+
+def expand_row(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``assistant/chunk`` wire events a packed row stands for. Raises
+    :class:`MalformedRowError` naming what is wrong."""
+    tag = raw.get("type")
+    delta = _ROW_TO_DELTA[str(tag)]
+
+    def bad(why: str) -> MalformedRowError:
+        return MalformedRowError(f"malformed {tag} storage row: {why}")
+
+    if tuple(sorted(raw)) != ("data", "seq0", "time0", "type"):
+        raise bad("unexpected envelope keys")
+    seq0, time0, data = raw["seq0"], raw["time0"], raw["data"]
+    if not is_safe_int(seq0) or seq0 < 0 or not is_safe_int(time0):
+        raise bad("seq0 and time0 must be safe integers")
+    payload_key = "args" if delta == "tool-call-delta" else "texts"
+    expected = {"turn", "step", "index", "dt", payload_key}
+    if not isinstance(data, Mapping):
+        raise bad("data must be an object")
+    if delta == "tool-call-delta":
+        expected.add("id")
+        if "name" in data:
+            expected.add("name")
+    if set(data) != expected:
+        raise bad("unexpected data keys")
+    if not all(_number(data[k]) for k in ("turn", "step", "index")):
+        raise bad("turn, step and index must be numbers")
+    payload, dt = data[payload_key], data["dt"]
+    if not isinstance(payload, list) or not payload or not all(isinstance(p, str) for p in payload):
+        raise bad(f"{payload_key} must be a non-empty array of strings")
+    if (
+        not isinstance(dt, list)
+        or len(dt) != len(payload) - 1
+        or not all(is_safe_int(d) for d in dt)
+    ):
+        raise bad("dt must hold one safe integer per member after the first")
+    if delta == "tool-call-delta" and (
+        not isinstance(data["id"], str) or ("name" in data and not isinstance(data["name"], str))
+    ):
+        raise bad("id and name must be strings")
+    if not is_safe_int(seq0 + len(payload) - 1):
+        raise bad("seq out of the safe-integer range")
+    events: list[dict[str, Any]] = []
+    time = time0
+    for k, text in enumerate(payload):
+        if k:
+            time += dt[k - 1]
+            if not is_safe_int(time):
+                raise bad("time out of the safe-integer range")
+        if delta == "tool-call-delta":
+            chunk: dict[str, Any] = {"type": delta, "index": data["index"], "id": data["id"]}
+            if "name" in data:
+                chunk["name"] = data["name"]
+            chunk["argumentsDelta"] = text
+        else:
+            chunk = {"type": delta, "index": data["index"], "text": text}
+        events.append(
+            {
+                "type": "assistant/chunk",
+                "seq": seq0 + k,
+                "time": time,
+                "data": {"turn": data["turn"], "step": data["step"], "chunk": chunk},
+            }
+        )
+    return events

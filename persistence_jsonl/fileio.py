@@ -1,0 +1,156 @@
+"""Every system call the JSONL backend makes, in one narrow, replaceable seam.
+
+The backend never touches ``os`` directly: it calls the methods of a :class:`FileOps`. Tests
+(and the crash-state enumerator) substitute a subclass that fails, records or blocks the k-th
+call, so fault injection exercises the real code paths without mocking the filesystem.
+
+Every method is synchronous and blocking; the backend runs them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat as stat_module
+from dataclasses import dataclass
+
+__all__ = ["FileOps", "Stat"]
+
+FILE_MODE = 0o600
+"""Mode of every file the backend creates."""
+DIR_MODE = 0o700
+"""Mode of every directory the backend creates."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """The parts of ``os.stat`` the backend uses."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    is_dir: bool
+
+    @property
+    def revision(self) -> str:
+        """``dev:ino:size:mtime_ns:ctime_ns``: changes whenever the file's bytes may have."""
+        return f"{self.dev}:{self.ino}:{self.size}:{self.mtime_ns}:{self.ctime_ns}"
+
+
+class FileOps:
+    """The real system calls. Subclass and override to inject faults."""
+
+    def stat(self, path: str) -> Stat | None:
+        """Stat ``path``; ``None`` when it does not exist (other errors propagate)."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return Stat(
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            stat_module.S_ISDIR(st.st_mode),
+        )
+
+    def read(self, path: str) -> bytes | None:
+        """The whole file; ``None`` when it does not exist."""
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def read_prefix(self, path: str, limit: int) -> bytes | None:
+        """Up to ``limit`` bytes from the start; ``None`` when the file does not exist."""
+        try:
+            with open(path, "rb") as f:
+                return f.read(limit)
+        except FileNotFoundError:
+            return None
+
+    def listdir(self, path: str) -> list[str]:
+        """Entry names of a directory; ``[]`` when it does not exist."""
+        try:
+            return sorted(os.listdir(path))
+        except FileNotFoundError:
+            return []
+
+    def mkdir(self, path: str) -> bool:
+        """Create a 0700 directory; ``False`` if it already existed."""
+        try:
+            os.mkdir(path, DIR_MODE)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+            return False
+        return True
+
+    def open_exclusive(self, path: str) -> int:
+        """Create a new 0600 file for writing; fails if it exists."""
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+
+    def open_append(self, path: str) -> int:
+        """Open an existing file for appending."""
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+
+    def open_readwrite(self, path: str) -> int:
+        """Open an existing file for reading and writing (used by truncation)."""
+        return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        """One ``write`` call; returns how many bytes were written (may be short)."""
+        return os.write(fd, data)
+
+    def write_all(self, fd: int, data: bytes) -> None:
+        """Write every byte, looping over short writes; a write that makes no progress is an
+        ``EIO`` error."""
+        view = memoryview(data)
+        offset = 0
+        while offset < len(data):
+            written = self.write(fd, view[offset:])
+            if written <= 0:
+                raise OSError(errno.EIO, "write made no progress")
+            offset += written
+
+    def fsync(self, fd: int) -> None:
+        """Flush a file's data and metadata to stable storage."""
+        os.fsync(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        """Make a directory's entries (created, linked, removed names) durable."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def truncate(self, fd: int, length: int) -> None:
+        """Cut a file to ``length`` bytes."""
+        os.ftruncate(fd, length)
+
+    def size(self, fd: int) -> int:
+        """The current size of an open file."""
+        return os.fstat(fd).st_size
+
+    def close(self, fd: int) -> None:
+        """Close a descriptor."""
+        os.close(fd)
+
+    def link(self, source: str, target: str) -> None:
+        """Hard-link ``source`` to ``target``; fails if ``target`` exists (never replaces)."""
+        os.link(source, target)
+
+    def unlink(self, path: str) -> None:
+        """Remove a file; a missing file is not an error."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+    def realpath(self, path: str) -> str:
+        """Canonical path (symlinks resolved)."""
+        return os.path.realpath(path)

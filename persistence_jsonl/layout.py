@@ -1,0 +1,171 @@
+"""On-disk names and the header line, exactly as the reference lays them out
+(persistence semantics §6.2-6.3).
+
+``<root>/<project dir>/<encoded id>/session.jsonl``: the project dir is ``_no-cwd`` or
+``--<cwd slug>--``; ids are escaped injectively per UTF-16 code unit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+
+from session import SessionFormatUnsupportedError, SessionHeader, SessionPersistenceCorruptionError
+from session.codec import decode_json, encode_json
+from session.lossless import is_safe_int, snapshot
+
+__all__ = [
+    "LOG_NAME",
+    "NO_CWD_DIR",
+    "encode_header",
+    "encode_segment",
+    "parse_header",
+    "project_key",
+    "session_dir",
+]
+
+LOG_NAME: Final = "session.jsonl"
+"""The transcript's file name inside its session directory."""
+ZSTD_LOG_NAME: Final = "session.jsonl.zstd"
+"""The reference's compressed transcript name (refused by this backend)."""
+NO_CWD_DIR: Final = "_no-cwd"
+"""Project directory of sessions without a cwd."""
+_SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_SEPARATORS: Final = frozenset("/\\:")
+_MAX_SLUG: Final = 251
+
+
+def _utf16_units(text: str) -> list[int]:
+    """The UTF-16 code units of ``text`` (lone surrogates stay single units)."""
+    data = text.encode("utf-16-be", "surrogatepass")
+    return [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
+
+
+def _escape_unit(unit: int) -> str:
+    char = chr(unit)
+    return char if char in _SAFE else f"~{unit:04X}"
+
+
+def encode_segment(id: str) -> str:
+    """The directory name of a session id: ``[A-Za-z0-9._-]`` kept, every other UTF-16 code
+    unit (``~`` included) written ``~XXXX``; ``.`` and ``..`` escaped. Injective."""
+    if id == "":
+        raise ValueError("cannot encode an empty path segment")
+    if id in (".", ".."):
+        return "~002E" * len(id)
+    return "".join(_escape_unit(unit) for unit in _utf16_units(id))
+
+
+def project_key(cwd: str) -> str:
+    """The project directory of a cwd: ``--<slug>--``, at most 255 characters. Separators
+    (``/``, ``\\``, ``:``) become one ``-``; other unsafe code units ``~XXXX``. Lossy."""
+    if cwd == "":
+        raise ValueError("cannot encode an empty project path")
+    parts: list[str] = []
+    for unit in _utf16_units(cwd):
+        if chr(unit) in _SEPARATORS:
+            if not parts or parts[-1] != "-":
+                parts.append("-")
+        else:
+            parts.append(_escape_unit(unit))
+    slug = "".join(parts).lstrip("-") or "root"
+    return f"--{slug[:_MAX_SLUG]}--"
+
+
+def project_dir(cwd: str | None) -> str:
+    """``_no-cwd`` or the cwd's project key."""
+    return NO_CWD_DIR if cwd is None else project_key(cwd)
+
+
+def session_dir(root: str, header: SessionHeader) -> str:
+    """The directory holding a session's transcript."""
+    return os.path.join(root, project_dir(header.cwd), encode_segment(header.id))
+
+
+def encode_header(header: SessionHeader) -> bytes:
+    """The header line (without newline): ``{"type":"session", version, id, createdAt, ...}``
+    with ``delegationDepth`` always present, as the reference writes it."""
+    return encode_json(snapshot({"type": "session", **header.to_json()}))
+
+
+_RETIRED: Final = ("sandboxMode", "approvalPolicy")
+_HEADER_KEYS: Final = (
+    "version",
+    "id",
+    "createdAt",
+    "cwd",
+    "parentSession",
+    "seedLength",
+    "origin",
+    "delegationDepth",
+    "agentPreset",
+)
+
+
+def parse_header(line: bytes, path: str, *, check_version: bool = True) -> SessionHeader:
+    """Parse a header line (without newline) with the reference's checks, in its order: JSON,
+    then a version refusal, then the shape. Raises :class:`SessionFormatUnsupportedError` or
+    :class:`SessionPersistenceCorruptionError` naming ``path``. Without ``check_version`` a
+    header of another version is returned as it is (listing reads headers that way)."""
+    try:
+        raw: Any = decode_json(line)
+    except ValueError:
+        raise SessionPersistenceCorruptionError(
+            f'corrupt session log "{path}": header line is not valid JSON'
+        ) from None
+    if isinstance(raw, Mapping):
+        version: Any = raw.get("version")
+        foreign = (
+            isinstance(version, int | float) and not isinstance(version, bool) and version != 0
+        )
+        if foreign and not check_version and is_safe_int(version):
+            return SessionHeader.model_validate(
+                {key: raw[key] for key in _HEADER_KEYS if key in raw} | {"version": version}
+            )
+        if foreign:
+            shown = version if not float(version).is_integer() else int(version)
+            ident = raw.get("id")
+            name = ident if isinstance(ident, str) else encode_json(snapshot(ident))
+            if isinstance(name, bytes):
+                name = name.decode()
+            direction = (
+                "but this harness reads only v0: the log was written by a newer harness — "
+                "upgrade the harness to open it"
+                if version > 0
+                else "older than the supported v0, and this build ships no upgrade path for it"
+            )
+            raise SessionFormatUnsupportedError(
+                f'session "{name}" uses log format v{shown}, {direction} (raw log: {path})'
+            )
+    if not _is_header(raw):
+        raise SessionPersistenceCorruptionError(
+            f'corrupt session log "{path}": first line is not a session header'
+        )
+    if any(key in raw for key in _RETIRED):
+        raise SessionPersistenceCorruptionError(
+            f'corrupt session log "{path}": session header uses retired policy baseline fields'
+        )
+    fields = {key: raw[key] for key in _HEADER_KEYS if key in raw}
+    return SessionHeader.model_validate(fields)
+
+
+def _non_negative(value: object) -> bool:
+    return is_safe_int(value) and value >= 0
+
+
+def _is_header(raw: Any) -> bool:
+    if not isinstance(raw, Mapping) or raw.get("type") != "session":
+        return False
+    if raw.get("version") != 0 or not isinstance(raw.get("id"), str):
+        return False
+    if not _non_negative(raw.get("createdAt")) or not _non_negative(raw.get("delegationDepth")):
+        return False
+    if "origin" in raw and raw["origin"] != "subagent":
+        return False
+    if "agentPreset" in raw and not isinstance(raw["agentPreset"], str):
+        return False
+    for key in ("cwd", "parentSession"):
+        if key in raw and not isinstance(raw[key], str):
+            return False
+    return not ("seedLength" in raw and not _non_negative(raw["seedLength"]))

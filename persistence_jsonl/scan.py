@@ -1,0 +1,111 @@
+"""The raw scanner: which bytes of a log are committed, and what they say
+(persistence semantics §6.9).
+
+A final fragment without a newline is a torn tail: ignored, and cut by the next repair. A
+complete line that does not parse, or whose seq breaks contiguity, is tolerated only when no
+later line holds a ``turn/end``: then it is an uncommitted tail of a crashed turn. Otherwise the
+committed region is damaged and the scan refuses, naming the file and the line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from persistence_jsonl.chunks import ROW_TYPES, MalformedRowError, expand_row
+from persistence_jsonl.layout import parse_header
+from session import SessionHeader, SessionPersistenceCorruptionError
+from session.codec import decode_json
+
+__all__ = ["ScannedLog", "scan_log"]
+
+_ROW_TAGS = frozenset(ROW_TYPES.values())
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedLog:
+    """The committed content of one log file."""
+
+    header: SessionHeader
+    """The parsed header line."""
+    events: list[dict[str, Any]]
+    """The contiguous committed events as wire dicts (packed rows expanded)."""
+    committed_bytes: int
+    """Length of the committed prefix; bytes past it are a tail to cut."""
+    size: int
+    """Length of the scanned bytes."""
+
+    @property
+    def torn(self) -> bool:
+        """Whether bytes past the committed prefix exist."""
+        return self.committed_bytes < self.size
+
+
+def _corrupt(path: str, what: str) -> SessionPersistenceCorruptionError:
+    return SessionPersistenceCorruptionError(f'corrupt session log: {what} in "{path}"')
+
+
+def _members(line: bytes) -> list[dict[str, Any]] | None:
+    """The events a complete line stands for, or ``None`` if it does not parse."""
+    try:
+        raw = decode_json(line)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict):
+        return None
+    if raw.get("type") in _ROW_TAGS:
+        try:
+            return expand_row(raw)
+        except MalformedRowError:
+            return None
+    return [raw]
+
+
+def _has_turn_end(members: list[dict[str, Any]]) -> bool:
+    return any(m.get("type") == "turn/end" for m in members)
+
+
+def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLog:
+    """Scan a whole log file. Raises :class:`SessionPersistenceCorruptionError` (naming
+    ``path`` and the line, counted from 1 after the header) for a damaged committed region,
+    and the header's own errors for a bad first line."""
+    end = data.find(b"\n")
+    if end < 0:
+        raise SessionPersistenceCorruptionError(f'empty or header-less session log: "{path}"')
+    header = parse_header(data[:end], path, check_version=check_version)
+    events: list[dict[str, Any]] = []
+    committed = pos = end + 1
+    line_number = 0
+    defect: SessionPersistenceCorruptionError | None = None
+    while True:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            break  # a torn final fragment: never committed
+        line_number += 1
+        members = _members(data[pos:end])
+        pos = end + 1
+        if defect is not None:
+            if members is not None and _has_turn_end(members):
+                raise defect
+            continue
+        if members is None:
+            defect = _corrupt(path, f"unparsable committed event at line {line_number}")
+            continue
+        expected = len(events)
+        for offset, member in enumerate(members):
+            seq = member.get("seq") if isinstance(member, Mapping) else None
+            if seq != expected + offset or isinstance(seq, bool):
+                defect = _corrupt(
+                    path,
+                    f"seq gap in committed region at line {line_number} "
+                    f"(expected {expected + offset}, got {seq})",
+                )
+                break
+        if defect is not None:
+            if _has_turn_end(members):
+                raise defect
+            continue
+        events.extend(members)
+        committed = pos
+    return ScannedLog(header, events, committed, len(data))
