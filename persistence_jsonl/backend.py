@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -16,6 +18,7 @@ from persistence_jsonl.fileio import FileOps
 from persistence_jsonl.layout import (
     LOG_NAME,
     ZSTD_LOG_NAME,
+    check_storable_id,
     encode_header,
     encode_segment,
     parse_header,
@@ -166,6 +169,14 @@ class JsonlPersistence(PersistenceCoordinator):
                 return data, after.revision
         raise SessionError(f'"{path}" kept changing while it was being read')
 
+    async def create(self, header: SessionHeader | Mapping[str, Any]) -> None:
+        """As :meth:`PersistenceCoordinator.create`, and first refuse, with a ``ValueError``
+        that says why, an id this layout cannot store (empty, too long, a lone surrogate)."""
+        raw_id = header.id if isinstance(header, SessionHeader) else header.get("id")
+        if isinstance(raw_id, str):
+            check_storable_id(raw_id)
+        await super().create(header)
+
     # --- storage hooks (each runs its blocking work in one worker-thread hop) ----------------
 
     async def load_stored(self, id: str) -> StoredLog | None:
@@ -216,7 +227,13 @@ class JsonlPersistence(PersistenceCoordinator):
             if self.ops.mkdir(path):
                 self.ops.fsync_dir(parent)
             parent = path
+        content = encode_header(header) + b"\n" + data
         if self.ops.stat(final) is not None:
+            if self.ops.read(final) == content:
+                # An earlier attempt of this very materialization linked the log but failed
+                # before confirming it: finish it instead of refusing our own bytes.
+                self.ops.fsync_dir(directory)
+                return
             raise SessionCollisionError(
                 f'refusing to materialize "{header.id}": a log already exists on disk '
                 "(load/resume it instead)"
@@ -227,20 +244,32 @@ class JsonlPersistence(PersistenceCoordinator):
         temp = f"{final}.{secrets.token_hex(6)}.tmp"
         fd = self.ops.open_exclusive(temp)
         try:
-            self.ops.write_all(fd, encode_header(header) + b"\n" + data)
+            self.ops.write_all(fd, content)
             self.ops.fsync(fd)
         except BaseException:
             self.ops.close(fd)
-            self.ops.unlink(temp)
+            with contextlib.suppress(OSError):
+                self.ops.unlink(temp)
             raise
         self.ops.close(fd)
         try:
             self.ops.link(temp, final)
         except BaseException:
-            self.ops.unlink(temp)
+            with contextlib.suppress(OSError):
+                self.ops.unlink(temp)
             raise
-        self.ops.fsync_dir(directory)
-        self.ops.unlink(temp)
+        try:
+            self.ops.fsync_dir(directory)
+        except BaseException:
+            # The name is not known to be durable: withdraw it, so the caller's retry
+            # materializes again instead of finding a log it was told was not written.
+            with contextlib.suppress(OSError):
+                self.ops.unlink(final)
+            with contextlib.suppress(OSError):
+                self.ops.unlink(temp)
+            raise
+        with contextlib.suppress(OSError):  # the log is durable; a stale temp is cleaned later
+            self.ops.unlink(temp)
 
     def _append_bytes(self, header: SessionHeader, path: str, data: bytes) -> None:
         fd = self.ops.open_append(path)
@@ -265,9 +294,9 @@ class JsonlPersistence(PersistenceCoordinator):
             self.ops.fsync(fd)
         except Exception as rollback_error:
             failure = SessionDurabilityError(
-                f'failed to roll back append to "{path}": {error}; rollback: {rollback_error}'
+                f'failed to roll back append to "{path}": {error}; rollback: {rollback_error}',
+                (error, rollback_error),
             )
-            failure.errors = (error, rollback_error)  # type: ignore[attr-defined]
             self._poisoned[header.id] = failure
             raise failure from ExceptionGroup("append and rollback failed", [error, rollback_error])
 

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from typing import Any, Final
@@ -18,6 +19,7 @@ from session.lossless import is_safe_int, snapshot
 __all__ = [
     "LOG_NAME",
     "NO_CWD_DIR",
+    "check_storable_id",
     "encode_header",
     "encode_segment",
     "parse_header",
@@ -47,14 +49,47 @@ def _escape_unit(unit: int) -> str:
     return char if char in _SAFE else f"~{unit:04X}"
 
 
+MAX_ID_UNITS: Final = 4096
+"""The longest session id (in UTF-16 code units) this backend stores."""
+MAX_SEGMENT: Final = 255
+"""The longest directory name most file systems accept (``NAME_MAX``)."""
+
+
 def encode_segment(id: str) -> str:
     """The directory name of a session id: ``[A-Za-z0-9._-]`` kept, every other UTF-16 code
-    unit (``~`` included) written ``~XXXX``; ``.`` and ``..`` escaped. Injective."""
+    unit (``~`` included) written ``~XXXX``; ``.`` and ``..`` escaped. Injective.
+
+    The reference layout cannot store a name longer than 255 characters; for such ids (which
+    the reference cannot store at all) the name is ``~~`` and the SHA-256 of the escaped id, a
+    form no escaped id takes. Raises ``ValueError`` for an empty id or one longer than
+    :data:`MAX_ID_UNITS` code units.
+    """
     if id == "":
         raise ValueError("cannot encode an empty path segment")
+    units = _utf16_units(id)
+    if len(units) > MAX_ID_UNITS:
+        raise ValueError(
+            f"session id is too long to store: {len(units)} UTF-16 code units "
+            f"(at most {MAX_ID_UNITS})"
+        )
     if id in (".", ".."):
         return "~002E" * len(id)
-    return "".join(_escape_unit(unit) for unit in _utf16_units(id))
+    segment = "".join(_escape_unit(unit) for unit in units)
+    if len(segment) > MAX_SEGMENT:
+        return "~~" + hashlib.sha256(segment.encode("ascii")).hexdigest()
+    return segment
+
+
+def check_storable_id(id: str) -> None:
+    """Raise ``ValueError`` saying why ``id`` cannot be stored, if it cannot."""
+    encode_segment(id)
+    try:
+        id.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"session id contains a lone surrogate U+{ord(id[e.start]):04X} at index "
+            f"{e.start}, which cannot be written as UTF-8 JSON"
+        ) from None
 
 
 def project_key(cwd: str) -> str:

@@ -92,4 +92,9 @@ class SessionFormatUnsupportedError(SessionError):
 
 class SessionDurabilityError(SessionError):
     """A write could not be made durable and could not be rolled back; the session refuses
-    further appends until it is reopened."""
+    further appends until it is reopened. ``errors`` holds the underlying failures (the
+    write's, then the rollback's)."""
+
+    def __init__(self, message: str, errors: tuple[BaseException, ...] = ()) -> None:
+        super().__init__(message)
+        self.errors = errors

@@ -190,6 +190,10 @@ def snapshot(value: object, root: str = "value", *, js_numbers: bool = False) ->
     ``JSON.parse`` does. Raises :class:`JsonValueError` (a ``TypeError``) naming the path.
     Never recurses, so depth is unlimited; shared sub-values are copied, cycles refused.
     """
+    try:
+        return _fast(value, 0, js_numbers)  # type: ignore[no-any-return]
+    except _Slow:
+        pass  # unusual input: the exact walk below copies it or says what is wrong
     path: list[object] = [root]
     top = _scalar(value, path, js_numbers)
     if top is not _CONTAINER:
@@ -238,6 +242,57 @@ def snapshot(value: object, root: str = "value", *, js_numbers: bool = False) ->
             if stack:
                 path.pop()
     return first[1]  # type: ignore[no-any-return]
+
+
+class _Slow(Exception):
+    """The fast path met something it does not handle; the exact walk takes over."""
+
+
+_FAST_DEPTH = 64
+_SLOW = _Slow()
+
+
+def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
+    """A recursive copy for the common case: plain types, ASCII-or-valid strings, safe
+    numbers, shallow nesting. Anything else raises :class:`_Slow`."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _SLOW from None
+        return value
+    if kind is dict or kind is FrozenDict:
+        if depth > _FAST_DEPTH:
+            raise _SLOW
+        out = FrozenDict()
+        for key, child in value.items():
+            if type(key) is not str or not key.isascii():
+                raise _SLOW
+            _dict_set(out, key, _fast(child, depth + 1, js_numbers))
+        return out
+    if kind is list or kind is FrozenList or kind is tuple:
+        if depth > _FAST_DEPTH:
+            raise _SLOW
+        return FrozenList([_fast(child, depth + 1, js_numbers) for child in value])
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        raise _SLOW
+    if value is None or kind is bool:
+        return value
+    if kind is float or kind is JsFloat:
+        if value != value or value in (_INF, -_INF) or (value == 0 and str(value)[0] == "-"):
+            raise _SLOW
+        if value.is_integer() and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return int(value)
+        return value if kind is JsFloat else JsFloat(value)
+    raise _SLOW
+
+
+_INF = float("inf")
 
 
 class _ContainerMarker:

@@ -1,0 +1,475 @@
+"""``JsonlPersistence`` beyond the shared contract: layout, encoding in both directions, the
+scanner's torn-vs-corrupt rules, hostile ids, file modes (persistence semantics §6-7)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from persistence_jsonl import JsonlPersistence, encode_segment, project_key
+from persistence_jsonl.chunks import encode_batch, expand_row
+from persistence_jsonl.scan import scan_log
+from session import (
+    Runtime,
+    SessionCollisionError,
+    SessionEvent,
+    SessionFormatUnsupportedError,
+    SessionHeader,
+    SessionPersistenceCorruptionError,
+    decode_json,
+)
+from tests.corpus import case_bytes, cases, complete_lines
+from tests.test_persistence_contract import closed_turn, detached, header
+
+
+def final_case(scenario: str) -> dict[str, Any]:
+    """The longest prefix case of a scenario: the whole log the reference wrote."""
+    prefixes = [c for c in cases() if c["scenario"] == scenario and c["case"].startswith("prefix-")]
+    return max(prefixes, key=lambda c: int(c["case"].split("-")[1]))
+
+
+# --- names -------------------------------------------------------------------------------------
+
+
+def test_case_39_40_encode_segment() -> None:
+    assert encode_segment("..") == "~002E~002E"
+    assert encode_segment(".") == "~002E"
+    assert encode_segment("a/b") == "a~002Fb"
+    assert encode_segment("\x00") == "~0000"
+    assert encode_segment("a~b") == "a~007Eb"
+    assert encode_segment("plain-ID_1.2") == "plain-ID_1.2"
+    assert encode_segment("\ud800") == "~D800"
+    assert encode_segment("\udc00") == "~DC00"
+    assert encode_segment("😀") == "~D83D~DE00"
+    assert encode_segment("~002F") != encode_segment("/")
+    with pytest.raises(ValueError, match="empty path segment"):
+        encode_segment("")
+
+
+def test_case_41_project_key() -> None:
+    assert project_key("/Users/qyj/work/deepseek-harness") == "--Users-qyj-work-deepseek-harness--"
+    assert project_key("C:\\work\\agent") == "--C-work-agent--"
+    assert project_key("/开发/~agent") == "--~5F00~53D1-~007Eagent--"
+    assert project_key("/") == "--root--"
+    assert len(project_key("/" + "a" * 1000)) == 255
+    assert project_key("/a/b-c") == project_key("/a-b/c")
+    with pytest.raises(ValueError, match="empty project path"):
+        project_key("")
+
+
+def test_case_43_relative_root_is_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    backend = JsonlPersistence("store")
+    where = backend.locate(SessionHeader(id="x", created_at=1, cwd="/work"))
+    assert where == str(tmp_path / "store" / "--work--" / "x" / "session.jsonl")
+
+
+# --- encoding, both directions -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", ["complete:2", "tool:1", "parallel-tool:1", "request:1"])
+async def test_writing_the_reference_events_reproduces_the_reference_file(
+    scenario: str, tmp_path: Path
+) -> None:
+    case = final_case(scenario)
+    backend = JsonlPersistence(tmp_path)
+    await backend.create(case["load"]["meta"])
+    await backend.append(case["session_id"], case["inspect"]["events"][: _stored_count(case)])
+    path = tmp_path / case["path"]
+    assert path.read_bytes() == case_bytes(case)
+    loaded = await backend.load(case["session_id"])
+    assert [e.to_json() for e in loaded.events] == case["load"]["events"]
+    assert path.read_bytes() == case_bytes(case, "file_after_load_b64")
+    await backend.aclose()
+
+
+def _stored_count(case: dict[str, Any]) -> int:
+    """How many events the reference's file holds (rows expanded)."""
+    total = 0
+    for line in complete_lines(case)[1:]:
+        raw = decode_json(line)
+        total += (
+            len(raw["data"].get("texts") or raw["data"].get("args") or []) if "seq0" in raw else 1
+        )
+    return total
+
+
+def test_every_corpus_line_re_encodes_identically_packed_or_not() -> None:
+    checked = 0
+    for case in cases():
+        for line in complete_lines(case, "file_after_load_b64")[1:]:
+            try:
+                raw = decode_json(line)
+            except ValueError:
+                continue
+            if not isinstance(raw, dict):
+                continue
+            if "seq0" in raw:
+                events = [SessionEvent.from_json(e) for e in expand_row(raw)]
+                assert encode_batch(events, pack=True) == line + b"\n"
+                assert encode_batch(events, pack=False).count(b"\n") == len(events)
+            else:
+                assert encode_batch([SessionEvent.from_json(raw)], pack=True) == line + b"\n"
+            checked += 1
+    assert checked > 4000
+
+
+async def test_case_45_46_47_packing_modes_load_identically(tmp_path: Path) -> None:
+    source = detached("p", build=lambda s: None)
+    source.append("turn/start", {"turn": 1})
+    source.append("step/start", {"turn": 1, "step": 1})
+    for text in "abcde":
+        source.append(
+            "assistant/chunk",
+            {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": text}},
+        )
+    packed = JsonlPersistence(tmp_path / "packed")
+    plain = JsonlPersistence(tmp_path / "plain", pack_chunks=False)
+    for backend in (packed, plain):
+        await backend.create(header("p"))
+        await backend.append("p", source.events)
+    packed_lines = (tmp_path / "packed/_no-cwd/p/session.jsonl").read_bytes().splitlines()
+    plain_lines = (tmp_path / "plain/_no-cwd/p/session.jsonl").read_bytes().splitlines()
+    assert [decode_json(x)["type"] for x in packed_lines[1:]] == [
+        "turn/start",
+        "step/start",
+        "text-chunks",
+    ]
+    assert len(plain_lines) == 1 + 7
+    for backend in (packed, plain):
+        events = await backend.read_from("p", 0)
+        assert [e.encode() for e in events] == [e.encode() for e in source.events]
+    await plain.append(
+        "p", [source.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})]
+    )
+    mixed = JsonlPersistence(tmp_path / "plain")
+    assert len(await mixed.read_from("p", 0)) == 8
+    for backend in (packed, plain, mixed):
+        await backend.aclose()
+
+
+def test_case_48_49_row_expansion_and_malformed_rows() -> None:
+    row = {
+        "type": "text-chunks",
+        "seq0": 1,
+        "time0": 2,
+        "data": {"turn": 1, "step": 1, "index": 0, "dt": [1, 1], "texts": ["a", "b", "c"]},
+    }
+    members = expand_row(row)
+    assert [(m["seq"], m["time"], m["data"]["chunk"]["text"]) for m in members] == [
+        (1, 2, "a"),
+        (2, 3, "b"),
+        (3, 4, "c"),
+    ]
+    bad = {**row, "data": {**row["data"], "dt": [1]}}
+    with pytest.raises(ValueError, match="malformed text-chunks storage row"):
+        expand_row(bad)
+
+
+# --- the scanner -------------------------------------------------------------------------------
+
+HEADER = b'{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}\n'
+
+
+def line(type: str, seq: int, **data: Any) -> bytes:
+    return b'{"type":"%s","seq":%d,"time":1,"data":%s}\n' % (
+        type.encode(),
+        seq,
+        (str(data).replace("'", '"') if data else "{}").encode(),
+    )
+
+
+def test_case_52_53_59_header_and_torn_fragments() -> None:
+    for bad in (b"", HEADER[:-1]):
+        with pytest.raises(SessionPersistenceCorruptionError, match="header-less"):
+            scan_log(bad, "p")
+    only = scan_log(HEADER, "p")
+    assert (only.events, only.committed_bytes, only.torn) == ([], len(HEADER), False)
+    torn = scan_log(HEADER + line("turn/start", 0) + b"ignored torn tail", "p")
+    assert [e["seq"] for e in torn.events] == [0]
+    assert torn.committed_bytes == len(HEADER + line("turn/start", 0))
+    assert torn.torn
+
+
+def test_case_54_56_57_58_defects_before_and_after_turn_end() -> None:
+    start, gap_end = line("turn/start", 0), line("turn/end", 1)
+    tolerated = scan_log(HEADER + start + b"{not json\n" + line("step/start", 1), "p")
+    assert [e["seq"] for e in tolerated.events] == [0]
+    assert tolerated.torn
+    with pytest.raises(
+        SessionPersistenceCorruptionError, match=r'unparsable committed event at line 2 in "p"'
+    ):
+        scan_log(HEADER + start + b"{not json\n" + gap_end, "p")
+    with pytest.raises(SessionPersistenceCorruptionError, match="unparsable committed event"):
+        scan_log(HEADER + b"{not json\n" + gap_end, "p")
+    with pytest.raises(
+        SessionPersistenceCorruptionError,
+        match=r"seq gap in committed region at line 1 \(expected 0, got 1\)",
+    ):
+        scan_log(HEADER + line("turn/end", 1), "p")
+    assert [e["seq"] for e in scan_log(HEADER + start + line("step/start", 2), "p").events] == [0]
+    with pytest.raises(SessionPersistenceCorruptionError, match="seq gap"):
+        scan_log(HEADER + start + line("step/start", 2) + line("turn/end", 3), "p")
+    after_end = scan_log(HEADER + start + gap_end + line("step/start", 9), "p")
+    assert [e["seq"] for e in after_end.events] == [0, 1]
+    for junk in (b"\n", b"null\n", b"[1]\n", b'"x"\n'):
+        assert scan_log(HEADER + start + junk, "p").events == [decode_json(start)]
+
+
+def test_case_60_to_64_header_rules() -> None:
+    def header_line(**fields: Any) -> bytes:
+        base: dict[str, Any] = {
+            "type": "session",
+            "version": 0,
+            "id": "s",
+            "createdAt": 1,
+            "delegationDepth": 0,
+        }
+        base.update(fields)
+        text = ",".join(f'"{k}":{v!r}'.replace("'", '"') for k, v in base.items() if v is not None)
+        return ("{" + text + "}\n").encode()
+
+    for bad in (
+        {"createdAt": 1.5},
+        {"createdAt": -1},
+        {"createdAt": 2**53},
+        {"delegationDepth": None},
+        {"delegationDepth": "1"},
+        {"delegationDepth": 1.5},
+        {"delegationDepth": -1},
+        {"agentPreset": 7},
+    ):
+        with pytest.raises(SessionPersistenceCorruptionError, match="not a session header"):
+            scan_log(header_line(**bad), "p")
+    assert scan_log(header_line(agentPreset="minimal"), "p").header.agent_preset == "minimal"
+    for retired in ("sandboxMode", "approvalPolicy"):
+        with pytest.raises(SessionPersistenceCorruptionError, match="retired policy baseline"):
+            scan_log(header_line(**{retired: "x"}), "p")
+    with pytest.raises(
+        SessionFormatUnsupportedError,
+        match=r'session "s" uses log format v42.*newer harness.*\(raw log: p\)',
+    ):
+        scan_log(b'{"type":"session","version":42,"id":"s","futureOnly":true}\n', "p")
+    with pytest.raises(SessionFormatUnsupportedError, match='session "123" uses log format v42'):
+        scan_log(b'{"type":"session","version":42,"id":123}\n', "p")
+    with pytest.raises(SessionPersistenceCorruptionError, match="not a session header"):
+        scan_log(b"42\n", "p")
+    with pytest.raises(SessionPersistenceCorruptionError, match="header line is not valid JSON"):
+        scan_log(b"{nope\n", "p")
+    assert scan_log(header_line(extra="kept out"), "p").header.to_json() == {
+        "version": 0,
+        "id": "s",
+        "createdAt": 1,
+        "delegationDepth": 0,
+    }
+
+
+@pytest.mark.slow
+async def test_torn_tail_sweep_every_byte_offset(tmp_path: Path) -> None:
+    """Cut a real two-turn log at every byte: inspect and load return the longest valid
+    prefix plus closers, or refuse as corrupt; nothing else, never a hang."""
+    from recovery import closers
+
+    case = final_case("complete:2")
+    data = case_bytes(case)
+    all_events = [SessionEvent.from_json(e) for e in case["inspect"]["events"]]
+    ends = [i + 1 for i, byte in enumerate(data) if byte == 0x0A]
+    counts = [0]  # events held by the first n complete lines after the header
+    for lineno in range(1, len(ends)):
+        raw = decode_json(data[ends[lineno - 1] : ends[lineno] - 1])
+        counts.append(counts[-1] + (len(expand_row(raw)) if "seq0" in raw else 1))
+    # 28,000 cold reads and repairs: on tmpfs when the machine has one (real files and real
+    # fsync calls, without waiting for a disk).
+    root = Path(tempfile.mkdtemp(dir="/dev/shm")) if os.path.isdir("/dev/shm") else tmp_path
+    path = root / case["path"]
+    path.parent.mkdir(parents=True)
+    backend = JsonlPersistence(root)
+    outcomes = {"balanced": 0, "corrupt": 0}
+    for cut in range(len(data) + 1):
+        whole_lines = sum(1 for end in ends if end <= cut)
+        if whole_lines == 0:
+            expected = None
+        else:
+            prefix = all_events[: counts[whole_lines - 1]]
+            expected = [e.to_json() for e in prefix + closers(prefix)]
+        for method in ("inspect", "load"):
+            path.write_bytes(data[:cut])
+            try:
+                stored = await getattr(backend, method)(case["session_id"])
+            except SessionPersistenceCorruptionError:
+                assert expected is None, f"cut {cut}: {method} refused a valid prefix"
+                outcomes["corrupt"] += 1
+                continue
+            assert expected is not None, f"cut {cut}"
+            assert [e.to_json() for e in stored.events] == expected, f"cut {cut} {method}"
+            outcomes["balanced"] += 1
+        backend._cache.clear()
+        backend._states.clear()
+    assert outcomes["balanced"] > 20_000
+    await backend.aclose()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+# --- layout and discovery ----------------------------------------------------------------------
+
+
+async def test_lazy_materialization_and_modes(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    backend = JsonlPersistence(root)
+    await backend.create(header("m", cwd="/work/proj"))
+    assert not root.exists()
+    await backend.append("m", detached("m").events)
+    log = root / "--work-proj--" / "m" / "session.jsonl"
+    assert log.exists()
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    for directory in (root, root / "--work-proj--", root / "--work-proj--" / "m"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert sorted(os.listdir(log.parent)) == ["session.jsonl"]  # no temp file left
+    await backend.aclose()
+
+
+async def test_stale_temp_files_are_ignored_and_cleaned(tmp_path: Path) -> None:
+    directory = tmp_path / "_no-cwd" / "t"
+    directory.mkdir(parents=True)
+    stale = directory / "session.jsonl.0123456789ab.tmp"
+    stale.write_bytes(HEADER)
+    backend = JsonlPersistence(tmp_path)
+    assert await backend.list() == []
+    await backend.create(header("t"))
+    await backend.append("t", detached("t").events)
+    assert sorted(os.listdir(directory)) == ["session.jsonl"]
+    await backend.aclose()
+
+
+async def test_hostile_ids_stay_under_the_root_and_round_trip(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    backend = JsonlPersistence(root)
+    ids = ["../x", "a/b", ".", "..", "\x00", "😀", "~" * 200, "../../etc/pwn", "/abs"]
+    for id in ids:
+        await backend.create(header(id))
+        await backend.append(id, detached(id).events)
+    assert sorted(h.id for h in await backend.list()) == sorted(ids)
+    for directory, _, files in os.walk(tmp_path):
+        for name in files:
+            assert Path(directory, name).resolve().is_relative_to(root.resolve())
+    for id in ids:
+        assert len((await backend.load(id)).events) == 6
+    await backend.aclose()
+
+
+@pytest.mark.parametrize(
+    ("bad_id", "why"),
+    [("x" * 10_000, "too long to store"), ("a\ud800", "lone surrogate U\\+D800"), ("", "empty")],
+)
+async def test_unstorable_ids_are_refused_at_create(tmp_path: Path, bad_id: str, why: str) -> None:
+    backend = JsonlPersistence(tmp_path / "root")
+    with pytest.raises(ValueError, match=why):
+        await backend.create(header(bad_id))
+    assert not (tmp_path / "root").exists()
+
+
+async def test_case_30_31_duplicates_and_flat_or_compressed_layouts(tmp_path: Path) -> None:
+    one = JsonlPersistence(tmp_path / "dup")
+    for cwd in ("/a", "/b"):
+        path = one.locate(SessionHeader(id="d", created_at=1, cwd=cwd))
+        os.makedirs(os.path.dirname(path))
+        Path(path).write_bytes(
+            b'{"type":"session","version":0,"id":"d","createdAt":1,"cwd":"%s",'
+            b'"delegationDepth":0}\n' % cwd.encode()
+        )
+    with pytest.raises(SessionPersistenceCorruptionError, match="multiple project directories"):
+        await one.load("d")
+    with pytest.raises(SessionPersistenceCorruptionError, match="multiple project directories"):
+        await one.list()
+    flat = tmp_path / "flat"
+    (flat / "_no-cwd").mkdir(parents=True)
+    (flat / "_no-cwd" / "old.jsonl").write_bytes(HEADER)
+    with pytest.raises(SessionFormatUnsupportedError, match="flat-file layout"):
+        await JsonlPersistence(flat).list()
+    zstd = tmp_path / "zstd"
+    (zstd / "_no-cwd" / "z").mkdir(parents=True)
+    (zstd / "_no-cwd" / "z" / "session.jsonl.zstd").write_bytes(b"")
+    with pytest.raises(SessionFormatUnsupportedError, match=r'compression "none"'):
+        await JsonlPersistence(zstd).load("z")
+
+
+async def test_case_27_29_32_33_list_rules(tmp_path: Path) -> None:
+    backend = JsonlPersistence(tmp_path)
+    for name, content in {"empty": b"", "nonl": b'{"type":"session"', "junk": b"hello\n"}.items():
+        (tmp_path / "_no-cwd" / name).mkdir(parents=True)
+        (tmp_path / "_no-cwd" / name / "session.jsonl").write_bytes(content)
+    (tmp_path / "_no-cwd" / "dironly").mkdir()
+    big = "x" * 20_000
+    (tmp_path / "_no-cwd" / "big").mkdir()
+    (tmp_path / "_no-cwd" / "big" / "session.jsonl").write_bytes(
+        b'{"type":"session","version":0,"id":"big","createdAt":1,"delegationDepth":0,'
+        b'"agentPreset":"%s"}\n' % big.encode()
+    )
+    assert [h.id for h in await backend.list()] == ["big"]
+    (tmp_path / "_no-cwd" / "moved").mkdir()
+    (tmp_path / "_no-cwd" / "moved" / "session.jsonl").write_bytes(
+        b'{"type":"session","version":0,"id":"moved","createdAt":1,"cwd":"/elsewhere",'
+        b'"delegationDepth":0}\n'
+    )
+    with pytest.raises(SessionPersistenceCorruptionError, match="and cwd identify"):
+        await backend.list()
+
+
+async def test_case_37_root_must_be_a_directory(tmp_path: Path) -> None:
+    not_dir = tmp_path / "file"
+    not_dir.write_bytes(b"")
+    with pytest.raises(NotADirectoryError):
+        JsonlPersistence(not_dir)
+    assert await JsonlPersistence(tmp_path / "missing").list() == []
+
+
+async def test_an_existing_log_is_never_overwritten_by_materialization(tmp_path: Path) -> None:
+    first = JsonlPersistence(tmp_path)
+    await first.create(header("once"))
+    second = JsonlPersistence(tmp_path)
+    await second.create(header("once", createdAt=2000))  # both think the id is new
+    await first.append("once", detached("once").events)
+    with pytest.raises(SessionCollisionError, match="a log already exists on disk"):
+        await second.append("once", detached("once").events)
+    assert len(await first.read_from("once", 0)) == 6
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_revisions_are_source_qualified(tmp_path: Path) -> None:
+    a, b = JsonlPersistence(tmp_path / "a"), JsonlPersistence(tmp_path / "b")
+    for backend in (a, b):
+        await backend.create(header("r"))
+        await backend.append("r", detached("r").events)
+    again = JsonlPersistence(tmp_path / "a")
+    assert (await a.list_snapshots())[0].revision == (await again.list_snapshots())[0].revision
+    assert (await a.list_snapshots())[0].revision != (await b.list_snapshots())[0].revision
+    stored = await a.load_stored("r")
+    assert stored is not None
+    assert stored.revision == await a.read_stored_revision("r")
+    assert await a.read_stored_revision("nope") is None
+
+
+async def test_live_sessions_through_the_store_write_reference_bytes(tmp_path: Path) -> None:
+    backend = JsonlPersistence(tmp_path)
+    runtime = Runtime(clock=lambda: 42)
+    runtime.install(backend)
+    session = runtime.sessions.create("live", cwd="/w")
+    closed_turn(session)
+    await runtime.sessions.flush(session)
+    raw = await backend.read_raw("live")
+    assert raw is not None
+    lines = raw.content.splitlines()
+    assert lines[0] == (
+        b'{"type":"session","version":0,"id":"live","createdAt":42,"cwd":"/w","delegationDepth":0}'
+    )
+    assert lines[1:] == [e.encode() for e in session.events]
+    await backend.aclose()

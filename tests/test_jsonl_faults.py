@@ -1,0 +1,186 @@
+"""Fault injection through the JSONL backend's I/O seam (``persistence_jsonl.fileio``).
+
+A session's life (a materialization and three appends) is replayed with the k-th system call
+failing, once or from then on, for every k up to the number of calls the life makes. After each
+run the file on disk must load, hold every batch whose ``append`` returned, and hold no partial
+batch. Failures are ``EIO``, ``ENOSPC`` and short writes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from persistence_jsonl import FileOps, JsonlPersistence
+from session import Session, SessionDurabilityError, SessionEvent
+from tests.test_persistence_contract import closed_turn, header
+
+MUTATING = (
+    "mkdir",
+    "open_exclusive",
+    "open_append",
+    "open_readwrite",
+    "write",
+    "fsync",
+    "fsync_dir",
+    "truncate",
+    "link",
+    "unlink",
+)
+
+
+class FaultyOps(FileOps):
+    """Counts mutating calls; fails the k-th (``once``) or the k-th and every later one."""
+
+    def __init__(self, k: int, *, once: bool, mode: str = "eio") -> None:
+        self.k, self.once, self.mode = k, once, mode
+        self.calls = 0
+        self.injected = 0
+
+    def _maybe_fail(self, name: str) -> bool:
+        self.calls += 1
+        hit = self.calls == self.k if self.once else self.calls >= self.k
+        if hit:
+            self.injected += 1
+            if self.mode == "short" and name == "write":
+                return True
+            code = errno.ENOSPC if self.mode == "enospc" else errno.EIO
+            raise OSError(code, f"injected {os.strerror(code)} in {name} (call {self.calls})")
+        return False
+
+
+def _wrap(name: str) -> object:
+    def method(self: FaultyOps, *args: object) -> object:
+        short = self._maybe_fail(name)
+        if short:
+            fd, data = args
+            return FileOps.write(self, fd, bytes(data)[: max(1, len(data) // 2)])  # type: ignore[arg-type]
+        return getattr(FileOps, name)(self, *args)
+
+    return method
+
+
+for _name in MUTATING:
+    setattr(FaultyOps, _name, _wrap(_name))
+
+
+def batches() -> list[Sequence[SessionEvent]]:
+    session = Session.create("f", clock=lambda: 9)
+    closed_turn(session, 1)
+    closed_turn(session, 2)
+    session.append("turn/start", {"turn": 3})
+    for i in range(5):
+        session.append(
+            "assistant/chunk",
+            {"turn": 3, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": f"t{i}"}},
+        )
+    events = session.events
+    return [events[:4], events[4:9], events[9:12], events[12:]]
+
+
+async def _life(root: Path, ops: FileOps) -> list[int]:
+    """Materialize and append three more batches, retrying a failed batch once; return the
+    seqs whose append returned."""
+    backend = JsonlPersistence(root, ops=ops)
+    await backend.create(header("f"))
+    acknowledged: list[int] = []
+    for batch in batches():
+        for _attempt in range(2):
+            try:
+                await backend.append("f", batch)
+            except (OSError, SessionDurabilityError):
+                continue
+            acknowledged += [e.seq for e in batch]
+            break
+        else:
+            break  # not acknowledged: later batches cannot continue the log
+    await backend.aclose()
+    return acknowledged
+
+
+@pytest.mark.parametrize("mode", ["eio", "enospc", "short"])
+@pytest.mark.parametrize("once", [True, False], ids=["once", "persistent"])
+async def test_every_call_of_a_session_life_can_fail(tmp_path: Path, mode: str, once: bool) -> None:
+    counter = FaultyOps(10**9, once=True)
+    await _life(tmp_path / "count", counter)
+    total = counter.calls
+    assert total > 15
+    expected_all = [e.seq for batch in batches() for e in batch]
+    checked = 0
+    for k in range(1, total + 1):
+        root = tmp_path / f"{mode}-{once}-{k}"
+        ops = FaultyOps(k, once=once, mode=mode)
+        acknowledged = await _life(root, ops)
+        if mode != "short" or ops.injected:
+            checked += 1
+        reader = JsonlPersistence(root)
+        if not (await reader.list()):
+            assert acknowledged == [], f"k={k}: acknowledged events but no log"
+            continue
+        stored = [e.seq for e in await reader.read_from("f", 0)]
+        # every acknowledged batch is there; whatever else is there is whole batches, in order
+        assert stored[: len(acknowledged)] == acknowledged, f"k={k}"
+        assert stored == expected_all[: len(stored)], f"k={k}"
+        boundaries = {0}
+        for batch in batches():
+            boundaries.add(batch[-1].seq + 1)
+        assert len(stored) in boundaries, f"k={k}: partial batch on disk ({len(stored)} events)"
+        loaded = await reader.load("f")  # and it loads (repairing the open turn)
+        assert loaded.events[-1].type == "turn/end"
+        await reader.aclose()
+    assert checked >= total - 1
+
+
+class RollbackFails(FileOps):
+    """The append's fsync fails, and so does the truncate that would roll it back."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.calls_after_poison = 0
+        self.poisoned = False
+
+    def fsync(self, fd: int) -> None:
+        if self.poisoned:
+            self.calls_after_poison += 1
+        if self.armed:
+            raise OSError(errno.EIO, "fsync lost the data")
+        super().fsync(fd)
+
+    def truncate(self, fd: int, length: int) -> None:
+        if self.armed:
+            raise OSError(errno.EIO, "truncate failed too")
+        super().truncate(fd, length)
+
+    def open_append(self, path: str) -> int:
+        if self.poisoned:
+            self.calls_after_poison += 1
+        return super().open_append(path)
+
+
+async def test_failed_rollback_poisons_the_session_and_never_retries(tmp_path: Path) -> None:
+    ops = RollbackFails()
+    backend = JsonlPersistence(tmp_path, ops=ops)
+    first, second, *_ = batches()
+    await backend.create(header("f"))
+    await backend.append("f", first)
+    ops.armed = True
+    with pytest.raises(SessionDurabilityError, match="failed to roll back append") as info:
+        await backend.append("f", second)
+    assert [str(e) for e in info.value.errors] == [
+        "[Errno 5] fsync lost the data",
+        "[Errno 5] truncate failed too",
+    ]
+    ops.armed = False
+    ops.poisoned = True
+    with pytest.raises(SessionDurabilityError, match="refuses appends .* reopen it"):
+        await backend.append("f", second)
+    assert ops.calls_after_poison == 0  # not even an open: the fsync is never retried
+    reopened = JsonlPersistence(tmp_path)  # a new instance reads what is really on disk
+    stored = [e.seq for e in await reopened.read_from("f", 0)]
+    assert stored in ([0, 1, 2, 3], list(range(9)))
+    await reopened.aclose()
+    await backend.aclose()
