@@ -1,0 +1,478 @@
+"""The reference agent loop: drives turns against a model adapter and registered tools, and
+records exactly the reference's event sequence (core semantics §3).
+
+A turn: ``agent/inbox/spliced`` (the prompt enters the next-turn inbox), ``turn/start``, then
+per step the claim splice, ``step/start``, ``user/message``s, ``request/header`` (first request
+and on change), ``request/context`` (on change), ``assistant/chunk``..., ``assistant/message``,
+per tool call ``tool/call`` and execution, ``tool/result``s in model order, the
+``agent/post-step`` hook, ``step/end``; finally ``turn/end`` and the loop's own ``flush``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from session.cancel import CancelSignal
+from session.codec import encode_json
+from session.errors import SessionError
+from session.lossless import snapshot, thaw
+from session.models import ModelRequest
+from session.session import Session
+from session.tools import ToolCall, ToolResult, aborted_before_dispatch
+
+if TYPE_CHECKING:
+    from session.runtime import Runtime
+
+__all__ = ["AGENT_POST_STEP", "AGENT_PRE_STEP", "Agent", "LlmError", "StepContext"]
+
+log = logging.getLogger("session.loop")
+
+AGENT_PRE_STEP: Final = "agent/pre-step"
+"""Middleware ``async (StepContext, next)`` before a step's ``step/start``."""
+AGENT_POST_STEP: Final = "agent/post-step"
+"""Middleware ``async (StepContext, next)`` after a step recorded its assistant message and
+its ordered tool results, before ``step/end``."""
+
+
+class LlmError(SessionError):
+    """A model request failed; ``failure`` is the reference's ``LlmFailure`` JSON."""
+
+    def __init__(self, failure: Mapping[str, Any]) -> None:
+        super().__init__(str(failure.get("message", "model request failed")))
+        self.failure = dict(failure)
+
+
+class _Cancelled(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class StepContext:
+    """What step hooks see."""
+
+    agent: Agent
+    session: Session
+    turn: int
+    step: int
+    messages: list[Any] = field(default_factory=list)
+    """(pre-step) the claimed input messages that will enter the step."""
+
+
+def user_message(text: str, *, id: str | None = None) -> dict[str, Any]:
+    """A user message in the reference's shape and key order."""
+    return {
+        "content": [{"type": "text", "text": text}],
+        "source": {"kind": "user"},
+        "role": "user",
+        "id": id or str(uuid.uuid4()),
+    }
+
+
+class _Assembler:
+    """Builds the content blocks of a response from its chunks."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.usage: Any = None
+        self.finish: Any = None
+
+    def feed(self, chunk: Mapping[str, Any]) -> None:
+        kind = chunk.get("type")
+        index = int(chunk.get("index", 0))
+        if kind == "block-start":
+            if chunk["blockType"] == "tool-call":
+                self.blocks[index] = {
+                    "type": "tool-call",
+                    "id": chunk.get("id"),
+                    "name": chunk.get("name"),
+                    "arguments": "",
+                }
+            else:
+                self.blocks[index] = {"type": chunk["blockType"], "text": ""}
+        elif kind in ("text-delta", "reasoning-delta"):
+            block = self.blocks.setdefault(index, {"type": str(kind)[:-6], "text": ""})
+            block["text"] += chunk["text"]
+        elif kind == "tool-call-delta":
+            block = self.blocks.setdefault(
+                index,
+                {
+                    "type": "tool-call",
+                    "id": chunk["id"],
+                    "name": chunk.get("name"),
+                    "arguments": "",
+                },
+            )
+            block["arguments"] += chunk["argumentsDelta"]
+        elif kind == "block-end":
+            self.blocks[index] = thaw(chunk["block"])
+        elif kind == "usage":
+            self.usage = chunk["usage"]
+        elif kind == "finish":
+            self.finish = chunk["reason"]
+
+    def content(self) -> list[dict[str, Any]]:
+        return [self.blocks[i] for i in sorted(self.blocks)]
+
+    def visible(self) -> list[dict[str, Any]]:
+        """Text and reasoning blocks with something in them (what a cancel keeps)."""
+        return [
+            b
+            for b in self.content()
+            if b["type"] in ("text", "reasoning") and b.get("text", "").strip()
+        ]
+
+
+class Agent:
+    """Runs turns on one live session. Create with ``runtime.agent(session, model=...)``."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        session: Session,
+        *,
+        provider: str,
+        model: str,
+        system: str | None = None,
+        max_parallel_tools: int = 10,
+    ) -> None:
+        if max_parallel_tools < 1:
+            raise ValueError("max_parallel_tools must be at least 1")
+        self.runtime = runtime
+        self.session = session
+        self.provider = provider
+        self.model = model
+        self.system = system
+        self.max_parallel_tools = max_parallel_tools
+        self._next_turn: list[Any] = []
+        self._next_step: list[Any] = []
+        self._cancel: CancelSignal | None = None
+        self._last_header: bytes | None = None
+        self._first_request = True
+
+    # --- public surface ---------------------------------------------------------------------
+
+    async def run_turn(self, message: str | Mapping[str, Any]) -> dict[str, Any]:
+        """Send ``message`` (text or a user message) and run one turn to its end; return the
+        turn's end reason. The turn is flushed before this returns (a failed final flush
+        raises)."""
+        self.followup(message)
+        return await self._turn()
+
+    def followup(self, message: str | Mapping[str, Any]) -> None:
+        """Queue a message for the next turn (logged as an inbox splice)."""
+        msg = user_message(message) if isinstance(message, str) else dict(message)
+        self._splice("next-turn", self._next_turn, len(self._next_turn), 0, [msg])
+
+    def steer(self, message: str | Mapping[str, Any]) -> None:
+        """Queue a message for the next step of the running turn."""
+        msg = user_message(message) if isinstance(message, str) else dict(message)
+        self._splice("next-step", self._next_step, len(self._next_step), 0, [msg])
+
+    def cancel(self, reason: Any = None) -> None:
+        """Cancel the running turn; it ends ``aborted``. Nothing happens while idle."""
+        if self._cancel is not None:
+            self._cancel.cancel(reason if reason is not None else {"kind": "user"})
+
+    # --- turn -------------------------------------------------------------------------------
+
+    def _splice(
+        self, target: str, items: list[Any], start: int, removed: int, inserted: list[Any]
+    ) -> None:
+        if not removed and not inserted:
+            return
+        data: dict[str, Any] = {"target": target, "start": start}
+        if removed:
+            data["removedCount"] = removed
+        data["inserted"] = inserted
+        self.session.append("agent/inbox/spliced", data)
+        items[start : start + removed] = inserted
+
+    def _next_turn_number(self) -> int:
+        for event in reversed(self.session.events):
+            if event.type == "turn/start":
+                return int(event.data["turn"]) + 1
+        return 1
+
+    async def _turn(self) -> dict[str, Any]:
+        session = self.session
+        turn = self._next_turn_number()
+        session.append("turn/start", {"turn": turn})
+        cancel = self._cancel = CancelSignal()
+        reason: dict[str, Any] = {"kind": "completed"}
+        try:
+            step, outcome = 0, None
+            while True:
+                step += 1
+                claimed = self._claim(first=step == 1)
+                if not claimed and (step == 1 or outcome is not None):
+                    break
+                context = StepContext(self, session, turn, step, claimed)
+                await self._hooks_chain(AGENT_PRE_STEP, context)
+                if cancel.cancelled:
+                    raise _Cancelled
+                session.append("step/start", {"turn": turn, "step": step})
+                for message in context.messages:
+                    session.append("user/message", message, surface_op="append")
+                try:
+                    outcome = await self._step(turn, step, cancel)
+                    await self._hooks_chain(AGENT_POST_STEP, StepContext(self, session, turn, step))
+                finally:
+                    session.append("step/end", {"turn": turn, "step": step})
+                if outcome == "max-tokens":
+                    reason = {"kind": "max-tokens"}
+                if cancel.cancelled:
+                    raise _Cancelled
+                if outcome is not None and not self._next_step:
+                    break
+        except _Cancelled:
+            reason = {"kind": "aborted", "reason": cancel.reason}
+        except LlmError as e:
+            reason = {"kind": "error", "error": e.failure}
+        except Exception as e:
+            reason = {"kind": "error", "error": {"message": _error_chain(e), "code": "UNKNOWN"}}
+            log.warning('agent on session "%s": turn %d failed: %s', session.id, turn, e)
+        finally:
+            self._cancel = None
+            session.append("turn/end", {"turn": turn, "reason": reason})
+        await self.runtime.sessions.flush(session)
+        return reason
+
+    def _claim(self, *, first: bool) -> list[Any]:
+        claimed = list(self._next_step)
+        self._splice("next-step", self._next_step, 0, len(self._next_step), [])
+        if first and self._next_turn:
+            claimed.append(self._next_turn[0])
+            self._splice("next-turn", self._next_turn, 0, 1, [])
+        return claimed
+
+    async def _hooks_chain(self, name: str, context: StepContext) -> None:
+        async def terminal(_: StepContext) -> None:
+            return None
+
+        await self.runtime.hooks.chain(name, terminal)(context)
+
+    # --- step -------------------------------------------------------------------------------
+
+    async def _step(self, turn: int, step: int, cancel: CancelSignal) -> str | None:
+        session = self.session
+        tools = self.runtime.tools.definitions()
+        header: dict[str, Any] = {"config": {"provider": self.provider, "model": self.model}}
+        if self.system:
+            header["system"] = self.system
+        if tools:
+            header["tools"] = tools
+        encoded = encode_json(snapshot(header))
+        if self._first_request or encoded != self._last_header:
+            if self._first_request:
+                logged = any(e.type == "request/header" for e in session.events)
+                why = "resume" if logged else "initial"
+            else:
+                why = "change"
+            session.append("request/header", {"header": header, "reason": why})
+            self._first_request, self._last_header = False, encoded
+        context = {"provider": self.provider, "model": self.model}
+        last = next((e.data for e in reversed(session.events) if e.type == "request/context"), None)
+        if last is None or thaw(last) != context:
+            session.append("request/context", context)
+        if cancel.cancelled:
+            raise _Cancelled
+        request = ModelRequest(
+            self.provider,
+            self.model,
+            session.derive_messages(),
+            self.system,
+            tools,
+            session.id,
+            cancel,
+        )
+        assembler, seqs = _Assembler(), []
+        stream = self.runtime.models.stream(request)
+        try:
+            async for chunk in _until_cancelled(stream, cancel):
+                seqs.append(
+                    session.append(
+                        "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk}
+                    ).seq
+                )
+                assembler.feed(chunk)
+        except _Cancelled:
+            visible = assembler.visible()
+            if visible:
+                data: dict[str, Any] = {
+                    "turn": turn,
+                    "step": step,
+                    "message": self._assistant(visible),
+                }
+                if assembler.usage is not None:
+                    data["usage"] = assembler.usage
+                data["interrupted"] = True
+                session.append(
+                    "assistant/message", data, surface_op="append", source_event_seqs=seqs
+                )
+            raise
+        finish = assembler.finish or {"kind": "stop"}
+        kind = finish.get("kind")
+        if kind in ("error", "aborted"):
+            failure = dict(
+                finish.get("failure") or {"message": f"model stream {kind}", "code": "UNKNOWN"}
+            )
+            if kind == "aborted":
+                failure["code"] = "ABORTED"
+            raise LlmError(failure)
+        content = assembler.content()
+        if kind == "max-tokens":
+            content = [b for b in content if b["type"] != "tool-call"]
+        data = {"turn": turn, "step": step, "message": self._assistant(content)}
+        if assembler.usage is not None:
+            data["usage"] = assembler.usage
+        session.append("assistant/message", data, surface_op="append", source_event_seqs=seqs)
+        calls = [b for b in content if b["type"] == "tool-call"]
+        if not calls:
+            return "max-tokens" if kind == "max-tokens" else "completed"
+        await self._run_tools(turn, step, calls, cancel)
+        return None
+
+    def _assistant(self, content: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": content,
+            "source": {"kind": "model", "provider": self.provider, "model": self.model},
+            "id": str(uuid.uuid4()),
+        }
+
+    # --- tools ------------------------------------------------------------------------------
+
+    async def _run_tools(
+        self, turn: int, step: int, calls: list[dict[str, Any]], cancel: CancelSignal
+    ) -> None:
+        """Start calls in model order (a rolling pool of parallel calls, exclusive calls
+        alone), commit results strictly in model order."""
+        session, tools = self.session, self.runtime.tools
+        started: list[tuple[dict[str, Any], int, asyncio.Future[ToolResult]]] = []
+        committed = 0
+
+        def commit_ready() -> None:
+            nonlocal committed
+            while committed < len(started) and started[committed][2].done():
+                block, call_seq, task = started[committed]
+                self._record_result(turn, step, block["id"], call_seq, task.result())
+                committed += 1
+
+        not_started = list(calls)
+        while not_started and not cancel.cancelled:
+            block = not_started[0]
+            running = [t for _, _, t in started if not t.done()]
+            # An exclusive call starts alone and runs alone; parallel ones share a pool.
+            alone = _is_exclusive(tools, block) or (
+                bool(started) and _is_exclusive(tools, started[-1][0])
+            )
+            if running and (alone or len(running) >= self.max_parallel_tools):
+                await asyncio.wait(
+                    running,
+                    return_when=asyncio.ALL_COMPLETED if alone else asyncio.FIRST_COMPLETED,
+                )
+                commit_ready()
+                continue
+            not_started.pop(0)
+            call_seq = session.append(
+                "tool/call",
+                {
+                    "turn": turn,
+                    "step": step,
+                    "callId": block["id"],
+                    "name": block["name"],
+                    "arguments": block["arguments"],
+                },
+            ).seq
+            call = ToolCall(
+                block["id"], block["name"], block["arguments"], session, self, None, cancel
+            )
+            task = asyncio.ensure_future(tools.execute(call))
+            started.append((block, call_seq, task))
+            await asyncio.sleep(0)  # let the body start before the next call is considered
+            commit_ready()
+        if started:
+            await asyncio.wait([t for _, _, t in started])
+        commit_ready()
+        for block in not_started:  # cancelled before dispatch: a synthetic pair each
+            call_seq = session.append(
+                "tool/call",
+                {
+                    "turn": turn,
+                    "step": step,
+                    "callId": block["id"],
+                    "name": block["name"],
+                    "arguments": block["arguments"],
+                },
+            ).seq
+            self._record_result(turn, step, block["id"], call_seq, aborted_before_dispatch())
+
+    def _record_result(
+        self, turn: int, step: int, call_id: str, call_seq: int, result: ToolResult
+    ) -> None:
+        message = {
+            "source": {"kind": "tool", "callId": call_id},
+            "content": [
+                {
+                    "type": "tool-result",
+                    "toolCallId": call_id,
+                    "content": list(result.content),
+                    "isError": result.is_error,
+                }
+            ],
+            "role": "user",
+            "id": str(uuid.uuid4()),
+        }
+        data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
+        if result.error is not None:
+            data["error"] = dict(result.error)
+        if result.meta is not None:
+            data["meta"] = result.meta
+        self.session.append("tool/result", data, surface_op="append", source_event_seqs=[call_seq])
+
+
+def _is_exclusive(tools: Any, block: Mapping[str, Any]) -> bool:
+    spec = tools.get(block["name"])
+    return spec is not None and bool(spec.exclusive)
+
+
+async def _until_cancelled(stream: AsyncIterator[Any], cancel: CancelSignal) -> AsyncIterator[Any]:
+    """Yield from ``stream`` until it ends; raise ``_Cancelled`` as soon as ``cancel`` is set,
+    even while the stream is waiting."""
+    iterator = aiter(stream)
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        while True:
+            if cancel.cancelled:
+                raise _Cancelled
+            step = asyncio.ensure_future(anext(iterator))
+            done, _ = await asyncio.wait({step, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if step not in done:
+                step.cancel()
+                raise _Cancelled
+            try:
+                chunk = step.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        waiter.cancel()
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
+
+
+def _error_chain(error: BaseException) -> str:
+    parts: list[str] = []
+    current: BaseException | None = error
+    while current is not None and len(parts) < 10:
+        parts.append(str(current) or type(current).__name__)
+        current = current.__cause__
+    return ": ".join(parts)

@@ -1,0 +1,214 @@
+"""The tool seam: registered tools and the ``tools/execute`` middleware chain.
+
+A tool is a plain async function ``fn(args, call) -> str | list[content block] | ToolResult``.
+``args`` is the parsed argument JSON (``{}`` for an empty string); ``call.call_id`` is the
+model's id for the call, stable across a crash and a retry, so a tool with side effects can
+pass it on as its idempotency key. A tool that raises produces an error result
+(``isError: true``, ``Error: <message>``); it never crashes the loop. Unknown tools and
+malformed argument JSON produce error results the model can read.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from session.cancel import CancelSignal
+from session.hooks import Disposer, HookBus
+
+if TYPE_CHECKING:
+    from session.session import Session
+
+__all__ = [
+    "ABORTED_BEFORE_DISPATCH",
+    "TOOLS_EXECUTE",
+    "ToolCall",
+    "ToolResult",
+    "ToolService",
+    "ToolSpec",
+    "aborted_before_dispatch",
+]
+
+TOOLS_EXECUTE: Final = "tools/execute"
+"""Middleware ``async (call, next) -> ToolResult`` around every tool body."""
+
+ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
+"""Code of the result of a call cancelled before its body started."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call produced."""
+
+    content: Sequence[Mapping[str, Any]]
+    """Content blocks for the model (usually one ``text`` block)."""
+    is_error: bool = False
+    """Whether the call failed; the content says why."""
+    error: Mapping[str, str] | None = None
+    """Machine-readable ``{name, code}`` of a harness-level failure."""
+    meta: Any = None
+    """Tool-defined JSON metadata, recorded but not shown to the model."""
+
+    @classmethod
+    def text(cls, text: str, *, is_error: bool = False) -> ToolResult:
+        """A result with one text block."""
+        return cls([{"type": "text", "text": text}], is_error)
+
+    @classmethod
+    def failure(cls, message: str, error: Mapping[str, str] | None = None) -> ToolResult:
+        """An error result whose text is ``Error: <message>``."""
+        return cls([{"type": "text", "text": f"Error: {message}"}], True, error)
+
+
+def aborted_before_dispatch() -> ToolResult:
+    """The canonical result of a call cancelled before its body ran."""
+    return ToolResult.failure(
+        "tool call aborted before dispatch",
+        {"name": "AbortError", "code": ABORTED_BEFORE_DISPATCH},
+    )
+
+
+ToolFunction = Callable[[Any, "ToolCall"], Awaitable[Any]]
+"""``async fn(args, call)``: the tool body."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A registered tool."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    """JSON schema of the arguments, offered to the model."""
+    fn: ToolFunction
+    exclusive: bool = False
+    """Run alone: an exclusive call waits for earlier calls and blocks later ones."""
+
+    def definition(self) -> dict[str, Any]:
+        """The ``{name, description, parameters}`` the request header records."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call on its way through ``tools/execute``."""
+
+    call_id: str
+    """The model's id for the call; pass it on as the idempotency key of side effects."""
+    name: str
+    arguments: str
+    """The raw JSON string the model produced."""
+    session: Session | None = None
+    """The session the call belongs to (the checkpoint policy flushes it)."""
+    agent: Any = None
+    """The agent dispatching the call, if any."""
+    parent: ToolCall | None = None
+    """The outer call, for a call dispatched from inside another tool's body."""
+    cancel: CancelSignal = field(default_factory=CancelSignal)
+    """Cancellation of the turn the call belongs to."""
+
+
+class ToolService:
+    """Registered tools and the ``tools/execute`` chain."""
+
+    def __init__(self, hooks: HookBus) -> None:
+        self._hooks = hooks
+        self._tools: dict[str, ToolSpec] = {}
+
+    def register(
+        self,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        fn: ToolFunction,
+        *,
+        exclusive: bool = False,
+    ) -> Disposer:
+        """Register a tool; the disposer unregisters it."""
+        if name in self._tools:
+            raise ValueError(f'a tool named "{name}" is already registered')
+        spec = ToolSpec(name, description, dict(parameters), fn, exclusive)
+        self._tools[name] = spec
+
+        def remove() -> None:
+            if self._tools.get(name) is spec:
+                del self._tools[name]
+
+        return Disposer(remove)
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        description: str = "",
+        parameters: Mapping[str, Any] | None = None,
+        exclusive: bool = False,
+    ) -> Callable[[ToolFunction], ToolFunction]:
+        """Decorator form of :meth:`register` (name and description default to the
+        function's)."""
+
+        def decorate(fn: ToolFunction) -> ToolFunction:
+            self.register(
+                name or fn.__name__,
+                description or inspect.getdoc(fn) or "",
+                parameters if parameters is not None else {"type": "object"},
+                fn,
+                exclusive=exclusive,
+            )
+            return fn
+
+        return decorate
+
+    def get(self, name: str) -> ToolSpec | None:
+        """The registered tool, or ``None``."""
+        return self._tools.get(name)
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """Definitions of every tool, sorted by name (the canonical header order)."""
+        return [self._tools[name].definition() for name in sorted(self._tools)]
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Run one call through ``tools/execute``. Never raises for a tool's own failure:
+        errors of the body, of the middleware (a failed checkpoint), an unknown tool or bad
+        argument JSON all become error results."""
+        if call.cancel.cancelled:
+            return aborted_before_dispatch()
+        chain = self._hooks.chain(TOOLS_EXECUTE, self._invoke)
+        try:
+            result = await chain(call)
+        except Exception as e:
+            return ToolResult.failure(str(e) or type(e).__name__)
+        return (
+            result
+            if isinstance(result, ToolResult)
+            else ToolResult.failure(
+                f"tools/execute middleware returned {type(result).__name__}, not a ToolResult"
+            )
+        )
+
+    async def _invoke(self, call: ToolCall) -> ToolResult:
+        if call.cancel.cancelled:
+            return aborted_before_dispatch()
+        spec = self._tools.get(call.name)
+        if spec is None:
+            return ToolResult.failure(
+                f'unknown tool "{call.name}"', {"name": "ToolNotFoundError", "code": "UNKNOWN_TOOL"}
+            )
+        try:
+            args = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError as e:
+            return ToolResult.failure(f"the arguments of {call.name} are not valid JSON: {e}")
+        try:
+            output = await spec.fn(args, call)
+        except Exception as e:
+            return ToolResult.failure(str(e) or type(e).__name__)
+        if isinstance(output, ToolResult):
+            return output
+        if isinstance(output, str):
+            return ToolResult.text(output)
+        if isinstance(output, list):
+            return ToolResult(output)
+        return ToolResult.text(json.dumps(output))
