@@ -44,10 +44,11 @@ class FileOps:
     """The real system calls. Subclass and override to inject faults."""
 
     def stat(self, path: str) -> Stat | None:
-        """Stat ``path``; ``None`` when it does not exist (other errors propagate)."""
+        """Stat ``path``; ``None`` when it does not exist, including when a component of it
+        is not a directory (other errors propagate)."""
         try:
             st = os.stat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         return Stat(
             st.st_dev,

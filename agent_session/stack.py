@@ -1,0 +1,121 @@
+"""The reference stack assembled: ``JsonlPersistence`` + ``checkpoint_policy`` + the reference
+loop + a ``ScriptedModel`` with two tools (``read_file``, read-only and parallel-safe;
+``write_file``, a side effect, exclusive). Used by the demo, the crash child and the tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from checkpoint_policy import checkpoint_policy
+from persistence_jsonl import JsonlPersistence
+from session import Runtime
+from session.hooks import Disposer
+from session.scripted import ScriptedCall, ScriptedModel, ScriptedStep
+from session.tools import ToolCall
+
+__all__ = ["MODEL", "SYSTEM", "Stack", "open_stack", "turn_script"]
+
+MODEL = "scripted/scripted-1"
+"""The model the stack's agents use."""
+SYSTEM = "You are an AI agent powered by DeepSeek Harness."
+"""The system prompt of the stack's agents."""
+
+ToolHook = Callable[[str, ToolCall], Any]
+
+
+def turn_script(
+    turn: int, *, calls: tuple[str, ...] = ("read_file", "write_file")
+) -> list[ScriptedStep]:
+    """A turn's two model responses: reasoning, text and the given tool calls; then an
+    answer. Call ids are ``call-<turn>-<n>``."""
+    scripted = [
+        ScriptedCall(
+            f"call-{turn}-{n + 1}",
+            name,
+            ['{"path":"notes-', f'{turn}-{n + 1}.txt","content', '":"hello"}'],
+        )
+        for n, name in enumerate(calls)
+    ]
+    return [
+        ScriptedStep(
+            reasoning=["Think", "ing ", "hard."],
+            text=["Let me ", "check ", "that."],
+            calls=scripted,
+            usage=(100, 20),
+        ),
+        ScriptedStep(text=["All ", "done ", f"(turn {turn})."], usage=(120, 8)),
+    ]
+
+
+@dataclass
+class Stack:
+    """A runtime wired with the JSONL backend, the policy, the model and the tools."""
+
+    runtime: Runtime
+    backend: JsonlPersistence
+    model: ScriptedModel
+    workdir: str
+    """Where ``write_file`` writes (the side effect)."""
+    uninstall_policy: Disposer | None
+
+    async def close(self) -> None:
+        """Flush everything and release the backend."""
+        await self.backend.aclose()
+
+
+def open_stack(
+    root: str,
+    script: list[ScriptedStep],
+    *,
+    policy: bool = True,
+    window_ms: int = 200,
+    tool_hook: ToolHook | None = None,
+    workdir: str | None = None,
+) -> Stack:
+    """Assemble the reference stack over ``root``. ``tool_hook(name, call)`` runs at the start
+    of every tool body (failpoints live there). The tools work in ``workdir`` (default: a
+    sibling of the root named ``<root>-workdir``)."""
+    runtime = Runtime()
+    backend = JsonlPersistence(root, write_batch_max_delay_ms=window_ms)
+    runtime.install(backend)
+    uninstall = runtime.install(checkpoint_policy) if policy else None
+    model = ScriptedModel(script)
+    runtime.models.register("scripted", model)
+    workdir = workdir or os.path.abspath(root).rstrip(os.sep) + "-workdir"
+
+    async def read_file(args: Any, call: ToolCall) -> str:
+        if tool_hook is not None:
+            await _maybe_await(tool_hook("read_file", call))
+        path = os.path.join(workdir, os.path.basename(str(args.get("path", ""))))
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+        except FileNotFoundError:
+            return f"(no such file: {os.path.basename(path)})"
+
+    async def write_file(args: Any, call: ToolCall) -> str:
+        if tool_hook is not None:
+            await _maybe_await(tool_hook("write_file", call))
+        os.makedirs(workdir, exist_ok=True)
+        name = os.path.basename(str(args.get("path", "out.txt")))
+        with open(os.path.join(workdir, name), "w", encoding="utf-8") as f:
+            f.write(f"{args.get('content', '')} (idempotency key {call.call_id})\n")
+        return f"wrote {name}"
+
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+    }
+    runtime.tools.register("read_file", "Read a file from the work directory.", schema, read_file)
+    runtime.tools.register(
+        "write_file", "Write a file in the work directory.", schema, write_file, exclusive=True
+    )
+    return Stack(runtime, backend, model, workdir, uninstall)
+
+
+async def _maybe_await(value: Any) -> None:
+    if hasattr(value, "__await__"):
+        await value
