@@ -1,29 +1,120 @@
-"""The ``agent-session`` command line."""
+"""The ``agent-session`` command line: run the demo; inspect, verify, recover and export
+stores of JSONL session logs."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import datetime
+import json
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from session import __version__
+from session import Session, SessionError, __version__
 
 __all__ = ["main"]
+
+
+class UserError(Exception):
+    """A problem the user can fix: printed as one line, exit code 2."""
+
+
+def _root(path: str) -> str:
+    if not os.path.exists(path):
+        raise UserError(f'store root "{path}" does not exist')
+    if not os.path.isdir(path):
+        raise UserError(f'store root "{path}" is not a directory')
+    return path
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-session",
-        description="Inspect, verify and recover crash-safe agent session logs.",
+        description="Run the crash-safe session stack; inspect, verify, recover and export "
+        "stores of JSONL session logs.",
     )
     parser.add_argument("--version", action="version", version=f"agent-session {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser(
+
+    demo = commands.add_parser(
         "demo",
-        help="record a turn through the session store and print its events",
-        description="Record one tool-using turn through the in-process session store and "
-        "print the event log and the derived model history.",
+        help="run the whole stack through a real crash and recovery",
+        description="Run a scripted agent on the JSONL backend with the checkpoint policy, "
+        "SIGKILL it at a failpoint in its last turn, then recover, resume and "
+        "continue the session.",
     )
+    demo.add_argument(
+        "--root", default="./agent-sessions", help="store root (default: ./agent-sessions)"
+    )
+    demo.add_argument(
+        "--crash",
+        default="tool",
+        choices=["none", "request", "tool", "parallel-tool", "midstream"],
+        help="where the last turn dies (default: tool)",
+    )
+    demo.add_argument(
+        "--turns", type=int, default=2, help="turns to run, the last one crashing (default: 2)"
+    )
+    demo.add_argument("--session-id", help="session id (default: demo-<random>)")
+    demo.add_argument("--no-recover", action="store_true", help="stop after the crash")
+    demo.add_argument("--json", action="store_true", help="print a JSON summary instead")
+
+    ls = commands.add_parser(
+        "ls",
+        help="list the sessions of a store",
+        description="One row per session: id, cwd, created, events, "
+        "last turn state, size, and flags.",
+    )
+    ls.add_argument("root")
+    ls.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    show = commands.add_parser(
+        "show",
+        help="print a session's transcript",
+        description="The human transcript of a session (read-only; "
+        "repaired tool results are flagged).",
+    )
+    show.add_argument("root")
+    show.add_argument("id")
+    group = show.add_mutually_exclusive_group()
+    group.add_argument("--events", action="store_true", help="the raw event list")
+    group.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON lines: the header, then the events as inspect returns them",
+    )
+
+    verify = commands.add_parser(
+        "verify",
+        help="check sessions without writing",
+        description="Read-only check. Exit 0 when every session is balanced, 1 when some need "
+        "recovery (interrupted or torn tail), 2 when any is corrupt or "
+        "unsupported.",
+    )
+    verify.add_argument("root")
+    verify.add_argument("ids", nargs="*", metavar="ID")
+
+    recover = commands.add_parser(
+        "recover",
+        help="durably repair interrupted or torn sessions",
+        description="Close every interrupted turn and cut every torn tail (a cold load of each "
+        "such session). Idempotent. Exit 2 if corrupt or unsupported logs remain.",
+    )
+    recover.add_argument("root")
+    recover.add_argument("ids", nargs="*", metavar="ID")
+
+    export = commands.add_parser(
+        "export",
+        help="print a session's history as a provider request",
+        description="The derived message history in a provider's request shape, after "
+        "checking that every tool call has exactly one result.",
+    )
+    export.add_argument("root")
+    export.add_argument("id")
+    export.add_argument("--format", required=True, choices=["openai", "anthropic"])
     return parser
 
 
@@ -31,11 +122,220 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return asyncio.run(_dispatch(args))
+    except (UserError, SessionError, OSError, ValueError) as e:
+        if args.debug:
+            raise
+        print(f"agent-session: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from agent_session.demo import run_demo
 
-        return run_demo(sys.stdout)
-    parser.print_help()
+        if args.turns < 1:
+            raise UserError("--turns must be at least 1")
+        return await run_demo(
+            sys.stdout,
+            root=args.root,
+            crash=args.crash,
+            turns=args.turns,
+            session_id=args.session_id,
+            recover=not args.no_recover,
+            as_json=args.json,
+        )
+    handlers = {"ls": _ls, "show": _show, "verify": _verify, "recover": _recover, "export": _export}
+    return await handlers[args.command](args)
+
+
+def _backend(root: str) -> Any:
+    from persistence_jsonl import JsonlPersistence
+
+    return JsonlPersistence(_root(root))
+
+
+def _created(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+async def _ls(args: argparse.Namespace) -> int:
+    from agent_session.inventory import rows
+
+    found = False
+    table: list[list[str]] = []
+    for row in rows(_root(args.root)):
+        found = True
+        if args.json:
+            print(json.dumps(row.to_json(), ensure_ascii=False))
+            continue
+        table.append(
+            [
+                row.id,
+                row.cwd or "-",
+                _created(row.created_at),
+                str(row.events),
+                row.state,
+                str(row.size),
+                ", ".join(row.flags),
+            ]
+        )
+    if not args.json:
+        if not found:
+            print("no sessions")
+            return 0
+        header = ["ID", "CWD", "CREATED (UTC)", "EVENTS", "LAST TURN", "BYTES", "FLAGS"]
+        widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
+        for line in [header, *table]:
+            print(
+                "  ".join(
+                    cell.ljust(width) for cell, width in zip(line, widths, strict=True)
+                ).rstrip()
+            )
+    return 0
+
+
+async def _inspect(root: str, id: str) -> tuple[Any, Any]:
+    backend = _backend(root)
+    stored = await backend.load_stored(id)
+    if stored is None:
+        raise UserError(f'no session "{id}" in {root}')
+    inspected = await backend.inspect(id)
+    return stored, inspected
+
+
+async def _show(args: argparse.Namespace) -> int:
+    from agent_session.transcript import render
+
+    stored, inspected = await _inspect(args.root, args.id)
+    if args.json:
+        print(json.dumps(inspected.header.to_json(), ensure_ascii=False))
+        for event in inspected.events:
+            print(event.encode().decode())
+        return 0
+    if args.events:
+        for event in inspected.events:
+            print(event.encode().decode())
+        return 0
+    pending = len(stored.events) if len(inspected.events) > len(stored.events) else None
+    print(render(inspected.events, pending_from=pending))
+    if pending is not None:
+        print(
+            f"\n(session {args.id} is interrupted: the closers above are not on disk yet; "
+            f"run `agent-session recover {args.root} {args.id}`)"
+        )
+    return 0
+
+
+async def _targets(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """(id, problem) pairs: the named ids, or every session of the store."""
+    from agent_session.inventory import rows
+
+    if args.ids:
+        return [(id, None) for id in args.ids]
+    out: list[tuple[str, str | None]] = []
+    for row in rows(_root(args.root)):
+        bad = "corrupt" in row.flags or "unsupported" in row.flags
+        out.append((row.id, (row.flags[0] + ": " + (row.problem or "")) if bad else None))
+    return out
+
+
+async def _verify(args: argparse.Namespace) -> int:
+    from agent_session.inventory import status_of
+
+    backend = _backend(args.root)
+    worst = 0
+    counts: dict[str, int] = {}
+    for id, problem in await _targets(args):
+        if problem is not None:
+            status, detail = problem.split(":", 1)[0], problem.split(":", 1)[1].strip()
+        else:
+            status, detail = await status_of(backend, id)
+        counts[status] = counts.get(status, 0) + 1
+        print(f"{id}: {status} — {detail}")
+        worst = max(worst, {"balanced": 0, "interrupted": 1, "torn tail": 1}.get(status, 2))
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    print(f"verified {sum(counts.values())} session(s): {summary or 'none'}")
+    return worst
+
+
+async def _recover(args: argparse.Namespace) -> int:
+    from agent_session.inventory import status_of
+
+    backend = _backend(args.root)
+    targets = await _targets(args)
+    progress = sys.stderr.isatty() and len(targets) > 20
+    repaired = intact = broken = 0
+    for index, (id, problem) in enumerate(targets, start=1):
+        if progress:
+            done = int(30 * index / len(targets))
+            print(
+                f"\r[{'#' * done}{'.' * (30 - done)}] {index}/{len(targets)}",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+        status, detail = (
+            (problem.split(":", 1)[0], problem) if problem else await status_of(backend, id)
+        )
+        if status in ("interrupted", "torn tail"):
+            before = len(await backend.read_from(id, 0))
+            loaded = await backend.load(id)
+            repaired += 1
+            print(
+                f"{id}: repaired ({status}): {len(loaded.events) - before} closer(s) "
+                "appended" + (", torn tail cut" if "torn" in detail else "")
+            )
+        elif status == "balanced":
+            intact += 1
+        else:
+            broken += 1
+            print(f"{id}: not repaired ({status}): {detail}")
+    if progress:
+        print(file=sys.stderr)
+    if repaired == 0 and broken == 0:
+        print(f"nothing to do: {intact} session(s) intact")
+    else:
+        print(
+            f"recovered {repaired} session(s); {intact} already intact; {broken} corrupt or "
+            "unsupported (left untouched)"
+        )
+    await backend.aclose()
+    return 2 if broken else 0
+
+
+async def _export(args: argparse.Namespace) -> int:
+    from agent_session.export import PairingError, check_pairing, to_anthropic, to_openai
+
+    stored, inspected = await _inspect(args.root, args.id)
+    if len(inspected.events) > len(stored.events):
+        print(
+            f"agent-session: note: session {args.id} is interrupted; exporting it with its "
+            "in-memory repair (run `agent-session recover` to make the repair durable)",
+            file=sys.stderr,
+        )
+    session = Session.create(args.id, seed=inspected.events)
+    messages = session.derive_messages()
+    headers = [e for e in inspected.events if e.type == "request/header"]
+    system = headers[-1].data["header"].get("system") if headers else None
+    try:
+        check_pairing(messages)
+    except PairingError as e:
+        print(f"agent-session: error: {args.id} cannot be exported: {e}", file=sys.stderr)
+        return 1
+    if args.format == "openai":
+        print(json.dumps({"messages": to_openai(messages, system)}, ensure_ascii=False, indent=2))
+    else:
+        print(json.dumps(to_anthropic(messages, system), ensure_ascii=False, indent=2))
     return 0
 
 

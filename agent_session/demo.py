@@ -1,106 +1,205 @@
-"""``agent-session demo``: one turn recorded through the in-process session store.
+"""``agent-session demo``: the whole stack surviving a real crash, told as a short story.
 
-The full demo (JSONL backend, checkpoint policy, a real crash and recovery) arrives with the
-backend and runtime issues; this one shows the event log and the derived history.
+A child process runs the reference stack (JSONL backend, checkpoint policy, reference loop,
+scripted model, a read-only tool and a side-effecting one) and is SIGKILLed at a failpoint
+during its last turn. The parent shows what was on disk, recovers the session, resumes it,
+runs one more turn, and prints the transcript with the repaired tool results marked.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from typing import Any, TextIO
 
-from session import Runtime, SessionEvent
+from agent_session.stack import MODEL, SYSTEM, open_stack
+from agent_session.transcript import render
+from persistence_jsonl import JsonlPersistence
+from session import SessionEvent
+from session.scripted import ScriptedCall, ScriptedStep
 
-__all__ = ["run_demo"]
+__all__ = ["CRASH_MODES", "run_demo"]
+
+CRASH_MODES = {
+    "none": "no crash",
+    "request": "inside the model adapter, after the request checkpoint, before any output",
+    "tool": "inside the write_file tool body, after the tool checkpoint (the side effect may "
+    "or may not have happened)",
+    "parallel-tool": "inside the second of two tool bodies (read_file had completed)",
+    "midstream": "in the middle of the model's answer, after the batching window had written "
+    "some of its chunks",
+}
 
 
-def _user(text: str) -> dict[str, Any]:
-    return {
-        "content": [{"type": "text", "text": text}],
-        "source": {"kind": "user"},
-        "role": "user",
-        "id": str(uuid.uuid4()),
-    }
+async def run_demo(
+    out: TextIO,
+    *,
+    root: str,
+    crash: str,
+    turns: int,
+    session_id: str | None,
+    recover: bool,
+    as_json: bool,
+) -> int:
+    """Run the demo; return the exit code."""
+    root = os.path.abspath(root)
+    session_id = session_id or f"demo-{uuid.uuid4().hex[:8]}"
+    report: dict[str, Any] = {"root": root, "session_id": session_id, "crash": crash}
 
+    def say(text: str = "") -> None:
+        if not as_json:
+            print(text, file=out)
 
-def record_turn(runtime: Runtime) -> list[SessionEvent]:
-    """Record one complete tool-using turn the way the reference loop records it."""
-    session = runtime.sessions.create("demo")
-    append = session.append
-    append("turn/start", {"turn": 1})
-    append("step/start", {"turn": 1, "step": 1})
-    append("user/message", _user("What is in notes.txt?"), surface_op="append")
-    call = {
-        "type": "tool-call",
-        "id": "call-1",
-        "name": "read_file",
-        "arguments": '{"path":"notes.txt"}',
-    }
-    chunk = append(
-        "assistant/chunk",
-        {"turn": 1, "step": 1, "chunk": {"type": "block-end", "index": 0, "block": call}},
+    if await JsonlPersistence(root).read_stored_revision(session_id) is not None:
+        raise ValueError(
+            f'session "{session_id}" already exists in {root}; pick another --session-id or --root'
+        )
+    say(f"Session {session_id!r} in {root}")
+    say(
+        f"A scripted agent runs {turns} turn(s); each asks for read_file and write_file, then "
+        "answers."
     )
-    append(
-        "assistant/message",
-        {
-            "turn": 1,
-            "step": 1,
-            "message": {
-                "role": "assistant",
-                "content": [call],
-                "source": {"kind": "model", "provider": "scripted", "model": "demo-1"},
-                "id": str(uuid.uuid4()),
-            },
-        },
-        surface_op="append",
-        source_event_seqs=[chunk.seq],
+    say(
+        "The log is a JSONL file; the checkpoint policy makes it durable before every model "
+        "request, before every tool body and after every step."
     )
-    tool_call = append(
-        "tool/call",
-        {
-            "turn": 1,
-            "step": 1,
-            "callId": "call-1",
-            "name": "read_file",
-            "arguments": call["arguments"],
-        },
+    say()
+    child = [
+        sys.executable,
+        "-m",
+        "agent_session.child",
+        root,
+        session_id,
+        "--mode",
+        crash,
+        "--turns",
+        str(turns - 1),
+    ]
+    result = subprocess.run(child, capture_output=True, text=True, timeout=300, check=False)
+    durable = [
+        int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("durable ")
+    ]
+    killed = result.returncode == -signal.SIGKILL
+    report.update(
+        killed=killed, checkpoints=len(durable), durable_events=durable[-1] if durable else 0
     )
-    append(
-        "tool/result",
-        {
-            "turn": 1,
-            "step": 1,
-            "message": {
-                "source": {"kind": "tool", "callId": "call-1"},
-                "content": [
-                    {
-                        "type": "tool-result",
-                        "toolCallId": "call-1",
-                        "content": [{"type": "text", "text": "buy milk"}],
-                        "isError": False,
-                    }
-                ],
-                "role": "user",
-                "id": str(uuid.uuid4()),
-            },
-        },
-        surface_op="append",
-        source_event_seqs=[tool_call.seq],
+    if crash != "none" and not killed:
+        print(
+            f"agent-session: error: the child was expected to be killed but exited with "
+            f"{result.returncode}: {result.stderr.strip()[-500:]}",
+            file=sys.stderr,
+        )
+        return 2
+    if killed:
+        say(f"1. The agent process ran turn(s) 1..{turns - 1} and started turn {turns}.")
+        say(f"   It was killed with SIGKILL {CRASH_MODES[crash]}.")
+        say(
+            f"   Before dying it had passed {len(durable)} checkpoints; the last one made "
+            f"{report['durable_events']} events durable."
+        )
+    else:
+        say(f"1. The agent process ran {turns} turn(s) to completion ({len(durable)} checkpoints).")
+    backend = JsonlPersistence(root)
+    stored = await backend.load_stored(session_id)
+    inspected = await backend.inspect(session_id)
+    assert stored is not None
+    closers = inspected.events[len(stored.events) :]
+    report.update(
+        stored_events=len(stored.events),
+        torn_tail=stored.torn_marker is not None,
+        closers=[c.to_json() for c in closers],
     )
-    append("step/end", {"turn": 1, "step": 1})
-    append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-    return list(session.events)
-
-
-def run_demo(out: TextIO) -> int:
-    """Print the log and the derived model history of one recorded turn."""
-    runtime = Runtime()
-    events = record_turn(runtime)
-    out.write(f"Recorded {len(events)} events in session 'demo':\n")
-    for event in events:
-        out.write(event.encode().decode("utf-8") + "\n")
-    session = runtime.sessions.get("demo")
-    assert session is not None
-    roles = [m["role"] for m in session.derive_messages()]
-    out.write(f"\nThe model's history is derived from the surface: roles {roles}\n")
+    say()
+    say(
+        f"2. On disk: {len(stored.events)} events"
+        + (", plus a torn final fragment" if stored.torn_marker is not None else "")
+        + "."
+    )
+    if closers:
+        last_start = max(i for i, e in enumerate(inspected.events) if e.type == "turn/start")
+        tail = [e.type for e in inspected.events[last_start : len(stored.events)]]
+        say(f"   The last turn is open: {_runs(tail)}")
+        say(
+            f"   Recovery will close it with {len(closers)} event(s): "
+            + ", ".join(_describe(c) for c in closers)
+        )
+    else:
+        say("   Every turn is closed; nothing to repair.")
+    if not recover:
+        say()
+        say(f"Left as the crash left it. Check it with: agent-session verify {root}")
+        await backend.aclose()
+        if as_json:
+            print(json.dumps(report, ensure_ascii=False), file=out)
+        return 0
+    await backend.load(session_id)  # the cold load commits the repair durably
+    await backend.aclose()
+    say()
+    say(
+        "3. Recovery (a cold load) appended those closers and fsynced the log. Nothing that "
+        "was durable was changed."
+    )
+    next_turn = sum(1 for e in inspected.events if e.type == "turn/start") + 1
+    unknown = [
+        e
+        for e in closers
+        if e.type == "tool/result" and e.data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+    ]
+    check = ""
+    if unknown:  # the resumed model verifies the write whose outcome is unknown
+        call = inspected.events[unknown[0].source_event_seqs[0]]  # type: ignore[index]
+        check = json.loads(call.data["arguments"]).get("path", "")
+    stack = open_stack(root, resume_script(next_turn, check))
+    session = await stack.runtime.sessions.resume(session_id)
+    agent = stack.runtime.agent(session, model=MODEL, system=SYSTEM)
+    reason = await agent.run_turn(
+        "Please check whether the interrupted write happened, then continue."
+    )
+    await stack.close()
+    report.update(resumed_turn=next_turn, resumed_reason=reason, events=len(session.events))
+    say(
+        f"4. Resumed the session and ran turn {next_turn}: {reason['kind']}. The model saw the "
+        "repaired results and was told not to retry blindly."
+    )
+    say()
+    say("Transcript:")
+    say(render(session.events))
+    if as_json:
+        print(json.dumps(report, ensure_ascii=False), file=out)
     return 0
+
+
+def resume_script(turn: int, check: str) -> list[ScriptedStep]:
+    """The resumed turn: read the file whose write has an unknown outcome, then answer."""
+    path = check or "notes-1-2.txt"
+    return [
+        ScriptedStep(
+            text=["The last write was interrupted; ", "checking it first."],
+            calls=[ScriptedCall(f"call-{turn}-1", "read_file", ['{"path":"', path, '"}'])],
+            usage=(150, 12),
+        ),
+        ScriptedStep(text=["Checked ", f"{path}; ", "continuing from there."], usage=(170, 9)),
+    ]
+
+
+def _runs(types: list[str]) -> str:
+    """``a, b x3, c``: consecutive repeats folded."""
+    parts: list[tuple[str, int]] = []
+    for kind in types:
+        if parts and parts[-1][0] == kind:
+            parts[-1] = (kind, parts[-1][1] + 1)
+        else:
+            parts.append((kind, 1))
+    return ", ".join(kind if n == 1 else f"{kind} x{n}" for kind, n in parts)
+
+
+def _describe(event: SessionEvent) -> str:
+    if event.type == "tool/result":
+        call = str(event.data["message"]["source"]["callId"])
+        code = str(event.data["error"]["code"])
+        return f"tool/result {call} ({code})"
+    return str(event.type)

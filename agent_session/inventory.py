@@ -1,0 +1,119 @@
+"""What is in a store: one row per session, read one session at a time (never the whole
+store in memory), without writing anything."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.layout import LOG_NAME
+from persistence_jsonl.scan import scan_log
+from session import (
+    SessionError,
+    SessionFormatUnsupportedError,
+    SessionPersistenceCorruptionError,
+)
+
+__all__ = ["SessionRow", "Status", "rows", "status_of"]
+
+Status = str
+"""``balanced``, ``interrupted``, ``torn tail``, ``corrupt`` or ``unsupported``."""
+
+
+@dataclass
+class SessionRow:
+    """One session of a store, as ``ls`` shows it."""
+
+    id: str
+    cwd: str | None
+    created_at: int | None
+    events: int
+    state: str
+    """Last turn: ``complete``, ``interrupted`` (open turn, needs recovery) or ``-``."""
+    size: int
+    path: str
+    flags: list[str] = field(default_factory=list)
+    """``torn tail``, ``corrupt``, ``unsupported``."""
+    problem: str | None = None
+    """The error message for a corrupt or unsupported log."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _turn_state(events: list[dict[str, Any]]) -> str:
+    state = "-"
+    for event in events:
+        if event.get("type") == "turn/start":
+            state = "interrupted"
+        elif event.get("type") == "turn/end":
+            state = "complete"
+    return state
+
+
+def _logs(root: str) -> Iterator[str]:
+    for project in sorted(os.listdir(root)) if os.path.isdir(root) else ():
+        project_path = os.path.join(root, project)
+        if not os.path.isdir(project_path):
+            continue
+        for entry in sorted(os.listdir(project_path)):
+            path = os.path.join(project_path, entry, LOG_NAME)
+            if os.path.isfile(path):
+                yield path
+
+
+def rows(root: str) -> Iterator[SessionRow]:
+    """A row per session log under ``root``, from a scan of its bytes (header, events,
+    torn tail); one log is in memory at a time."""
+    for path in _logs(root):
+        with open(path, "rb") as f:
+            data = f.read()
+        fallback = os.path.basename(os.path.dirname(path))
+        try:
+            scanned = scan_log(data, path, check_version=False)
+        except SessionFormatUnsupportedError as e:
+            yield SessionRow(fallback, None, None, 0, "-", len(data), path, ["unsupported"], str(e))
+            continue
+        except SessionError as e:
+            yield SessionRow(fallback, None, None, 0, "-", len(data), path, ["corrupt"], str(e))
+            continue
+        header = scanned.header
+        flags = ["torn tail"] if scanned.torn else []
+        if header.version != 0:
+            flags.append("unsupported")
+        yield SessionRow(
+            header.id,
+            header.cwd,
+            header.created_at,
+            len(scanned.events),
+            _turn_state(scanned.events),
+            len(data),
+            path,
+            flags,
+        )
+
+
+async def status_of(backend: JsonlPersistence, id: str) -> tuple[Status, str]:
+    """The full read-only verdict on one session and a detail line. Nothing is written:
+    this uses the backend's storage read and the in-memory validation of ``inspect``."""
+    try:
+        stored = await backend.load_stored(id)
+        if stored is None:
+            return "corrupt", f'session "{id}" not found'
+        inspected = await backend.inspect(id)
+    except SessionFormatUnsupportedError as e:
+        return "unsupported", str(e)
+    except SessionPersistenceCorruptionError as e:
+        return "corrupt", str(e)
+    closers = len(inspected.events) - len(stored.events)
+    if closers:
+        detail = f"{len(stored.events)} events; the last turn is open ({closers} closers needed)"
+        if stored.torn_marker is not None:
+            detail += "; torn tail"
+        return "interrupted", detail
+    if stored.torn_marker is not None:
+        return "torn tail", f"{len(stored.events)} events; a torn final fragment to cut"
+    return "balanced", f"{len(stored.events)} events"

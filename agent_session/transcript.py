@@ -1,0 +1,63 @@
+"""The human transcript of a session: who said what, tool calls with their arguments, tool
+results, and which results were written by crash repair."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from session import SessionEvent
+
+__all__ = ["REPAIR_CODES", "render"]
+
+REPAIR_CODES = frozenset({"TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN"})
+"""Error codes of tool results written by crash repair."""
+
+
+def _text(blocks: Sequence[Any]) -> str:
+    return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines() or [""])
+
+
+def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -> str:
+    """The transcript. Events from ``pending_from`` on are closers not yet on disk."""
+    lines: list[str] = []
+    for event in events:
+        data = event.data
+        pending = pending_from is not None and event.seq >= pending_from
+        if event.type == "turn/start":
+            lines.append(f"── turn {data['turn']} ──")
+        elif event.type == "user/message":
+            lines.append(f"user: {_text(data.get('content', ()))}")
+        elif event.type == "assistant/message":
+            message = data["message"]
+            for block in message.get("content", ()):
+                if block.get("type") == "reasoning":
+                    lines.append(f"assistant (thinking): {block.get('text', '')}")
+                elif block.get("type") == "text":
+                    lines.append(f"assistant: {block.get('text', '')}")
+                elif block.get("type") == "tool-call":
+                    lines.append(
+                        f"assistant → {block['name']}({block['arguments']})  [{block['id']}]"
+                    )
+            if data.get("interrupted"):
+                lines.append("    (interrupted by a cancellation)")
+        elif event.type == "tool/result":
+            block = data["message"]["content"][0]
+            code = (data.get("error") or {}).get("code")
+            if code in REPAIR_CODES:
+                flag = "REPAIRED, in memory only" if pending else "REPAIRED"
+                mark = f"[{flag}: {code}]"
+            else:
+                mark = "[error]" if block.get("isError") else "[ok]"
+            lines.append(f"tool {block['toolCallId']} {mark}")
+            lines.append(_indent(_text(block.get("content", ()))))
+        elif event.type == "turn/end":
+            reason = data["reason"]
+            kind = reason.get("kind")
+            note = " (closed by crash repair)" if kind == "interrupted" else ""
+            lines.append(f"── end of turn {data['turn']}: {kind}{note} ──")
+    return "\n".join(lines)
