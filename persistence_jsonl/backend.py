@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from persistence_jsonl.chunks import encode_batch
 from persistence_jsonl.fileio import FileOps
 from persistence_jsonl.layout import (
+    LOCK_NAME,
     LOG_NAME,
     ZSTD_LOG_NAME,
     check_storable_id,
@@ -86,6 +87,7 @@ class JsonlPersistence(PersistenceCoordinator):
             raise NotADirectoryError(f'session store root "{self.root}" is not a directory')
         self._swept = False
         self._poisoned: dict[str, SessionDurabilityError] = {}
+        self._locks: dict[str, int] = {}
 
     # --- layout -----------------------------------------------------------------------------
 
@@ -177,6 +179,50 @@ class JsonlPersistence(PersistenceCoordinator):
             check_storable_id(raw_id)
         await super().create(header)
 
+    # --- single writer across processes ----------------------------------------------------
+
+    def _own(self, header: SessionHeader) -> None:
+        """Hold the session's writer lock (``session.lock`` beside its log) from the first
+        write or repair until the session is released or the backend closes. Raises
+        :class:`SessionCollisionError` naming the pid of the process that holds it."""
+        if header.id in self._locks:
+            return
+        directory = session_dir(self.root, header)
+        parent = os.path.dirname(self.root)
+        for path in (self.root, os.path.join(self.root, project_dir(header.cwd)), directory):
+            if self.ops.mkdir(path):
+                self.ops.fsync_dir(parent)
+            parent = path
+        self._lock_dir(header.id, directory)
+
+    def _lock_dir(self, id: str, directory: str) -> None:
+        lock_path = os.path.join(directory, LOCK_NAME)
+        fd = self.ops.lock(lock_path)
+        if fd is None:
+            holder = (self.ops.read(lock_path) or b"?").decode("ascii", "replace").strip()
+            raise SessionCollisionError(
+                f'session "{id}" is being written by another writer (pid {holder or "?"}); '
+                f'its lock is "{lock_path}"'
+            )
+        self._locks[id] = fd
+
+    async def acquire(self, id: str) -> None:
+        """Take the writer lock of a stored session before adopting, repairing or appending
+        to it (a new session is locked when it materializes)."""
+        if id not in self._locks:
+            await asyncio.to_thread(self._acquire, id)
+
+    def _acquire(self, id: str) -> None:
+        path = self._find(id)
+        if path is not None:
+            self._lock_dir(id, os.path.dirname(path))
+
+    async def release(self, id: str) -> None:
+        """Release the writer lock of ``id`` (its live session left the store)."""
+        fd = self._locks.pop(id, None)
+        if fd is not None:
+            self.ops.unlock(fd)
+
     # --- storage hooks (each runs its blocking work in one worker-thread hop) ----------------
 
     async def load_stored(self, id: str) -> StoredLog | None:
@@ -214,19 +260,19 @@ class JsonlPersistence(PersistenceCoordinator):
             ) from poisoned
         data = encode_batch(events, self.pack_chunks)
         if materialized:
-            await asyncio.to_thread(self._append_bytes, header, self.locate(header), data)
+            await asyncio.to_thread(self._owned_append, header, data)
         else:
             await asyncio.to_thread(self._materialize, header, data)
+
+    def _owned_append(self, header: SessionHeader, data: bytes) -> None:
+        self._own(header)
+        self._append_bytes(header, self.locate(header), data)
 
     def _materialize(self, header: SessionHeader, data: bytes) -> None:
         self._sweep()
         directory = session_dir(self.root, header)
         final = os.path.join(directory, LOG_NAME)
-        parent = os.path.dirname(self.root)
-        for path in (self.root, os.path.join(self.root, project_dir(header.cwd)), directory):
-            if self.ops.mkdir(path):
-                self.ops.fsync_dir(parent)
-            parent = path
+        self._own(header)  # creates the directories, durably
         content = encode_header(header) + b"\n" + data
         if self.ops.stat(final) is not None:
             if self.ops.read(final) == content:
@@ -312,6 +358,7 @@ class JsonlPersistence(PersistenceCoordinator):
         closers: builtins.list[SessionEvent],
     ) -> None:
         path = self.locate(header)
+        self._own(header)
         if torn_marker is not None:
             assert isinstance(torn_marker, int)
             fd = self.ops.open_readwrite(path)
@@ -387,4 +434,5 @@ class JsonlPersistence(PersistenceCoordinator):
         return RawArtifact(header, LOG_NAME, data)
 
     async def close(self) -> None:
-        return None
+        for id in list(self._locks):
+            await self.release(id)

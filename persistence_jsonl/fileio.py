@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import stat as stat_module
 from dataclasses import dataclass
@@ -151,6 +152,27 @@ class FileOps:
         """Remove a file; a missing file is not an error."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+    def lock(self, path: str) -> int | None:
+        """Take an exclusive advisory lock on ``path`` (created 0600 if missing) without
+        waiting; return its descriptor, or ``None`` if another process holds it. The lock
+        is released by :meth:`unlock`, by closing, or by the OS when the process dies."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return fd
+
+    def unlock(self, fd: int) -> None:
+        """Release a lock taken by :meth:`lock`."""
+        os.close(fd)
 
     def realpath(self, path: str) -> str:
         """Canonical path (symlinks resolved)."""

@@ -17,6 +17,7 @@ from session.codec import decode_json, encode_json
 from session.lossless import is_safe_int, snapshot
 
 __all__ = [
+    "LOCK_NAME",
     "LOG_NAME",
     "NO_CWD_DIR",
     "check_storable_id",
@@ -29,6 +30,8 @@ __all__ = [
 
 LOG_NAME: Final = "session.jsonl"
 """The transcript's file name inside its session directory."""
+LOCK_NAME: Final = "session.lock"
+"""The writer lock file beside a transcript (``flock``; holds the owner's pid)."""
 ZSTD_LOG_NAME: Final = "session.jsonl.zstd"
 """The reference's compressed transcript name (refused by this backend)."""
 NO_CWD_DIR: Final = "_no-cwd"

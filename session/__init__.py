@@ -24,6 +24,7 @@ from session.events import (
     SessionEvent,
     SurfaceOp,
     SurfaceReplace,
+    register_event_type,
 )
 from session.header import SESSION_FORMAT_VERSION, SessionHeader
 from session.hooks import Disposer, HookBus
@@ -73,6 +74,7 @@ __all__ = [
     "canonical_json",
     "decode_json",
     "encode_json",
+    "register_event_type",
     "snapshot",
     "thaw",
 ]

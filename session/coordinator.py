@@ -199,6 +199,17 @@ class PersistenceCoordinator(SessionPersistence):
         """Where the log lives; ``None`` for backends without a location."""
         return None
 
+    async def acquire(self, id: str) -> None:
+        """Become the writer of ``id`` before writing or repairing it. Backends with writer
+        locks take the lock here and raise :class:`SessionCollisionError` when another writer
+        holds it; the default does nothing."""
+        return None
+
+    async def release(self, id: str) -> None:
+        """Give up whatever this instance holds to write ``id`` (a live session left the
+        store). Backends with writer locks release them here; the default does nothing."""
+        return None
+
     async def read_raw(self, id: str) -> RawArtifact | None:
         """The stored bytes; backends without raw artifacts refuse."""
         raise SessionError(f"{self.name} does not expose raw artifacts")
@@ -264,6 +275,7 @@ class PersistenceCoordinator(SessionPersistence):
             return
         await self._wait_retirement(id)
         async with self._chains.hold(id):
+            await self.acquire(id)
             state = self._states.get(id)
             if state is None:
                 await self._commit_cold(id)
@@ -323,6 +335,10 @@ class PersistenceCoordinator(SessionPersistence):
                 )
                 self._cache.pop(id, None)
                 return inspection.balanced
+            await self.acquire(id)
+            if await self.read_stored_revision(id) != inspection.revision:
+                self._cache.pop(id, None)  # another writer changed it since we read: re-read
+                continue
             await self.commit_repair(inspection.header, inspection.torn_marker, inspection.closers)
             self._cache.pop(id, None)
         raise SessionError(f'session "{id}" kept changing while it was being repaired')
@@ -530,6 +546,7 @@ class PersistenceCoordinator(SessionPersistence):
                         state.owner = None
                     else:
                         del self._states[session.id]
+                await self.release(session.id)
 
     def _retired(self, id: str, done: asyncio.Future[None]) -> None:
         if self._retirements.get(id) is done:
@@ -549,6 +566,7 @@ class PersistenceCoordinator(SessionPersistence):
             state = self._states.get(id)
             if state is not None and state.owner is session:
                 return
+            await self.acquire(id)
             if state is not None and state.owner is not None:
                 other = self._live.get(state.owner)
                 if state.materialized or (other is not None and other.controller.has_work):

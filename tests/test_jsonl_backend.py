@@ -332,7 +332,8 @@ async def test_lazy_materialization_and_modes(tmp_path: Path) -> None:
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     for directory in (root, root / "--work-proj--", root / "--work-proj--" / "m"):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700
-    assert sorted(os.listdir(log.parent)) == ["session.jsonl"]  # no temp file left
+    assert sorted(os.listdir(log.parent)) == ["session.jsonl", "session.lock"]  # no temp file
+    assert stat.S_IMODE((log.parent / "session.lock").stat().st_mode) == 0o600
     await backend.aclose()
 
 
@@ -345,7 +346,7 @@ async def test_stale_temp_files_are_ignored_and_cleaned(tmp_path: Path) -> None:
     assert await backend.list() == []
     await backend.create(header("t"))
     await backend.append("t", detached("t").events)
-    assert sorted(os.listdir(directory)) == ["session.jsonl"]
+    assert sorted(os.listdir(directory)) == ["session.jsonl", "session.lock"]
     await backend.aclose()
 
 
@@ -437,10 +438,12 @@ async def test_an_existing_log_is_never_overwritten_by_materialization(tmp_path:
     second = JsonlPersistence(tmp_path)
     await second.create(header("once", createdAt=2000))  # both think the id is new
     await first.append("once", detached("once").events)
+    with pytest.raises(SessionCollisionError, match=r"being written by another writer \(pid"):
+        await second.append("once", detached("once").events)  # first still holds the lock
+    await first.aclose()  # releases the writer lock
     with pytest.raises(SessionCollisionError, match="a log already exists on disk"):
         await second.append("once", detached("once").events)
-    assert len(await first.read_from("once", 0)) == 6
-    await first.aclose()
+    assert len(await JsonlPersistence(tmp_path).read_from("once", 0)) == 6
     await second.aclose()
 
 

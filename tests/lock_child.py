@@ -1,0 +1,58 @@
+"""A writer process for the writer-lock tests.
+
+``python -m tests.lock_child ROOT ID COUNT GO_FILE [--die]``: waits until ``GO_FILE`` exists,
+then appends ``COUNT`` events to session ``ID`` one small batch at a time, continuing the log
+from whatever is stored. Prints ``acked <seq>`` per acknowledged event and ``refused <msg>``
+when another writer owns the session. With ``--die`` it SIGKILLs itself after its first
+acknowledged batch (holding the lock); with ``--hold`` it sleeps holding the lock until killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+
+from persistence_jsonl import JsonlPersistence
+from session import SessionCollisionError, SessionNotFoundError, register_event_type
+
+register_event_type("plugin/write")
+
+
+async def main(root: str, id: str, count: int, go: str, die: bool, hold: bool) -> None:
+    while not os.path.exists(go):
+        time.sleep(0.001)
+    backend = JsonlPersistence(root)
+    try:
+        cursor = len(await backend.read_from(id, 0))
+    except SessionNotFoundError:
+        cursor = 0
+        await backend.create({"version": 0, "id": id, "createdAt": 1, "delegationDepth": 0})
+    for _ in range(count):
+        event = {
+            "type": "plugin/write",
+            "seq": cursor,
+            "time": 1,
+            "data": {"pid": os.getpid(), "n": cursor},
+            "ignorable": True,
+        }
+        try:
+            await backend.append(id, [event])
+        except SessionCollisionError as e:
+            print(f"refused {e}", flush=True)
+            return
+        print(f"acked {cursor}", flush=True)
+        cursor += 1
+        if die:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if hold:
+            print("holding", flush=True)
+            time.sleep(600)
+    await backend.aclose()
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    asyncio.run(main(args[0], args[1], int(args[2]), args[3], "--die" in args, "--hold" in args))

@@ -1,0 +1,103 @@
+"""One writer per session across processes: a second process that tries to write gets a
+clear collision error instead of interleaving lines; readers never block; the OS releases the
+lock when the owner dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.scan import scan_log
+from session import SessionCollisionError, register_event_type
+
+REPO = Path(__file__).resolve().parents[1]
+register_event_type("plugin/write")
+
+
+def writer(root: Path, id: str, count: int, go: Path, *flags: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.lock_child", str(root), id, str(count), str(go), *flags],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_two_processes_appending_concurrently_never_splice(tmp_path: Path, round_: int) -> None:
+    go = tmp_path / "go"
+    first = writer(tmp_path / "root", "shared", 150, go)
+    second = writer(tmp_path / "root", "shared", 150, go)
+    go.touch()
+    outputs = [p.communicate(timeout=120) for p in (first, second)]
+    for process, (_, err) in zip((first, second), outputs, strict=True):
+        assert process.returncode == 0, err
+    acked = [
+        int(line.split()[1])
+        for out, _ in outputs
+        for line in out.splitlines()
+        if line.startswith("acked")
+    ]
+    refused = [
+        line for out, _ in outputs for line in out.splitlines() if line.startswith("refused")
+    ]
+    data = (tmp_path / "root" / "_no-cwd" / "shared" / "session.jsonl").read_bytes()
+    scanned = scan_log(data, "shared")
+    seqs = [e["seq"] for e in scanned.events]
+    assert seqs == list(range(len(seqs)))  # contiguous: nothing spliced or duplicated
+    assert not scanned.torn
+    assert sorted(acked) == seqs  # every acknowledged event, once
+    assert len({e["data"]["pid"] for e in scanned.events}) == 1  # one writer won
+    assert refused, "the loser must be told, not silently interleaved"
+    assert all("being written by another writer (pid" in line for line in refused)
+
+
+async def test_readers_never_block_and_a_killed_owner_releases_the_lock(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    go.touch()
+    holder = writer(tmp_path / "root", "held", 1, go, "--hold")
+    assert holder.stdout is not None
+    assert holder.stdout.readline().startswith("acked 0")
+    assert holder.stdout.readline().strip() == "holding"
+    reader = JsonlPersistence(tmp_path / "root")
+    assert len((await reader.inspect("held")).events) == 1
+    assert (await reader.read_raw("held")) is not None
+    assert [h.id for h in await reader.list()] == ["held"]
+    verify = subprocess.run(
+        [sys.executable, "-m", "agent_session.cli", "verify", str(tmp_path / "root")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert verify.returncode == 0, verify.stderr
+    event = {
+        "type": "plugin/write",
+        "seq": 1,
+        "time": 1,
+        "data": {"pid": os.getpid(), "n": 1},
+        "ignorable": True,
+    }
+    with pytest.raises(SessionCollisionError, match=rf"pid {holder.pid}\)"):
+        await reader.append("held", [event])
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    await reader.append("held", [event])  # the OS released the dead owner's lock
+    assert [e.seq for e in await reader.read_from("held", 0)] == [0, 1]
+    await reader.aclose()
+    dead = writer(tmp_path / "root", "dies", 5, go, "--die")
+    dead.wait(timeout=60)
+    assert dead.returncode == -signal.SIGKILL
+    after = JsonlPersistence(tmp_path / "root")
+    loaded = await after.load("dies")
+    assert [e.seq for e in loaded.events] == [0]
+    await after.append("dies", [{**event, "seq": 1}])
+    await after.aclose()
