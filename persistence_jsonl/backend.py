@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from persistence_jsonl.chunks import encode_batch
-from persistence_jsonl.fileio import FileOps
+from persistence_jsonl.fileio import FileOps, failpoint
 from persistence_jsonl.layout import (
     LOCK_NAME,
     LOG_NAME,
@@ -291,6 +291,7 @@ class JsonlPersistence(PersistenceCoordinator):
         fd = self.ops.open_exclusive(temp)
         try:
             self.ops.write_all(fd, content)
+            failpoint("materialize:after-temp-write")
             self.ops.fsync(fd)
         except BaseException:
             self.ops.close(fd)
@@ -304,6 +305,7 @@ class JsonlPersistence(PersistenceCoordinator):
             with contextlib.suppress(OSError):
                 self.ops.unlink(temp)
             raise
+        failpoint("materialize:after-link")
         try:
             self.ops.fsync_dir(directory)
         except BaseException:
@@ -314,15 +316,19 @@ class JsonlPersistence(PersistenceCoordinator):
             with contextlib.suppress(OSError):
                 self.ops.unlink(temp)
             raise
+        failpoint("materialize:after-dir-fsync")
         with contextlib.suppress(OSError):  # the log is durable; a stale temp is cleaned later
             self.ops.unlink(temp)
 
-    def _append_bytes(self, header: SessionHeader, path: str, data: bytes) -> None:
+    def _append_bytes(
+        self, header: SessionHeader, path: str, data: bytes, point: str = "append:after-write"
+    ) -> None:
         fd = self.ops.open_append(path)
         try:
             size = self.ops.size(fd)
             try:
                 self.ops.write_all(fd, data)
+                failpoint(point)
                 self.ops.fsync(fd)
             except Exception as error:
                 self._roll_back(header, path, fd, size, error)
@@ -364,11 +370,13 @@ class JsonlPersistence(PersistenceCoordinator):
             fd = self.ops.open_readwrite(path)
             try:
                 self.ops.truncate(fd, torn_marker)
+                failpoint("repair:after-truncate")
                 self.ops.fsync(fd)
             finally:
                 self.ops.close(fd)
         if closers:
-            self._append_bytes(header, path, encode_batch(closers, self.pack_chunks))
+            data = encode_batch(closers, self.pack_chunks)
+            self._append_bytes(header, path, data, "repair:after-closer-write")
 
     async def list_stored(self) -> builtins.list[SessionSnapshot]:
         return await asyncio.to_thread(self._list_stored)
