@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkpoint_policy import checkpoint_policy
-from persistence_jsonl import JsonlPersistence
+from persistence_jsonl import FileOps, JsonlPersistence
 from session import Runtime
 from session.hooks import Disposer
 from session.scripted import ScriptedCall, ScriptedModel, ScriptedStep
@@ -74,12 +74,14 @@ def open_stack(
     window_ms: int = 200,
     tool_hook: ToolHook | None = None,
     workdir: str | None = None,
+    ops: FileOps | None = None,
 ) -> Stack:
     """Assemble the reference stack over ``root``. ``tool_hook(name, call)`` runs at the start
     of every tool body (failpoints live there). The tools work in ``workdir`` (default: a
-    sibling of the root named ``<root>-workdir``)."""
+    sibling of the root named ``<root>-workdir``); ``ops`` replaces the backend's system
+    calls (fault injection, recording)."""
     runtime = Runtime()
-    backend = JsonlPersistence(root, write_batch_max_delay_ms=window_ms)
+    backend = JsonlPersistence(root, write_batch_max_delay_ms=window_ms, ops=ops)
     runtime.install(backend)
     uninstall = runtime.install(checkpoint_policy) if policy else None
     model = ScriptedModel(script)
