@@ -1,6 +1,7 @@
 """Fault injection through the JSONL backend's I/O seam (``persistence_jsonl.fileio``).
 
-A session's life (a materialization and three appends) is replayed with the k-th system call
+A session's life (a materialization, three appends and the repair of a crashed tail) is
+replayed with the k-th system call
 failing, once or from then on, for every k up to the number of calls the life makes. After each
 run the file on disk must load, hold every batch whose ``append`` returned, and hold no partial
 batch. Failures are ``EIO``, ``ENOSPC`` and short writes.
@@ -68,6 +69,10 @@ for _name in MUTATING:
     setattr(FaultyOps, _name, _wrap(_name))
 
 
+def batches_flat() -> list[SessionEvent]:
+    return [e for batch in batches() for e in batch]
+
+
 def batches() -> list[Sequence[SessionEvent]]:
     session = Session.create("f", clock=lambda: 9)
     closed_turn(session, 1)
@@ -99,6 +104,20 @@ async def _life(root: Path, ops: FileOps) -> list[int]:
         else:
             break  # not acknowledged: later batches cannot continue the log
     await backend.aclose()
+    if len(acknowledged) == sum(len(b) for b in batches()):
+        # The last batch leaves turn 3 open. Simulate a writer that crashed mid-line, then
+        # let a new instance (same faulty seam) repair it: truncate the tail, append closers.
+        log = root / "_no-cwd" / "f" / "session.jsonl"
+        with open(log, "ab") as f:
+            f.write(b'{"type":"assistant/chunk","seq":')
+        repairer = JsonlPersistence(root, ops=ops)
+        for _attempt in range(2):
+            try:
+                await repairer.load("f")
+                break
+            except (OSError, SessionDurabilityError):
+                continue
+        await repairer.aclose()
     return acknowledged
 
 
@@ -121,10 +140,22 @@ async def test_every_call_of_a_session_life_can_fail(tmp_path: Path, mode: str, 
         if not (await reader.list()):
             assert acknowledged == [], f"k={k}: acknowledged events but no log"
             continue
-        stored = [e.seq for e in await reader.read_from("f", 0)]
-        # every acknowledged batch is there; whatever else is there is whole batches, in order
+        on_disk = await reader.read_from("f", 0)
+        stored = [
+            e.seq
+            for e in on_disk
+            if e.type != "turn/end" or e.data["reason"] != {"kind": "interrupted"}
+        ]
+        stored = [
+            s
+            for s in stored
+            if s < len(expected_all) and on_disk[s].encode() == batches_flat()[s].encode()
+        ]
+        closers = on_disk[len(stored) :]
+        # every acknowledged batch is there; whatever else is whole batches, then closers once
         assert stored[: len(acknowledged)] == acknowledged, f"k={k}"
         assert stored == expected_all[: len(stored)], f"k={k}"
+        assert [e.type for e in closers] in ([], ["turn/end"]), f"k={k}: {closers}"
         boundaries = {0}
         for batch in batches():
             boundaries.add(batch[-1].seq + 1)
