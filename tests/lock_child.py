@@ -16,7 +16,12 @@ import sys
 import time
 
 from persistence_jsonl import JsonlPersistence
-from session import SessionCollisionError, SessionNotFoundError, register_event_type
+from session import (
+    SessionCollisionError,
+    SessionError,
+    SessionNotFoundError,
+    register_event_type,
+)
 
 register_event_type("plugin/write")
 
@@ -41,6 +46,9 @@ async def main(root: str, id: str, count: int, go: str, die: bool, hold: bool) -
         try:
             await backend.append(id, [event])
         except SessionCollisionError as e:
+            print(f"refused {e}", flush=True)
+            return
+        except SessionError as e:  # the other writer moved the log on before we got the lock
             print(f"refused {e}", flush=True)
             return
         print(f"acked {cursor}", flush=True)

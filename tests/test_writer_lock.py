@@ -54,9 +54,14 @@ def test_two_processes_appending_concurrently_never_splice(tmp_path: Path, round
     assert seqs == list(range(len(seqs)))  # contiguous: nothing spliced or duplicated
     assert not scanned.torn
     assert sorted(acked) == seqs  # every acknowledged event, once
-    assert len({e["data"]["pid"] for e in scanned.events}) == 1  # one writer won
-    assert refused, "the loser must be told, not silently interleaved"
-    assert all("being written by another writer (pid" in line for line in refused)
+    pids = [e["data"]["pid"] for e in scanned.events]
+    runs = [p for i, p in enumerate(pids) if i == 0 or pids[i - 1] != p]
+    assert len(runs) == len(set(runs)) <= 2  # never interleaved: one run per writer
+    if len(runs) == 2:  # the second writer started only after the first had finished
+        assert pids.count(runs[0]) == 150
+    assert refused or len(runs) == 2, "a writer that could not write must be told why"
+    contended = [line for line in refused if "being written by another writer (pid" in line]
+    assert contended or len(runs) == 2
 
 
 async def test_readers_never_block_and_a_killed_owner_releases_the_lock(tmp_path: Path) -> None:
