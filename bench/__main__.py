@@ -1,0 +1,250 @@
+"""``python -m bench [--json] [--runs N]``: the performance figures, each the median of several
+runs after a warm-up, with ratios to baselines measured in the same run."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from bench.workload import append_step, run_steps
+from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.chunks import encode_batch
+from session import Runtime, Session
+
+Measure = Callable[[str], Awaitable[float]]
+
+
+def stack(root: str) -> tuple[Runtime, JsonlPersistence]:
+    runtime = Runtime()
+    backend = JsonlPersistence(root)
+    runtime.install(backend)
+    return runtime, backend
+
+
+async def step_checkpoints(root: str, steps: int = 200, chunks: int = 20) -> tuple[float, float]:
+    """(median flush ms, checkpoints per second) for one session."""
+    runtime, backend = stack(root)
+    session = runtime.sessions.create("one")
+    total, flushes = await run_steps(runtime, session, steps, chunks)
+    await backend.aclose()
+    return statistics.median(flushes) * 1000, steps / total
+
+
+async def concurrent_checkpoints(
+    root: str, sessions: int = 16, steps: int = 50, chunks: int = 20
+) -> float:
+    runtime, backend = stack(root)
+    live = [runtime.sessions.create(f"c{i}") for i in range(sessions)]
+    start = time.perf_counter()
+    await asyncio.gather(*(run_steps(runtime, s, steps, chunks) for s in live))
+    elapsed = time.perf_counter() - start
+    await backend.aclose()
+    return sessions * steps / elapsed
+
+
+def raw_fsync_ms(root: str, steps: int = 200, chunks: int = 20) -> float:
+    """Median ``os.write`` + ``os.fsync`` of one step's encoded bytes, same directory."""
+    session = Session.create("raw")
+    session.append("turn/start", {"turn": 1})
+    append_step(session, 1, chunks)
+    data = encode_batch(session.events[1:], pack=True)
+    path = os.path.join(root, "raw.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    times = []
+    try:
+        for _ in range(steps):
+            start = time.perf_counter()
+            os.write(fd, data)
+            os.fsync(fd)
+            times.append(time.perf_counter() - start)
+    finally:
+        os.close(fd)
+    return statistics.median(times) * 1000
+
+
+async def big_step(root: str, chunks: int = 100_000) -> tuple[float, float, float]:
+    """(append events/s, cold-inspect events/s, load / orjson) for one step of ``chunks``."""
+    runtime, backend = stack(root)
+    session = runtime.sessions.create("big")
+    start = time.perf_counter()
+    session.append("turn/start", {"turn": 1})
+    append_step(session, 1, chunks)
+    await runtime.sessions.flush(session)
+    append_rate = len(session.events) / (time.perf_counter() - start)
+    await backend.aclose()
+    fresh = JsonlPersistence(root)
+    start = time.perf_counter()
+    inspected = await fresh.inspect("big")
+    load_seconds = time.perf_counter() - start
+    assert len(inspected.events) == len(session.events) + 1  # plus the open turn's closer
+    path = fresh.locate(inspected.header)
+    with open(path, "rb") as f:
+        lines = f.read().splitlines()
+    start = time.perf_counter()
+    for line in lines:
+        orjson.loads(line)
+    orjson_seconds = time.perf_counter() - start
+    await fresh.aclose()
+    events = len(session.events)
+    return append_rate, events / load_seconds, orjson_seconds / load_seconds
+
+
+async def empty_flush_us(root: str, rounds: int = 20_000) -> float:
+    runtime, backend = stack(root)
+    session = runtime.sessions.create("empty")
+    session.append("turn/start", {"turn": 1})
+    await runtime.sessions.flush(session)
+    flush = runtime.sessions.flush
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        await flush(session)
+        times.append(time.perf_counter() - start)
+    await backend.aclose()
+    return statistics.median(times) * 1e6
+
+
+PEAK_CHILD = """
+import asyncio, resource, sys
+from persistence_jsonl import JsonlPersistence
+async def main():
+    backend = JsonlPersistence(sys.argv[1])
+    stored = await backend.inspect("heavy")
+    print(len(stored.events), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+asyncio.run(main())
+"""
+
+
+async def load_peak_rss(root: str, target_mb: int = 100) -> tuple[float, float]:
+    """(peak RSS MB of a child loading a ~100 MB log, log size MB)."""
+    runtime, backend = stack(root)
+    session = runtime.sessions.create("heavy")
+    text = "lorem ipsum dolor sit amet " * 150  # a ~4 KB tool output per result
+    session.append("turn/start", {"turn": 1})
+    step = 0
+    path = None
+    while True:
+        step += 1
+        append_step(session, step, 20)
+        await runtime.sessions.flush(session)
+        path = path or backend.locate(session.header)
+        for i in range(20):
+            session.append(
+                "user/message",
+                {
+                    "content": [{"type": "text", "text": text}],
+                    "source": {"kind": "user"},
+                    "role": "user",
+                    "id": f"u{step}-{i}",
+                },
+                surface_op="append",
+            )
+        await runtime.sessions.flush(session)
+        if os.path.getsize(path) >= target_mb * 1024 * 1024:
+            break
+    await backend.aclose()
+    size_mb = os.path.getsize(path) / 1e6
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK_CHILD, root], capture_output=True, text=True, check=True
+    )
+    _events, rss_kb = out.stdout.split()
+    return int(rss_kb) / 1024, size_mb
+
+
+def sqlite_checkpoints(root: str, steps: int = 200, chunks: int = 20) -> float:
+    """The same workload in SQLite: WAL, synchronous=FULL, one transaction per step."""
+    db = sqlite3.connect(os.path.join(root, "sessions.db"), isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute(
+        "CREATE TABLE events (session TEXT, seq INTEGER, body TEXT, PRIMARY KEY (session, seq))"
+    )
+    session = Session.create("sqlite")
+    session.append("turn/start", {"turn": 1})
+    written = 0
+    start = time.perf_counter()
+    for step in range(1, steps + 1):
+        append_step(session, step, chunks)
+        rows = [("sqlite", e.seq, e.encode().decode()) for e in session.events[written:]]
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO events VALUES (?, ?, ?)", rows)
+        db.execute("COMMIT")
+        written = len(session.events)
+    elapsed = time.perf_counter() - start
+    db.close()
+    return steps / elapsed
+
+
+async def repeat(runs: int, measure: Callable[[str], Any]) -> list[Any]:
+    """Run ``measure`` in a fresh directory ``runs`` times after one warm-up."""
+    results = []
+    for index in range(runs + 1):
+        root = tempfile.mkdtemp(prefix="bench-")
+        try:
+            value = measure(root)
+            if asyncio.iscoroutine(value):
+                value = await value
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        if index:
+            results.append(value)
+    return results
+
+
+async def collect(runs: int) -> dict[str, list[float]]:
+    figures: dict[str, list[float]] = {}
+    raw = await repeat(runs, raw_fsync_ms)
+    steps = await repeat(runs, step_checkpoints)
+    figures["raw_fsync_ms"] = raw
+    figures["checkpoint_ms"] = [s[0] for s in steps]
+    figures["checkpoint_ratio"] = [s[0] / r for s, r in zip(steps, raw, strict=True)]
+    figures["checkpoints_per_s_1"] = [s[1] for s in steps]
+    figures["checkpoints_per_s_16"] = await repeat(runs, concurrent_checkpoints)
+    big = await repeat(runs, big_step)
+    figures["append_events_per_s"] = [b[0] for b in big]
+    figures["load_events_per_s"] = [b[1] for b in big]
+    figures["load_vs_orjson"] = [b[2] for b in big]
+    figures["empty_flush_us"] = await repeat(runs, empty_flush_us)
+    peak = await repeat(1, load_peak_rss)
+    figures["load_peak_rss_mb"] = [p[0] for p in peak]
+    figures["load_log_mb"] = [p[1] for p in peak]
+    figures["sqlite_checkpoints_per_s_1"] = await repeat(runs, sqlite_checkpoints)
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--runs", type=int, default=3, help="measured runs per figure")
+    args = parser.parse_args()
+    figures = asyncio.run(collect(args.runs))
+    medians = {k: statistics.median(v) for k, v in figures.items()}
+    if args.json:
+        print(json.dumps({k: round(v, 4) for k, v in medians.items()}))
+        return 0
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, temp dir {tempfile.gettempdir()}"
+    )
+    print(f"{'figure':30} {'min':>12} {'median':>12} {'max':>12}")
+    for key, values in figures.items():
+        print(f"{key:30} {min(values):12.4g} {statistics.median(values):12.4g} {max(values):12.4g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
