@@ -13,6 +13,7 @@ from persistence_jsonl.layout import LOG_NAME
 from persistence_jsonl.scan import scan_log
 from session import (
     SessionError,
+    SessionEvent,
     SessionFormatUnsupportedError,
     SessionPersistenceCorruptionError,
 )
@@ -44,12 +45,13 @@ class SessionRow:
         return asdict(self)
 
 
-def _turn_state(events: list[dict[str, Any]]) -> str:
+def _turn_state(events: list[Any]) -> str:
     state = "-"
     for event in events:
-        if event.get("type") == "turn/start":
+        kind = event.type if isinstance(event, SessionEvent) else event.get("type")
+        if kind == "turn/start":
             state = "interrupted"
-        elif event.get("type") == "turn/end":
+        elif kind == "turn/end":
             state = "complete"
     return state
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from session.codec import encode_json
-from session.events import SessionEvent
-from session.lossless import is_safe_int
+from session.events import SessionEvent, build_event
+from session.lossless import FrozenDict, is_safe_int, snapshot
 
 __all__ = ["ROW_TYPES", "MalformedRowError", "encode_batch", "expand_row"]
 
@@ -128,6 +128,12 @@ def encode_batch(events: Sequence[SessionEvent], pack: bool) -> bytes:
 def expand_row(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The ``assistant/chunk`` wire events a packed row stands for. Raises
     :class:`MalformedRowError` naming what is wrong."""
+    return [e.to_json() for e in expand_row_events(raw)]
+
+
+def expand_row_events(raw: Mapping[str, Any]) -> list[SessionEvent]:
+    """The ``assistant/chunk`` events a packed row stands for, built frozen directly (the row's
+    shape is checked here, so their data needs no further walk)."""
     tag = raw.get("type")
     delta = _ROW_TO_DELTA[str(tag)]
 
@@ -166,7 +172,12 @@ def expand_row(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
         raise bad("id and name must be strings")
     if not is_safe_int(seq0 + len(payload) - 1):
         raise bad("seq out of the safe-integer range")
-    events: list[dict[str, Any]] = []
+    turn, step, index = (
+        snapshot(data[k], "row", js_numbers=True) for k in ("turn", "step", "index")
+    )
+    if not all(_valid_text(p) for p in payload):
+        raise bad(f"{payload_key} must be valid text")
+    events: list[SessionEvent] = []
     time = time0
     for k, text in enumerate(payload):
         if k:
@@ -174,18 +185,27 @@ def expand_row(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
             if not is_safe_int(time):
                 raise bad("time out of the safe-integer range")
         if delta == "tool-call-delta":
-            chunk: dict[str, Any] = {"type": delta, "index": data["index"], "id": data["id"]}
+            chunk = FrozenDict(type=delta, index=index, id=data["id"])
             if "name" in data:
-                chunk["name"] = data["name"]
-            chunk["argumentsDelta"] = text
+                dict.__setitem__(chunk, "name", data["name"])
+            dict.__setitem__(chunk, "argumentsDelta", text)
         else:
-            chunk = {"type": delta, "index": data["index"], "text": text}
+            chunk = FrozenDict(type=delta, index=index, text=text)
+        data_k = FrozenDict(turn=turn, step=step, chunk=chunk)
         events.append(
-            {
-                "type": "assistant/chunk",
-                "seq": seq0 + k,
-                "time": time,
-                "data": {"turn": data["turn"], "step": data["step"], "chunk": chunk},
-            }
+            build_event("assistant/chunk", seq0 + k, time, data_k, key_order=_MEMBER_ORDER)
         )
     return events
+
+
+_MEMBER_ORDER: Final = ("type", "seq", "time", "data")
+
+
+def _valid_text(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from persistence_jsonl.chunks import ROW_TYPES, MalformedRowError, expand_row
+from persistence_jsonl.chunks import ROW_TYPES, MalformedRowError, expand_row_events
 from persistence_jsonl.layout import parse_header
-from session import SessionHeader, SessionPersistenceCorruptionError
+from session import SessionEvent, SessionHeader, SessionPersistenceCorruptionError
 from session.codec import decode_json
 
 __all__ = ["ScannedLog", "scan_log"]
@@ -29,8 +29,8 @@ class ScannedLog:
 
     header: SessionHeader
     """The parsed header line."""
-    events: list[dict[str, Any]]
-    """The contiguous committed events as wire dicts (packed rows expanded)."""
+    events: list[Any]
+    """The contiguous committed events: wire dicts, and built events for packed rows."""
     committed_bytes: int
     """Length of the committed prefix; bytes past it are a tail to cut."""
     size: int
@@ -46,7 +46,7 @@ def _corrupt(path: str, what: str) -> SessionPersistenceCorruptionError:
     return SessionPersistenceCorruptionError(f'corrupt session log: {what} in "{path}"')
 
 
-def _members(line: bytes) -> list[dict[str, Any]] | None:
+def _members(line: bytes) -> list[Any] | None:
     """The events a complete line stands for, or ``None`` if it does not parse."""
     try:
         raw = decode_json(line)
@@ -56,14 +56,18 @@ def _members(line: bytes) -> list[dict[str, Any]] | None:
         return None
     if raw.get("type") in _ROW_TAGS:
         try:
-            return expand_row(raw)
+            return expand_row_events(raw)
         except MalformedRowError:
             return None
     return [raw]
 
 
-def _has_turn_end(members: list[dict[str, Any]]) -> bool:
-    return any(m.get("type") == "turn/end" for m in members)
+def _type(member: Any) -> Any:
+    return member.type if isinstance(member, SessionEvent) else member.get("type")
+
+
+def _has_turn_end(members: list[Any]) -> bool:
+    return any(_type(m) == "turn/end" for m in members)
 
 
 def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLog:
@@ -74,7 +78,7 @@ def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLo
     if end < 0:
         raise SessionPersistenceCorruptionError(f'empty or header-less session log: "{path}"')
     header = parse_header(data[:end], path, check_version=check_version)
-    events: list[dict[str, Any]] = []
+    events: list[Any] = []
     committed = pos = end + 1
     line_number = 0
     defect: SessionPersistenceCorruptionError | None = None
@@ -94,7 +98,10 @@ def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLo
             continue
         expected = len(events)
         for offset, member in enumerate(members):
-            seq = member.get("seq") if isinstance(member, Mapping) else None
+            if isinstance(member, SessionEvent):
+                seq: Any = member.seq
+            else:
+                seq = member.get("seq") if isinstance(member, Mapping) else None
             if seq != expected + offset or isinstance(seq, bool):
                 defect = _corrupt(
                     path,

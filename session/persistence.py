@@ -60,8 +60,9 @@ class StoredLog:
 
     header: SessionHeader
     """The header as stored (any version; the coordinator checks it)."""
-    events: Sequence[Mapping[str, Any]]
-    """The valid, contiguous stored events as wire dicts, seq 0 first."""
+    events: Sequence[SessionEvent | Mapping[str, Any]]
+    """The valid, contiguous stored events, seq 0 first: wire dicts, or events the backend
+    built itself from a shape it checked (the coordinator validates both)."""
     revision: str
     """Revision of exactly the bytes these events were read from."""
     torn_marker: object | None = None

@@ -19,6 +19,10 @@ from session.surface import Surface, parse_surface_metadata
 __all__ = ["message_shape_problem", "validate_seed"]
 
 _ADAPTER_DEFAULT_KEYS = frozenset({"reasoningEffort", "maxTokens"})
+_SHAPED_TYPES = frozenset(
+    {"user/message", "assistant/message", "tool/result", "request/header", "request/header-delta"}
+)
+"""Types whose data or surface metadata the seed checks look into."""
 
 
 def _non_empty_str(value: object) -> bool:
@@ -113,6 +117,16 @@ def validate_seed(
     events: list[SessionEvent] = []
     surface = Surface()
     for index, item in enumerate(seed):
+        if (
+            type(item) is SessionEvent
+            and item.seq == index
+            and item.surface_op is None
+            and item.type not in _SHAPED_TYPES
+        ):
+            # A built event has a valid envelope and frozen data by construction; a type
+            # outside the surface with no message shape needs only its position checked.
+            events.append(item)
+            continue
         if isinstance(item, SessionEvent):
             raw: Any = item.to_json()
         else:
