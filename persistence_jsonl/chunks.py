@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from session.codec import encode_json
 from session.events import SessionEvent, build_event
-from session.lossless import FrozenDict, is_safe_int, snapshot
+from session.lossless import FrozenDict, JsFloat, is_safe_int, snapshot
 
 __all__ = ["ROW_TYPES", "MalformedRowError", "encode_batch", "expand_row"]
 
@@ -32,38 +32,47 @@ class MalformedRowError(ValueError):
     """A packed row does not have the shape the reference writes."""
 
 
+_PLAIN_MAPS = (dict, FrozenDict)
+
+
 def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    kind = type(value)
+    return kind is int or kind is float or kind is JsFloat
 
 
 def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
     """What a run's members share, or ``None`` if the event cannot be packed."""
+    fields = event.__dict__
     if (
-        event.type != "assistant/chunk"
-        or event.surface_op is not None
-        or event.source_event_seqs is not None
-        or event.ignorable is not None
+        fields["type"] != "assistant/chunk"
+        or fields["surface_op"] is not None
+        or fields["source_event_seqs"] is not None
+        or fields["ignorable"] is not None
     ):
         return None
-    data = event.data
-    if not isinstance(data, Mapping) or tuple(data) != ("turn", "step", "chunk"):
+    data = fields["data"]
+    if type(data) not in _PLAIN_MAPS or len(data) != 3:
+        return None
+    keys = iter(data)
+    if next(keys) != "turn" or next(keys) != "step" or next(keys) != "chunk":
         return None
     chunk = data["chunk"]
-    if not isinstance(chunk, Mapping) or not _number(data["turn"]) or not _number(data["step"]):
+    if type(chunk) not in _PLAIN_MAPS or not _number(data["turn"]) or not _number(data["step"]):
         return None
-    kind, keys = chunk.get("type"), tuple(chunk)
+    kind = chunk.get("type")
     if not _number(chunk.get("index")):
         return None
-    if kind in ("text-delta", "reasoning-delta"):
-        if keys != _TEXT_KEYS or not isinstance(chunk["text"], str):
+    if kind == "text-delta" or kind == "reasoning-delta":
+        if len(chunk) != 3 or tuple(chunk) != _TEXT_KEYS or type(chunk["text"]) is not str:
             return None
         return (kind, data["turn"], data["step"], chunk["index"])
     if kind == "tool-call-delta":
-        if keys not in (_TOOL_KEYS, _TOOL_NAMED_KEYS):
+        keys_of = tuple(chunk)
+        if keys_of != _TOOL_KEYS and keys_of != _TOOL_NAMED_KEYS:
             return None
-        if not isinstance(chunk["id"], str) or not isinstance(chunk["argumentsDelta"], str):
+        if type(chunk["id"]) is not str or type(chunk["argumentsDelta"]) is not str:
             return None
-        if "name" in chunk and not isinstance(chunk["name"], str):
+        if "name" in chunk and type(chunk["name"]) is not str:
             return None
         name = ("name", chunk["name"]) if "name" in chunk else ()
         return (kind, data["turn"], data["step"], chunk["index"], chunk["id"], name)

@@ -105,6 +105,8 @@ _ENVELOPE_KEYS: Final = frozenset(
     {"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"}
 )
 _APPEND_ORDER: Final = ("type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp", "ignorable")
+_BASE_ORDER: Final = ("type", "seq", "time", "data")
+_BASE_KEYS: Final = frozenset(_BASE_ORDER)
 
 
 class SessionEvent(BaseModel):
@@ -157,25 +159,32 @@ class SessionEvent(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The wire dict (camelCase keys, written order). ``data`` is shared, not copied."""
-        out: dict[str, Any] = {}
-        for key in self._key_order:
-            if key == "type":
-                out["type"] = self.type
-            elif key == "seq":
-                out["seq"] = self.seq
-            elif key == "time":
-                out["time"] = self.time
-            elif key == "data":
-                out["data"] = self.data
-            elif key == "surfaceOp":
-                if self.surface_op is not None:
-                    op = self.surface_op
+        fields = self.__dict__
+        order = self._key_order
+        if order[:4] == _BASE_ORDER:  # every builder here, and most decoded lines
+            out: dict[str, Any] = {
+                "type": fields["type"],
+                "seq": fields["seq"],
+                "time": fields["time"],
+                "data": fields["data"],
+            }
+            rest = order[4:]
+        else:
+            out, rest = {}, order
+        for key in rest:
+            if key == "surfaceOp":
+                op = fields["surface_op"]
+                if op is not None:
                     out["surfaceOp"] = op if isinstance(op, str) else op.to_json()
             elif key == "sourceEventSeqs":
-                if self.source_event_seqs is not None:
-                    out["sourceEventSeqs"] = list(self.source_event_seqs)
-            elif key == "ignorable" and self.ignorable:
-                out["ignorable"] = True
+                sources = fields["source_event_seqs"]
+                if sources is not None:
+                    out["sourceEventSeqs"] = list(sources)
+            elif key == "ignorable":
+                if fields["ignorable"]:
+                    out["ignorable"] = True
+            elif key in _BASE_KEYS:
+                out[key] = fields[key]
         return out
 
     def encode(self) -> bytes:

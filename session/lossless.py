@@ -254,8 +254,27 @@ _SLOW = _Slow()
 
 def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
     """A recursive copy for the common case: plain types, ASCII-or-valid strings, safe
-    numbers, shallow nesting. Anything else raises :class:`_Slow`."""
+    numbers, shallow nesting. Anything else raises :class:`_Slow`. Scalars inside containers
+    are checked inline (no call per scalar): this is the append hot path."""
     kind = type(value)
+    if kind is dict or kind is FrozenDict:
+        if depth > _FAST_DEPTH:
+            raise _SLOW
+        out = FrozenDict()
+        for key, child in value.items():
+            if type(key) is not str or not key.isascii():
+                raise _SLOW
+            child_kind = type(child)
+            if (
+                (child_kind is str and child.isascii())
+                or child is None
+                or child_kind is bool
+                or (child_kind is int and -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER)
+            ):
+                _dict_set(out, key, child)
+            else:
+                _dict_set(out, key, _fast(child, depth + 1, js_numbers))
+        return out
     if kind is str:
         if value.isascii():
             return value
@@ -264,19 +283,22 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
         except UnicodeEncodeError:
             raise _SLOW from None
         return value
-    if kind is dict or kind is FrozenDict:
-        if depth > _FAST_DEPTH:
-            raise _SLOW
-        out = FrozenDict()
-        for key, child in value.items():
-            if type(key) is not str or not key.isascii():
-                raise _SLOW
-            _dict_set(out, key, _fast(child, depth + 1, js_numbers))
-        return out
     if kind is list or kind is FrozenList or kind is tuple:
         if depth > _FAST_DEPTH:
             raise _SLOW
-        return FrozenList([_fast(child, depth + 1, js_numbers) for child in value])
+        items = FrozenList()
+        for child in value:
+            child_kind = type(child)
+            if (
+                (child_kind is str and child.isascii())
+                or child is None
+                or child_kind is bool
+                or (child_kind is int and -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER)
+            ):
+                _list_append(items, child)
+            else:
+                _list_append(items, _fast(child, depth + 1, js_numbers))
+        return items
     if kind is int:
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return value
