@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PACKAGES := session persistence_jsonl recovery checkpoint_policy agent_session
+PACKAGES := session persistence_jsonl recovery checkpoint_policy agent_session bench
 
-.PHONY: test demo lint typecheck pytest clean
+.PHONY: test demo bench lint typecheck pytest clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version)'
@@ -27,6 +27,9 @@ test: lint typecheck pytest
 
 demo: $(STAMP)
 	$(BIN)/agent-session demo --crash tool
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

@@ -62,6 +62,7 @@ def raw_fsync_ms(root: str, steps: int = 200, chunks: int = 20) -> float:
     session.append("turn/start", {"turn": 1})
     append_step(session, 1, chunks)
     data = encode_batch(session.events[1:], pack=True)
+    os.makedirs(root, exist_ok=True)
     path = os.path.join(root, "raw.bin")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     times = []
@@ -167,6 +168,7 @@ async def load_peak_rss(root: str, target_mb: int = 100) -> tuple[float, float]:
 
 def sqlite_checkpoints(root: str, steps: int = 200, chunks: int = 20) -> float:
     """The same workload in SQLite: WAL, synchronous=FULL, one transaction per step."""
+    os.makedirs(root, exist_ok=True)
     db = sqlite3.connect(os.path.join(root, "sessions.db"), isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")

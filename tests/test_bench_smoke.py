@@ -1,0 +1,59 @@
+"""The benchmark code paths on a tiny workload: correctness only (the events written are the
+events loaded), no timing assertions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.__main__ import (
+    big_step,
+    concurrent_checkpoints,
+    empty_flush_us,
+    raw_fsync_ms,
+    sqlite_checkpoints,
+    step_checkpoints,
+)
+from bench.workload import append_step, run_steps
+from persistence_jsonl import JsonlPersistence
+from session import Runtime
+
+
+async def test_workload_writes_exactly_what_it_loads(tmp_path: Path) -> None:
+    runtime = Runtime()
+    backend = JsonlPersistence(tmp_path)
+    runtime.install(backend)
+    session = runtime.sessions.create("w")
+    _, flushes = await run_steps(runtime, session, steps=5, chunks=7)
+    assert len(flushes) == 5
+    await backend.aclose()
+    loaded = await JsonlPersistence(tmp_path).inspect("w")
+    stored = loaded.events[: len(session.events)]
+    assert [e.encode() for e in stored] == [e.encode() for e in session.events]
+    assert len(session.events) == 1 + 5 * (7 + 3)
+
+
+async def test_every_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
+    for index, measure in enumerate([raw_fsync_ms, sqlite_checkpoints]):
+        assert measure(str(tmp_path / f"s{index}"), 3, 4) > 0  # type: ignore[operator]
+    (tmp_path / "a").mkdir()
+    assert (await step_checkpoints(str(tmp_path / "a"), 3, 4))[1] > 0
+    (tmp_path / "b").mkdir()
+    assert await concurrent_checkpoints(str(tmp_path / "b"), 2, 2, 3) > 0
+    (tmp_path / "c").mkdir()
+    append_rate, load_rate, ratio = await big_step(str(tmp_path / "c"), chunks=50)
+    assert append_rate > 0
+    assert load_rate > 0
+    assert ratio > 0
+    (tmp_path / "d").mkdir()
+    assert await empty_flush_us(str(tmp_path / "d"), rounds=10) > 0
+
+
+def test_append_step_shape() -> None:
+    from session import Session
+
+    session = Session.create("s")
+    append_step(session, 1, 3)
+    assert [e.type for e in session.events] == ["step/start"] + ["assistant/chunk"] * 3 + [
+        "assistant/message",
+        "step/end",
+    ]
