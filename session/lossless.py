@@ -260,7 +260,7 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
     if kind is dict or kind is FrozenDict:
         if depth > _FAST_DEPTH:
             raise _SLOW
-        out = FrozenDict()
+        out: dict[str, Any] = {}
         for key, child in value.items():
             if type(key) is not str or not key.isascii():
                 raise _SLOW
@@ -271,10 +271,10 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
                 or child_kind is bool
                 or (child_kind is int and -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER)
             ):
-                _dict_set(out, key, child)
+                out[key] = child
             else:
-                _dict_set(out, key, _fast(child, depth + 1, js_numbers))
-        return out
+                out[key] = _fast(child, depth + 1, js_numbers)
+        return FrozenDict(out)
     if kind is str:
         if value.isascii():
             return value
@@ -286,7 +286,7 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
     if kind is list or kind is FrozenList or kind is tuple:
         if depth > _FAST_DEPTH:
             raise _SLOW
-        items = FrozenList()
+        items: list[Any] = []
         for child in value:
             child_kind = type(child)
             if (
@@ -295,10 +295,10 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
                 or child_kind is bool
                 or (child_kind is int and -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER)
             ):
-                _list_append(items, child)
+                items.append(child)
             else:
-                _list_append(items, _fast(child, depth + 1, js_numbers))
-        return items
+                items.append(_fast(child, depth + 1, js_numbers))
+        return FrozenList(items)
     if kind is int:
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return value
