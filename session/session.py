@@ -38,6 +38,11 @@ log = logging.getLogger("session")
 Clock = Callable[[], int]
 """Returns the current time in epoch milliseconds."""
 
+_CHECKED_TYPES = frozenset(
+    {"user/message", "assistant/message", "tool/result", "request/header", "request/header-delta"}
+)
+"""Types an append must run the surface or legacy rules for even without surface metadata."""
+
 
 class Session:
     """An append-only log of :class:`SessionEvent`.
@@ -205,29 +210,36 @@ class Session:
             raise SessionDataError(
                 f'session event "{type}" carries non-JSON-serializable data: {e}'
             ) from e
-        legacy = legacy_problem(type, frozen)
-        if legacy is not None:
-            raise SessionEventError(f'session event "{type}" {legacy}')
-        raw_op: Any = surface_op.to_json() if isinstance(surface_op, SurfaceReplace) else surface_op
-        try:
-            raw_op = snapshot(raw_op, "surfaceOp")
-            raw_sources = snapshot(
-                list(source_event_seqs) if source_event_seqs is not None else None,
-                "sourceEventSeqs",
+        plain = surface_op is None and source_event_seqs is None and type not in _CHECKED_TYPES
+        if not plain:  # the surface and legacy rules; plain log events have none to break
+            legacy = legacy_problem(type, frozen)
+            if legacy is not None:
+                raise SessionEventError(f'session event "{type}" {legacy}')
+            raw_op: Any = (
+                surface_op.to_json() if isinstance(surface_op, SurfaceReplace) else surface_op
             )
-        except (JsonValueError, TypeError) as e:
-            raise SessionDataError(
-                f'session event "{type}" carries non-JSON-serializable surface metadata: {e}'
-            ) from e
+            try:
+                raw_op = snapshot(raw_op, "surfaceOp")
+                raw_sources = snapshot(
+                    list(source_event_seqs) if source_event_seqs is not None else None,
+                    "sourceEventSeqs",
+                )
+            except (JsonValueError, TypeError) as e:
+                raise SessionDataError(
+                    f'session event "{type}" carries non-JSON-serializable surface metadata: {e}'
+                ) from e
         store = self._store
         if store is not None and self._publishing:
             raise SessionReentrancyError(
                 "session append cannot reenter while another append is being published"
             )
         seq = len(self._events)
-        op, sources = parse_surface_metadata(type, seq, raw_op, raw_sources)
-        self._surface.check(type, op, sources, frozen, self._events)
-        event = build_event(type, seq, self._clock(), frozen, op, sources)
+        if plain:
+            event = build_event(type, seq, self._clock(), frozen)
+        else:
+            op, sources = parse_surface_metadata(type, seq, raw_op, raw_sources)
+            self._surface.check(type, op, sources, frozen, self._events)
+            event = build_event(type, seq, self._clock(), frozen, op, sources)
         if store is None:
             self._commit(event)
             return event
