@@ -380,16 +380,7 @@ class Agent:
                 commit_ready()
                 continue
             not_started.pop(0)
-            call_seq = session.append(
-                "tool/call",
-                {
-                    "turn": turn,
-                    "step": step,
-                    "callId": block["id"],
-                    "name": block["name"],
-                    "arguments": block["arguments"],
-                },
-            ).seq
+            call_seq = self._record_call(turn, step, block)
             call = ToolCall(
                 block["id"], block["name"], block["arguments"], session, self, None, cancel
             )
@@ -401,17 +392,19 @@ class Agent:
             await asyncio.wait([t for _, _, t in started])
         commit_ready()
         for block in not_started:  # cancelled before dispatch: a synthetic pair each
-            call_seq = session.append(
-                "tool/call",
-                {
-                    "turn": turn,
-                    "step": step,
-                    "callId": block["id"],
-                    "name": block["name"],
-                    "arguments": block["arguments"],
-                },
-            ).seq
+            call_seq = self._record_call(turn, step, block)
             self._record_result(turn, step, block["id"], call_seq, aborted_before_dispatch())
+
+    def _record_call(self, turn: int, step: int, block: Mapping[str, Any]) -> int:
+        """Log ``tool/call`` for a tool-call block; return its seq."""
+        data = {
+            "turn": turn,
+            "step": step,
+            "callId": block["id"],
+            "name": block["name"],
+            "arguments": block["arguments"],
+        }
+        return self.session.append("tool/call", data).seq
 
     def _record_result(
         self, turn: int, step: int, call_id: str, call_seq: int, result: ToolResult

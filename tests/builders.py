@@ -50,3 +50,15 @@ def tool_result(call_id: str, text: str = "done", id: str = "r1", **extra: Any) 
 
 def event(type: str, seq: int, data: Any, **envelope: Any) -> dict[str, Any]:
     return {"type": type, "seq": seq, "time": 1000 + seq, "data": data, **envelope}
+
+
+async def until(condition: Any, *, steps: int = 10_000) -> None:
+    """Yield to the event loop until ``condition()`` holds; fail (never hang) after ``steps``
+    turns of the loop."""
+    import asyncio
+
+    for _ in range(steps):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"condition never held after {steps} event-loop turns")

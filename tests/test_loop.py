@@ -12,6 +12,7 @@ from session import Runtime, Session, SessionEvent
 from session.scripted import ScriptedCall, ScriptedModel, ScriptedStep
 from session.tools import ToolCall, ToolResult
 from tests.agents import corpus_script, stack
+from tests.builders import until
 from tests.corpus import cases
 
 
@@ -154,11 +155,12 @@ async def test_case_55_56_cancel_while_streaming_keeps_visible_text() -> None:
     runtime.models.register("hang", hanging_model(release, text=["par", "tial"]))
     agent = runtime.agent(session, model="hang/m")
     turn = asyncio.ensure_future(agent.run_turn("x"))
-    while not any(
-        e.type == "assistant/chunk" and e.data["chunk"]["type"] == "block-end"
-        for e in session.events
-    ):
-        await asyncio.sleep(0)
+    await until(
+        lambda: any(
+            e.type == "assistant/chunk" and e.data["chunk"]["type"] == "block-end"
+            for e in session.events
+        )
+    )
     agent.cancel()
     assert await turn == {"kind": "aborted", "reason": {"kind": "user"}}
     message = next(e for e in session.events if e.type == "assistant/message")
@@ -226,8 +228,7 @@ async def test_case_61_62_parallel_bodies_and_model_ordered_results() -> None:
     runtime.tools.register("slow", "slow", {"type": "object"}, slow)
     session = runtime.sessions.create("p")
     turn = asyncio.ensure_future(runtime.agent(session, model="s/m").run_turn("x"))
-    while len(started) < 3:
-        await asyncio.sleep(0)
+    await until(lambda: len(started) >= 3)
     assert "tool/result" not in types(session)  # all three started before any finished
     gates["c3"].set()
     gates["c2"].set()

@@ -22,7 +22,7 @@ from session import (
     SessionNotLiveError,
     SessionReentrancyError,
 )
-from tests.builders import assistant, user
+from tests.builders import assistant, until, user
 
 
 @pytest.fixture
@@ -208,8 +208,7 @@ async def test_flush_starts_every_listener_before_any_finishes(runtime: Runtime)
         runtime.hooks.listen("session/flush", listener(name))
     session = runtime.sessions.create("s")
     flushing = asyncio.ensure_future(runtime.sessions.flush(session))
-    while len(started) < 3:
-        await asyncio.sleep(0)
+    await until(lambda: len(started) >= 3)
     assert started == ["a", "b", "c"]
     assert not flushing.done()
     release.set()
