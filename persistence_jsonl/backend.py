@@ -88,6 +88,7 @@ class JsonlPersistence(PersistenceCoordinator):
         self._swept = False
         self._poisoned: dict[str, SessionDurabilityError] = {}
         self._locks: dict[str, int] = {}
+        self._fds: dict[str, tuple[int, str]] = {}
 
     # --- layout -----------------------------------------------------------------------------
 
@@ -218,7 +219,12 @@ class JsonlPersistence(PersistenceCoordinator):
             self._lock_dir(id, os.path.dirname(path))
 
     async def release(self, id: str) -> None:
-        """Release the writer lock of ``id`` (its live session left the store)."""
+        """Release the writer lock of ``id`` (its live session left the store) and close its
+        append descriptor."""
+        cached = self._fds.pop(id, None)
+        if cached is not None:
+            with contextlib.suppress(OSError):
+                self.ops.close(cached[0])
         fd = self._locks.pop(id, None)
         if fd is not None:
             self.ops.unlock(fd)
@@ -323,7 +329,12 @@ class JsonlPersistence(PersistenceCoordinator):
     def _append_bytes(
         self, header: SessionHeader, path: str, data: bytes, point: str = "append:after-write"
     ) -> None:
-        fd = self.ops.open_append(path)
+        # The append descriptor stays open while this instance owns the session (saves an
+        # open and a close per checkpoint); it is closed on failure, release and close.
+        cached = self._fds.get(header.id)
+        fd = cached[0] if cached is not None and cached[1] == path else None
+        if fd is None:
+            fd = self.ops.open_append(path)
         try:
             size = self.ops.size(fd)
             try:
@@ -333,8 +344,16 @@ class JsonlPersistence(PersistenceCoordinator):
             except Exception as error:
                 self._roll_back(header, path, fd, size, error)
                 raise
-        finally:
-            self.ops.close(fd)
+        except BaseException:
+            self._fds.pop(header.id, None)
+            with contextlib.suppress(OSError):
+                self.ops.close(fd)
+            raise
+        if cached is None or cached[0] != fd:
+            if cached is not None:
+                with contextlib.suppress(OSError):
+                    self.ops.close(cached[0])
+            self._fds[header.id] = (fd, path)
 
     def _roll_back(
         self, header: SessionHeader, path: str, fd: int, size: int, error: Exception
@@ -442,5 +461,5 @@ class JsonlPersistence(PersistenceCoordinator):
         return RawArtifact(header, LOG_NAME, data)
 
     async def close(self) -> None:
-        for id in list(self._locks):
+        for id in list(self._locks) + list(self._fds):
             await self.release(id)
