@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.layout import LOG_NAME
+from persistence_jsonl.layout import LOCK_NAME, LOG_NAME
 from persistence_jsonl.scan import scan_log
 from session import (
     SessionError,
@@ -33,7 +33,8 @@ class SessionRow:
     created_at: int | None
     events: int
     state: str
-    """Last turn: ``complete``, ``interrupted`` (open turn, needs recovery) or ``-``."""
+    """Last turn: ``complete``; ``open`` (a live writer holds the session, the turn is still
+    running); ``interrupted`` (open with no writer: it needs recovery); or ``-``."""
     size: int
     path: str
     flags: list[str] = field(default_factory=list)
@@ -70,6 +71,7 @@ def _logs(root: str) -> Iterator[str]:
 def rows(root: str) -> Iterator[SessionRow]:
     """A row per session log under ``root``, from a scan of its bytes (header, events,
     torn tail); one log is in memory at a time."""
+    held = held_locks()
     for path in _logs(root):
         with open(path, "rb") as f:
             data = f.read()
@@ -86,16 +88,51 @@ def rows(root: str) -> Iterator[SessionRow]:
         flags = ["torn tail"] if scanned.torn else []
         if header.version != 0:
             flags.append("unsupported")
+        state = _turn_state(scanned.events)
+        if state == "interrupted" and writer_active(os.path.dirname(path), held):
+            state = "open"  # a live writer holds the session: its turn is still running
         yield SessionRow(
             header.id,
             header.cwd,
             header.created_at,
             len(scanned.events),
-            _turn_state(scanned.events),
+            state,
             len(data),
             path,
             flags,
         )
+
+
+def held_locks() -> set[tuple[int, int, int]] | None:
+    """``(major, minor, inode)`` of every file lock held on this machine, from
+    ``/proc/locks`` (Linux); ``None`` where that is not available. Reading it takes no lock,
+    so it can never make a writer's lock attempt fail."""
+    try:
+        with open("/proc/locks", encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    held: set[tuple[int, int, int]] = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] != "->":
+            try:
+                major, minor, inode = fields[5].split(":")
+                held.add((int(major, 16), int(minor, 16), int(inode)))
+            except ValueError:
+                continue
+    return held
+
+
+def writer_active(session_dir: str, held: set[tuple[int, int, int]] | None) -> bool:
+    """Whether a live process holds the session's writer lock."""
+    if not held:
+        return False
+    try:
+        info = os.stat(os.path.join(session_dir, LOCK_NAME))
+    except OSError:
+        return False
+    return (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino) in held
 
 
 async def status_of(backend: JsonlPersistence, id: str) -> tuple[Status, str]:

@@ -26,7 +26,9 @@ from session import (
 register_event_type("plugin/write")
 
 
-async def main(root: str, id: str, count: int, go: str, die: bool, hold: bool) -> None:
+async def main(
+    root: str, id: str, count: int, go: str, die: bool, hold: bool, turn: bool = False
+) -> None:
     while not os.path.exists(go):
         time.sleep(0.001)
     backend = JsonlPersistence(root)
@@ -36,13 +38,15 @@ async def main(root: str, id: str, count: int, go: str, die: bool, hold: bool) -
         cursor = 0
         await backend.create({"version": 0, "id": id, "createdAt": 1, "delegationDepth": 0})
     for _ in range(count):
-        event = {
+        event: dict[str, object] = {
             "type": "plugin/write",
             "seq": cursor,
             "time": 1,
             "data": {"pid": os.getpid(), "n": cursor},
             "ignorable": True,
         }
+        if turn and cursor == 0:
+            event = {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1}}
         try:
             await backend.append(id, [event])
         except SessionCollisionError as e:
@@ -63,4 +67,14 @@ async def main(root: str, id: str, count: int, go: str, die: bool, hold: bool) -
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    asyncio.run(main(args[0], args[1], int(args[2]), args[3], "--die" in args, "--hold" in args))
+    asyncio.run(
+        main(
+            args[0],
+            args[1],
+            int(args[2]),
+            args[3],
+            "--die" in args,
+            "--hold" in args,
+            "--turn" in args,
+        )
+    )

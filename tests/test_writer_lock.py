@@ -4,6 +4,7 @@ lock when the owner dies."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -106,3 +107,29 @@ async def test_readers_never_block_and_a_killed_owner_releases_the_lock(tmp_path
     assert [e.seq for e in loaded.events] == [0]
     await after.append("dies", [{**event, "seq": 1}])
     await after.aclose()
+
+
+async def test_ls_reports_a_turn_held_by_a_live_writer_as_open(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    go = tmp_path / "go"
+    go.touch()
+    holder = writer(root, "busy", 1, go, "--hold", "--turn")
+    assert holder.stdout is not None
+    assert holder.stdout.readline().startswith("acked 0")
+    assert holder.stdout.readline().strip() == "holding"
+
+    def state() -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "agent_session.cli", "ls", str(root), "--json"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        return str(json.loads(out)["state"])
+
+    assert state() == "open"  # the writer is alive: its turn is still running
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    assert state() == "interrupted"  # nobody holds it any more: it needs recovery
