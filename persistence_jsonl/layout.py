@@ -128,17 +128,8 @@ def encode_header(header: SessionHeader) -> bytes:
 
 
 _RETIRED: Final = ("sandboxMode", "approvalPolicy")
-_HEADER_KEYS: Final = (
-    "version",
-    "id",
-    "createdAt",
-    "cwd",
-    "parentSession",
-    "seedLength",
-    "origin",
-    "delegationDepth",
-    "agentPreset",
-)
+_HEADER_KEYS: Final = tuple(str(f.alias) for f in SessionHeader.model_fields.values())
+"""The header's wire keys, in order (unknown extra keys on disk are dropped)."""
 
 
 def parse_header(line: bytes, path: str, *, check_version: bool = True) -> SessionHeader:
