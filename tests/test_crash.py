@@ -8,7 +8,6 @@ result; the session resumes and a further turn runs and persists.
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import subprocess
 import sys
@@ -174,4 +173,3 @@ async def test_a_run_without_crash_is_balanced_and_complete(tmp_path: Path) -> N
     events = await check_after_crash(tmp_path, reports)
     assert events[-1].data["reason"] == {"kind": "completed"}
     assert reports[-1][0] == len(events)  # the loop's final flush made everything durable
-    assert asyncio.get_running_loop() is not None
