@@ -36,7 +36,11 @@ async def main(
         cursor = len(await backend.read_from(id, 0))
     except SessionNotFoundError:
         cursor = 0
-        await backend.create({"version": 0, "id": id, "createdAt": 1, "delegationDepth": 0})
+        try:
+            await backend.create({"version": 0, "id": id, "createdAt": 1, "delegationDepth": 0})
+        except SessionCollisionError as e:  # the other writer materialized it first
+            print(f"refused {e}", flush=True)
+            return
     for _ in range(count):
         event: dict[str, object] = {
             "type": "plugin/write",
