@@ -441,3 +441,18 @@ def test_case_23_derive_cache_matches_scratch_replay() -> None:
         assert first is not second
         assert first == _replay(session.events)
     assert session.surface.replace_generation > 0
+
+
+def test_events_pickle_and_compare_by_content() -> None:
+    import pickle
+
+    session = Session.create("p", clock=lambda: 3)
+    event = session.append("user/message", user(), surface_op="append")
+    again = pickle.loads(pickle.dumps(event))
+    assert again == event
+    assert again.encode() == event.encode()
+    decoded = SessionEvent.decode(event.encode())
+    assert decoded == event
+    reordered = SessionEvent.from_json(dict(reversed(list(event.to_json().items()))))
+    assert reordered.encode() != event.encode()  # the written key order is kept...
+    assert reordered == event  # ...but equality compares content
