@@ -391,6 +391,7 @@ async def test_case_87_fork_persists_seed_once(
 ) -> None:
     source = runtime.sessions.create("src")
     closed_turn(source)
+    await runtime.sessions.flush(source)  # so its background window cannot fire mid-count
     child = runtime.sessions.fork(source, child_id="kid")
     await runtime.sessions.flush(child)
     calls = kit.append_calls()
