@@ -16,13 +16,14 @@ from session.events import SessionEvent, build_event, envelope_problem
 from session.lossless import snapshot
 from session.surface import Surface, parse_surface_metadata
 
-__all__ = ["message_shape_problem", "validate_seed"]
+__all__ = ["RULED_TYPES", "message_shape_problem", "validate_seed"]
 
 _ADAPTER_DEFAULT_KEYS = frozenset({"reasoningEffort", "maxTokens"})
-_SHAPED_TYPES = frozenset(
+RULED_TYPES = frozenset(
     {"user/message", "assistant/message", "tool/result", "request/header", "request/header-delta"}
 )
-"""Types whose data or surface metadata the seed checks look into."""
+"""Types whose data or surface metadata a rule looks into (surface, message shape, legacy).
+Events of any other type, without surface metadata, have only their envelope to check."""
 
 
 def _non_empty_str(value: object) -> bool:
@@ -121,7 +122,7 @@ def validate_seed(
             type(item) is SessionEvent
             and item.seq == index
             and item.surface_op is None
-            and item.type not in _SHAPED_TYPES
+            and item.type not in RULED_TYPES
         ):
             # A built event has a valid envelope and frozen data by construction; a type
             # outside the surface with no message shape needs only its position checked.

@@ -18,7 +18,7 @@ from session.errors import (
 from session.events import END_SEED, SessionEvent, build_event
 from session.header import SessionHeader, now_ms
 from session.lossless import JsonValue, snapshot
-from session.seed import legacy_problem, validate_seed
+from session.seed import RULED_TYPES, legacy_problem, validate_seed
 from session.surface import (
     Surface,
     SurfaceOp,
@@ -37,11 +37,6 @@ log = logging.getLogger("session")
 
 Clock = Callable[[], int]
 """Returns the current time in epoch milliseconds."""
-
-_CHECKED_TYPES = frozenset(
-    {"user/message", "assistant/message", "tool/result", "request/header", "request/header-delta"}
-)
-"""Types an append must run the surface or legacy rules for even without surface metadata."""
 
 
 class Session:
@@ -210,7 +205,7 @@ class Session:
             raise SessionDataError(
                 f'session event "{type}" carries non-JSON-serializable data: {e}'
             ) from e
-        plain = surface_op is None and source_event_seqs is None and type not in _CHECKED_TYPES
+        plain = surface_op is None and source_event_seqs is None and type not in RULED_TYPES
         if not plain:  # the surface and legacy rules; plain log events have none to break
             legacy = legacy_problem(type, frozen)
             if legacy is not None:
@@ -267,7 +262,7 @@ class Session:
         except Exception as e:
             log.warning('session "%s": session/event listener threw: %s', self.id, e)
             return
-        if inspect.isawaitable(result):
+        if result is not None and inspect.isawaitable(result):
             try:
                 future = asyncio.ensure_future(result)
             except RuntimeError as e:  # no running loop
