@@ -1,10 +1,13 @@
 """Every system call the JSONL backend makes, in one narrow, replaceable seam.
 
-The backend never touches ``os`` directly: it calls the methods of a :class:`FileOps`. Tests
-(and the crash-state enumerator) substitute a subclass that fails, records or blocks the k-th
-call, so fault injection exercises the real code paths without mocking the filesystem.
+The backend makes no system call of its own (only path arithmetic): it calls the methods of a
+:class:`FileOps`. Tests (and the crash-state enumerator) substitute a subclass that fails,
+records or blocks the k-th call, so fault injection exercises the real code paths without
+mocking the filesystem.
 
-Every method is synchronous and blocking; the backend runs them in a worker thread.
+Every method is synchronous and blocking. The backend runs reads, writes and fsyncs in a
+worker thread; only cheap calls stay on the event loop (the root check at construction,
+closing descriptors and releasing locks).
 """
 
 from __future__ import annotations
