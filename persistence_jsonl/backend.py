@@ -8,12 +8,13 @@ import builtins
 import contextlib
 import os
 import secrets
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from persistence_jsonl.chunks import encode_batch
+from persistence_jsonl.chunks import BatchEncoder, encode_batch
 from persistence_jsonl.fileio import FileOps, failpoint
 from persistence_jsonl.layout import (
     LOCK_NAME,
@@ -55,6 +56,15 @@ class JsonlPersistence(PersistenceCoordinator):
     failed, raises :class:`SessionDurabilityError` and refuses further appends to that session
     from this instance; committed bytes are never rewritten (repair only cuts a torn tail and
     appends closers). Files are created 0600, directories 0700.
+
+    Where the I/O runs: reads, repairs, the first write of a session and every write while
+    several sessions are live go to a worker thread, so fsyncs of different sessions overlap
+    and the event loop keeps running. While exactly one session is live, its checkpoint (the
+    flush barrier) appends and fsyncs on the event-loop thread instead: a thread round trip
+    costs about as much as a fast fsync, and the agent is waiting for that checkpoint anyway.
+    This stops as soon as the latest write-and-fsync took longer than ``inline_fsync_budget_ms``
+    (a slow disk) and resumes when one is fast again, so a slow disk blocks the loop at most
+    once; ``0`` keeps all I/O off the loop.
     """
 
     name = "session-persistence-jsonl"
@@ -69,7 +79,12 @@ class JsonlPersistence(PersistenceCoordinator):
         repair: Repair = default_repair,
         ops: FileOps | None = None,
         scheduler: Scheduler | None = None,
+        inline_fsync_budget_ms: float = 2.0,
     ) -> None:
+        if not isinstance(inline_fsync_budget_ms, int | float) or not (
+            0 <= inline_fsync_budget_ms < float("inf")
+        ):
+            raise TypeError("inline_fsync_budget_ms must be a finite number >= 0")
         super().__init__(
             repair=repair,
             write_batch_max_delay_ms=write_batch_max_delay_ms,
@@ -89,6 +104,11 @@ class JsonlPersistence(PersistenceCoordinator):
         self._poisoned: dict[str, SessionDurabilityError] = {}
         self._locks: dict[str, int] = {}
         self._fds: dict[str, tuple[int, str]] = {}
+        self._encoders: dict[str, BatchEncoder] = {}
+        self.inline_fsync_budget_ms = float(inline_fsync_budget_ms)
+        """Longest latest write-and-fsync (ms) for which a single live session's checkpoint
+        still runs on the event-loop thread; ``0`` never does."""
+        self._append_ms = 0.0  # how long the latest write-and-fsync took; 0 = not measured
 
     # --- layout -----------------------------------------------------------------------------
 
@@ -221,6 +241,7 @@ class JsonlPersistence(PersistenceCoordinator):
     async def release(self, id: str) -> None:
         """Release the writer lock of ``id`` (its live session left the store) and close its
         append descriptor."""
+        self._encoders.pop(id, None)
         cached = self._fds.pop(id, None)
         if cached is not None:
             with contextlib.suppress(OSError):
@@ -229,7 +250,7 @@ class JsonlPersistence(PersistenceCoordinator):
         if fd is not None:
             self.ops.unlock(fd)
 
-    # --- storage hooks (each runs its blocking work in one worker-thread hop) ----------------
+    # --- storage hooks (blocking work in one worker-thread hop, except inline checkpoints) ---
 
     async def load_stored(self, id: str) -> StoredLog | None:
         return await asyncio.to_thread(self._load_stored, id)
@@ -264,11 +285,36 @@ class JsonlPersistence(PersistenceCoordinator):
                 f'session "{header.id}" refuses appends after an unrecoverable write failure; '
                 f"reopen it: {poisoned}"
             ) from poisoned
-        data = encode_batch(events, self.pack_chunks)
+        data = self._encode(header.id, events)
         if materialized:
             await asyncio.to_thread(self._owned_append, header, data)
         else:
             await asyncio.to_thread(self._materialize, header, data)
+
+    def append_batch_now(self, header: SessionHeader, events: Sequence[SessionEvent]) -> bool:
+        """Append on the calling thread while exactly one session is live and recent appends
+        fit the inline budget (see the class docstring); otherwise decline."""
+        if len(self._live) != 1 or not 0 < self._append_ms <= self.inline_fsync_budget_ms:
+            return False
+        poisoned = self._poisoned.get(header.id)
+        if poisoned is not None:
+            return False  # append_batch raises the refusal
+        self._owned_append(header, self._encode(header.id, events))
+        return True
+
+    def prepare_event(self, id: str, event: SessionEvent) -> None:
+        """Encode a live session's event as it is committed (the checkpoint then only joins
+        lines and packs runs)."""
+        encoder = self._encoders.get(id)
+        if encoder is None:
+            encoder = self._encoders[id] = BatchEncoder(self.pack_chunks)
+        encoder.prepare(event)
+
+    def _encode(self, id: str, events: Sequence[SessionEvent]) -> bytes:
+        encoder = self._encoders.get(id)
+        if encoder is None:
+            return encode_batch(events, self.pack_chunks)
+        return encoder.encode(events)
 
     def _owned_append(self, header: SessionHeader, data: bytes) -> None:
         self._own(header)
@@ -296,9 +342,7 @@ class JsonlPersistence(PersistenceCoordinator):
         temp = f"{final}.{secrets.token_hex(6)}.tmp"
         fd = self.ops.open_exclusive(temp)
         try:
-            self.ops.write_all(fd, content)
-            failpoint("materialize:after-temp-write")
-            self.ops.fsync(fd)
+            self._write_and_sync(fd, content, "materialize:after-temp-write")
         except BaseException:
             self.ops.close(fd)
             with contextlib.suppress(OSError):
@@ -338,9 +382,7 @@ class JsonlPersistence(PersistenceCoordinator):
         try:
             size = self.ops.size(fd)
             try:
-                self.ops.write_all(fd, data)
-                failpoint(point)
-                self.ops.fsync(fd)
+                self._write_and_sync(fd, data, point)
             except Exception as error:
                 self._roll_back(header, path, fd, size, error)
                 raise
@@ -354,6 +396,15 @@ class JsonlPersistence(PersistenceCoordinator):
                 with contextlib.suppress(OSError):
                     self.ops.close(cached[0])
             self._fds[header.id] = (fd, path)
+
+    def _write_and_sync(self, fd: int, data: bytes, point: str) -> None:
+        """Write all of ``data`` and fsync, noting how long that took (the latest time decides
+        whether the next checkpoint may run inline)."""
+        start = time.perf_counter()
+        self.ops.write_all(fd, data)
+        failpoint(point)
+        self.ops.fsync(fd)
+        self._append_ms = (time.perf_counter() - start) * 1000
 
     def _roll_back(
         self, header: SessionHeader, path: str, fd: int, size: int, error: Exception
@@ -461,5 +512,6 @@ class JsonlPersistence(PersistenceCoordinator):
         return RawArtifact(header, LOG_NAME, data)
 
     async def close(self) -> None:
+        self._encoders.clear()
         for id in list(self._locks) + list(self._fds):
             await self.release(id)

@@ -7,14 +7,14 @@ Packing is only an encoding: every chunk event keeps its seq and time.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from session.codec import encode_json
 from session.events import SessionEvent, build_event
-from session.lossless import FrozenDict, JsFloat, is_safe_int, snapshot
+from session.lossless import MAX_SAFE_INTEGER, FrozenDict, JsFloat, is_safe_int, snapshot
 
-__all__ = ["ROW_TYPES", "MalformedRowError", "encode_batch", "expand_row"]
+__all__ = ["ROW_TYPES", "BatchEncoder", "MalformedRowError", "encode_batch", "expand_row"]
 
 ROW_TYPES: Final = {
     "text-delta": "text-chunks",
@@ -79,59 +79,137 @@ def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
     return None
 
 
-def _runs(events: Sequence[SessionEvent]) -> Iterator[tuple[bool, list[SessionEvent]]]:
-    """Split a batch into packable runs (``True``) and single verbatim events (``False``)."""
+_Item = tuple[SessionEvent, Any, Any]
+"""An event ready to encode: ``(event, None, its line)`` for an event written verbatim,
+``(event, run key, its text or arguments delta)`` for a delta that may join a packed row."""
+
+
+def _item(event: SessionEvent, pack: bool) -> _Item:
+    key = _run_key(event) if pack else None
+    if key is None:
+        return (event, None, event.encode())
+    chunk = event.__dict__["data"]["chunk"]
+    return (event, key, chunk["argumentsDelta" if key[0] == "tool-call-delta" else "text"])
+
+
+def _encode_items(items: Sequence[_Item]) -> bytes:
+    """Join a batch's lines; a run of three or more items with one key that continue each
+    other (consecutive seqs, a safe time step) becomes one packed row."""
+    lines: list[bytes] = []
+    count = len(items)
     index = 0
-    while index < len(events):
-        key = _run_key(events[index])
+    while index < count:
+        event, key, payload = items[index]
+        if key is None:
+            lines.append(payload)
+            index += 1
+            continue
         end = index + 1
-        if key is not None:
-            while (
-                end < len(events)
-                and events[end].seq == events[end - 1].seq + 1
-                and _run_key(events[end]) == key
-                and is_safe_int(events[end].time - events[end - 1].time)
+        seq, time = event.seq, event.time
+        while end < count:
+            following, following_key, _ = items[end]
+            step = following.time - time
+            if (
+                following_key != key
+                or following.seq != seq + 1
+                or not -MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER
             ):
-                end += 1
-        if key is not None and end - index >= _MIN_RUN:
-            yield True, list(events[index:end])
+                break
+            seq, time = following.seq, following.time
+            end += 1
+        if end - index >= _MIN_RUN:
+            lines.append(encode_json(_row(items[index:end])))
         else:
-            for event in events[index:end]:
-                yield False, [event]
+            lines.extend(item[0].encode() for item in items[index:end])
         index = end
+    lines.append(b"")
+    return b"\n".join(lines)
 
 
-def _row(run: list[SessionEvent]) -> dict[str, Any]:
-    first = run[0]
+def _row(run: Sequence[_Item]) -> dict[str, Any]:
+    first = run[0][0]
     chunk = first.data["chunk"]
     kind = chunk["type"]
+    times = [item[0].time for item in run]
     data: dict[str, Any] = {
         "turn": first.data["turn"],
         "step": first.data["step"],
         "index": chunk["index"],
-        "dt": [b.time - a.time for a, b in itertools.pairwise(run)],
+        "dt": [b - a for a, b in itertools.pairwise(times)],
     }
+    payloads = [item[2] for item in run]
     if kind == "tool-call-delta":
         data["id"] = chunk["id"]
         if "name" in chunk:
             data["name"] = chunk["name"]
-        data["args"] = [e.data["chunk"]["argumentsDelta"] for e in run]
+        data["args"] = payloads
     else:
-        data["texts"] = [e.data["chunk"]["text"] for e in run]
+        data["texts"] = payloads
     return {"type": ROW_TYPES[kind], "seq0": first.seq, "time0": first.time, "data": data}
 
 
 def encode_batch(events: Sequence[SessionEvent], pack: bool) -> bytes:
     """The bytes appended for one batch: one line per event or packed row, each ending in
     ``\\n``. With ``pack``, runs of three or more eligible deltas become one row."""
-    lines: list[bytes] = []
-    if not pack:
-        lines = [event.encode() for event in events]
-    else:
-        for packed, run in _runs(events):
-            lines.append(encode_json(_row(run)) if packed else run[0].encode())
-    lines.append(b"")
-    return b"\n".join(lines)
+    return _encode_items([_item(event, pack) for event in events])
+
+
+class BatchEncoder:
+    """Encodes a session's events as they are committed, so that writing a batch later only
+    joins prepared lines (and packs runs). :meth:`encode` returns exactly
+    ``encode_batch(events, pack)`` for any batch, prepared or not, in any split.
+
+    Prepared work is kept in flat lists (no container per event, which would add to the
+    cyclic GC's work) until a batch reaching that far is encoded, or :meth:`clear`.
+    """
+
+    __slots__ = ("_events", "_first", "_keys", "_payloads", "pack")
+
+    def __init__(self, pack: bool) -> None:
+        self.pack = pack
+        self._first = 0  # seq of _events[0]
+        self._events: list[SessionEvent] = []
+        self._keys: list[Any] = []
+        self._payloads: list[Any] = []
+
+    def prepare(self, event: SessionEvent) -> None:
+        """Do the per-event encoding work for ``event`` now (events come in seq order)."""
+        if not self._events or event.seq != self._first + len(self._events):
+            self.clear()
+            self._first = event.seq
+        _, key, payload = _item(event, self.pack)
+        self._events.append(event)
+        self._keys.append(key)
+        self._payloads.append(payload)
+
+    def encode(self, events: Sequence[SessionEvent]) -> bytes:
+        """The batch's bytes; prepared work up to its last event is used and released."""
+        if not events:
+            return encode_batch(events, self.pack)
+        prepared, keys, payloads, pack = self._events, self._keys, self._payloads, self.pack
+        offset = events[0].seq - self._first
+        items: list[_Item] = []
+        for position, event in enumerate(events, offset):
+            if 0 <= position < len(prepared) and prepared[position] is event:
+                items.append((event, keys[position], payloads[position]))
+            else:
+                items.append(_item(event, pack))
+        used = offset + len(events)
+        if used >= len(prepared):
+            self.clear()
+        elif used > 0:
+            del prepared[:used], keys[:used], payloads[:used]
+            self._first += used
+        return _encode_items(items)
+
+    def clear(self) -> None:
+        """Drop everything prepared."""
+        self._events.clear()
+        self._keys.clear()
+        self._payloads.clear()
+
+    def __len__(self) -> int:
+        return len(self._events)
 
 
 def expand_row(raw: Mapping[str, Any]) -> list[dict[str, Any]]:

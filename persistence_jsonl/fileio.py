@@ -5,9 +5,10 @@ The backend makes no system call of its own (only path arithmetic): it calls the
 records or blocks the k-th call, so fault injection exercises the real code paths without
 mocking the filesystem.
 
-Every method is synchronous and blocking. The backend runs reads, writes and fsyncs in a
-worker thread; only cheap calls stay on the event loop (the root check at construction,
-closing descriptors and releasing locks).
+Every method is synchronous and blocking. The backend runs reads, repairs and most writes in a
+worker thread; on the event loop stay cheap calls (the root check at construction, closing
+descriptors, releasing locks) and, while a single session is live and the disk is fast, its
+checkpoint's ``write`` and ``fsync`` (see ``JsonlPersistence``).
 """
 
 from __future__ import annotations

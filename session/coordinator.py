@@ -115,6 +115,10 @@ class _Chains:
     def busy(self) -> bool:
         return bool(self._locks)
 
+    def held(self, id: str) -> bool:
+        """Whether anyone holds or waits for ``id``'s chain."""
+        return id in self._locks
+
     async def drain(self) -> None:
         """Wait until every id's chain is idle."""
         while self._locks:
@@ -180,6 +184,21 @@ class PersistenceCoordinator(SessionPersistence):
     ) -> None:
         """Durably append a contiguous batch. When not yet materialized, the header and the
         first batch must appear together. On failure nothing of the batch may remain."""
+
+    def prepare_event(self, id: str, event: SessionEvent) -> None:
+        """Called with each event a live session commits, in order, once it is buffered for
+        writing: a backend may do its per-event encoding work here, while the agent streams,
+        instead of on the checkpoint's critical path. It must not block, and nothing may
+        depend on it having run. The default does nothing."""
+        return None
+
+    def append_batch_now(self, header: SessionHeader, events: Sequence[SessionEvent]) -> bool:
+        """Optionally append a contiguous batch to a materialized log before returning, on the
+        calling (event-loop) thread: ``True`` once it is durable, ``False`` to decline at once
+        with nothing written (``append_batch`` then writes it). On failure raise, with nothing
+        of the batch kept. Used by a live session's flush barrier when nothing else is writing
+        that id, to spare the barrier a task and a worker-thread hop. The default declines."""
+        return False
 
     @abstractmethod
     async def commit_repair(
@@ -488,6 +507,7 @@ class PersistenceCoordinator(SessionPersistence):
         live = _Live(
             WriteBehindController(
                 lambda batch: self._write_live(session, batch),
+                write_now=lambda batch: self._write_live_now(session, batch),
                 max_delay_ms=self._delay_ms,
                 scheduler=self._scheduler,
                 label=f'"{session.id}"',
@@ -502,6 +522,7 @@ class PersistenceCoordinator(SessionPersistence):
         live = self._live.get(session)
         if live is not None:
             live.controller.enqueue(event)
+            self.prepare_event(session.id, event)
 
     def _on_flush(self, session: Session) -> asyncio.Future[None] | None:
         live = self._live.get(session)
@@ -617,6 +638,35 @@ class PersistenceCoordinator(SessionPersistence):
             fresh = [event for event in batch if event.seq >= cursor]
             if fresh:
                 await self._append_core(session.id, fresh)
+
+    def _write_live_now(self, session: Session, batch: builtins.list[SessionEvent]) -> bool:
+        """The barrier's synchronous path: write ``batch`` now if the session is bound and
+        materialized and nothing else holds its id (so no await can interleave); otherwise
+        decline and let :meth:`_write_live` do it."""
+        live = self._live.get(session)
+        init = live.init if live is not None else None
+        if init is None or not init.done() or init.cancelled() or init.exception() is not None:
+            return False
+        id = session.id
+        state = self._states.get(id)
+        if (
+            state is None
+            or state.owner is not session
+            or not state.materialized
+            or self._chains.held(id)
+        ):
+            return False
+        skip = state.cursor - batch[0].seq  # events the binding already wrote
+        fresh = batch[skip:] if skip > 0 else batch
+        if not fresh:
+            return True
+        if fresh[0].seq != state.cursor or fresh[-1].seq != state.cursor + len(fresh) - 1:
+            return False  # not contiguous: the async path reports it
+        if not self.append_batch_now(state.header, fresh):
+            return False
+        state.cursor += len(fresh)
+        self._cache.pop(id, None)
+        return True
 
     # --- helpers ----------------------------------------------------------------------------
 

@@ -18,7 +18,14 @@ from typing import Any, Protocol
 
 from session.events import SessionEvent
 
-__all__ = ["LoopScheduler", "Scheduler", "TimerHandle", "WriteBehindController"]
+__all__ = [
+    "LoopScheduler",
+    "Scheduler",
+    "TimerHandle",
+    "WriteBehindController",
+    "Writer",
+    "WriterNow",
+]
 
 log = logging.getLogger("session.persistence")
 
@@ -51,22 +58,31 @@ class LoopScheduler:
 Writer = Callable[[list[SessionEvent]], Awaitable[None]]
 """Durably writes one contiguous batch; raises on failure (nothing of the batch is kept)."""
 
+WriterNow = Callable[[list[SessionEvent]], bool]
+"""Durably writes one contiguous batch before returning ``True``, or declines at once with
+``False`` (nothing written; the batch then goes through the :data:`Writer`). Raises on failure
+with nothing of the batch kept."""
+
 
 class WriteBehindController:
     """Buffers one session's events and writes them in batches (see the module docstring).
 
     ``label`` names the session in the single log line a failed background write produces.
+    ``write_now``, when given, is tried first by :meth:`flush` while no background write is in
+    flight: a barrier it completes costs no task and no event-loop round trip.
     """
 
     def __init__(
         self,
         write: Writer,
         *,
+        write_now: WriterNow | None = None,
         max_delay_ms: int = 200,
         scheduler: Scheduler | None = None,
         label: str = "",
     ) -> None:
         self._write = write
+        self._write_now = write_now
         self._max_delay_ms = max_delay_ms
         self._scheduler: Scheduler = scheduler or LoopScheduler()
         self._label = label
@@ -102,13 +118,28 @@ class WriteBehindController:
     def flush(self) -> asyncio.Future[None] | None:
         """The barrier. ``None`` when there is nothing to do; otherwise a future that resolves
         once everything pending (including events admitted meanwhile) is written, or raises the
-        write's error with the batch retained. Concurrent calls share one barrier."""
+        write's error with the batch retained. Concurrent calls share one barrier.
+
+        When ``write_now`` takes the batch, the write is done before this returns: ``None`` on
+        success; its error is raised here, with the batch retained."""
         if self._barrier is not None:
             return self._barrier
         if not self._pending and self._active is None:
             return None
         self._cancel_timer()
         self._paused = False
+        if self._active is None and self._write_now is not None:
+            batch = self._pending
+            self._pending = []
+            try:
+                written = self._write_now(batch)
+            except BaseException:
+                self._pending = batch + self._pending
+                self._paused = True  # as for a failed barrier: the next event or flush retries
+                raise
+            if written:
+                return None
+            self._pending = batch + self._pending
         barrier = self._barrier = asyncio.ensure_future(self._drain())
         barrier.add_done_callback(self._barrier_done)
         return barrier

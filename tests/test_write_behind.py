@@ -275,3 +275,83 @@ async def test_large_failed_batch_is_retained_in_order(clock: ManualClock) -> No
     with pytest.raises(OSError):
         await barrier
     assert [e.seq for e in controller.pending] == list(range(150_000))
+
+
+class WriteNow:
+    """A synchronous writer that takes, declines or fails batches as the test says."""
+
+    def __init__(self) -> None:
+        self.accept = True
+        self.fail_next: list[Exception] = []
+        self.batches: list[list[int]] = []
+        self.offered: list[list[int]] = []
+
+    def __call__(self, batch: list[SessionEvent]) -> bool:
+        seqs = [e.seq for e in batch]
+        self.offered.append(seqs)
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+        if not self.accept:
+            return False
+        self.batches.append(seqs)
+        return True
+
+
+async def test_write_now_completes_the_barrier_before_flush_returns(clock: ManualClock) -> None:
+    storage, now = Storage(), WriteNow()
+    controller = WriteBehindController(storage.write, write_now=now, scheduler=clock)
+    for event in events(3):
+        controller.enqueue(event)
+    assert clock.armed == [200]
+    assert controller.flush() is None  # done: no future, no task
+    assert now.batches == [[0, 1, 2]]
+    assert storage.attempts == []
+    assert not controller.has_work
+    assert clock.armed == []  # the window is gone with the events it was for
+
+
+async def test_declined_write_now_falls_back_to_the_async_writer(clock: ManualClock) -> None:
+    storage, now = Storage(), WriteNow()
+    now.accept = False
+    controller = WriteBehindController(storage.write, write_now=now, scheduler=clock)
+    for event in events(2):
+        controller.enqueue(event)
+    barrier = controller.flush()
+    assert barrier is not None
+    await barrier
+    assert now.offered == [[0, 1]]
+    assert storage.batches == [[0, 1]]
+
+
+async def test_write_now_is_not_used_while_a_background_write_is_in_flight(
+    clock: ManualClock,
+) -> None:
+    storage, now = Storage(gated=True), WriteNow()
+    controller = WriteBehindController(storage.write, write_now=now, scheduler=clock)
+    e0, e1 = events(2)
+    controller.enqueue(e0)
+    clock.advance(200)  # the background write of [0] starts and waits at its gate
+    await settle()
+    controller.enqueue(e1)
+    barrier = controller.flush()
+    assert barrier is not None  # ordering: [1] may not overtake the in-flight [0]
+    assert now.offered == []
+    storage.release(0)
+    await settle()
+    storage.release(1)
+    await barrier
+    assert storage.batches == [[0], [1]]
+
+
+async def test_failed_write_now_raises_at_flush_and_keeps_the_batch(clock: ManualClock) -> None:
+    storage, now = Storage(), WriteNow()
+    now.fail_next.append(OSError("fsync failed"))
+    controller = WriteBehindController(storage.write, write_now=now, scheduler=clock)
+    for event in events(2):
+        controller.enqueue(event)
+    with pytest.raises(OSError, match="fsync failed"):
+        controller.flush()
+    assert [e.seq for e in controller.pending] == [0, 1]
+    assert clock.armed == []  # paused, as after a failed barrier
+    assert controller.flush() is None  # the retry takes the same batch, in order
+    assert now.batches == [[0, 1]]
