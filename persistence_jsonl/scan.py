@@ -17,6 +17,7 @@ from persistence_jsonl.chunks import ROW_TYPES, MalformedRowError, expand_row_ev
 from persistence_jsonl.layout import parse_header
 from session import SessionEvent, SessionHeader, SessionPersistenceCorruptionError
 from session.codec import decode_json
+from session.gcpause import gc_paused
 
 __all__ = ["ScannedLog", "scan_log"]
 
@@ -73,7 +74,13 @@ def _has_turn_end(members: list[Any]) -> bool:
 def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLog:
     """Scan a whole log file. Raises :class:`SessionPersistenceCorruptionError` (naming
     ``path`` and the line, counted from 1 after the header) for a damaged committed region,
-    and the header's own errors for a bad first line."""
+    and the header's own errors for a bad first line. The cyclic GC is paused meanwhile
+    (:func:`session.gcpause.gc_paused`): the events built cannot form cycles."""
+    with gc_paused():
+        return _scan_log(data, path, check_version)
+
+
+def _scan_log(data: bytes, path: str, check_version: bool) -> ScannedLog:
     end = data.find(b"\n")
     if end < 0:
         raise SessionPersistenceCorruptionError(f'empty or header-less session log: "{path}"')

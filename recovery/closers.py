@@ -54,12 +54,29 @@ class _Pending:
         self.call_seq: int | None = None
 
 
+_BRACKET_TYPES = frozenset(
+    {
+        "turn/start",
+        "turn/end",
+        "step/start",
+        "step/end",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+    }
+)
+"""The event types :func:`_scan` reads; it skips every other event."""
+
+
 def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[Any, _Pending]]:
     open_turn: Any = None
     open_step: Any = None
     pending: dict[Any, _Pending] = {}
     for event in events:
-        kind, data = event.type, event.data
+        kind = event.type
+        if kind not in _BRACKET_TYPES:
+            continue  # streaming deltas and the like: the bulk of a log
+        data = event.data
         mapping = data if isinstance(data, Mapping) else {}
         if kind == "turn/start":
             open_turn, open_step = mapping.get("turn"), None

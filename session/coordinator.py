@@ -410,7 +410,7 @@ class PersistenceCoordinator(SessionPersistence):
                 f'stored session identity mismatch: requested "{id}", header contains "{header.id}"'
             )
         for index, raw in enumerate(stored.events):
-            if isinstance(raw, SessionEvent):
+            if type(raw) is SessionEvent or isinstance(raw, SessionEvent):
                 continue  # built by the backend from a known shape (a packed chunk row)
             kind = raw.get("type") if isinstance(raw, Mapping) else None
             if (
