@@ -318,7 +318,8 @@ class JsonlPersistence(PersistenceCoordinator):
 
     def _owned_append(self, header: SessionHeader, data: bytes) -> None:
         self._own(header)
-        self._append_bytes(header, self.locate(header), data)
+        cached = self._fds.get(header.id)  # its path was located when it was opened
+        self._append_bytes(header, cached[1] if cached else self.locate(header), data)
 
     def _materialize(self, header: SessionHeader, data: bytes) -> None:
         self._sweep()

@@ -197,7 +197,7 @@ class Session:
         validators, commit, then notify ``session/event`` observers one by one, logging (never
         raising) their failures. Any failure before the commit leaves the session unchanged.
         """
-        if isinstance(data, WireModel):
+        if data.__class__ is not dict and isinstance(data, WireModel):  # skips an ABC check
             data = data.to_json()
         try:
             frozen = snapshot(data, "data")

@@ -10,6 +10,7 @@ from bench.__main__ import (
     concurrent_checkpoints,
     empty_flush_us,
     raw_fsync_ms,
+    raw_fsync_paced_ms,
     sqlite_checkpoints,
     step_checkpoints,
 )
@@ -33,7 +34,7 @@ async def test_workload_writes_exactly_what_it_loads(tmp_path: Path) -> None:
 
 
 async def test_every_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
-    for index, measure in enumerate([raw_fsync_ms, sqlite_checkpoints]):
+    for index, measure in enumerate([raw_fsync_ms, raw_fsync_paced_ms, sqlite_checkpoints]):
         assert measure(str(tmp_path / f"s{index}"), 3, 4) > 0  # type: ignore[operator]
     (tmp_path / "a").mkdir()
     assert (await step_checkpoints(str(tmp_path / "a"), 3, 4))[1] > 0
