@@ -93,58 +93,63 @@ def _item(event: SessionEvent, pack: bool) -> _Item:
 
 
 def _encode_items(items: Sequence[_Item]) -> bytes:
-    """Join a batch's lines; a run of three or more items with one key that continue each
-    other (consecutive seqs, a safe time step) becomes one packed row."""
+    return _encode_columns(
+        [item[0] for item in items], [item[1] for item in items], [item[2] for item in items]
+    )
+
+
+def _encode_columns(
+    events: Sequence[SessionEvent], keys: Sequence[Any], payloads: Sequence[Any]
+) -> bytes:
+    """Join a batch's lines (items as three parallel columns); a run of three or more items
+    with one key that continue each other (consecutive seqs, a safe time step) becomes one
+    packed row."""
     lines: list[bytes] = []
-    count = len(items)
+    count = len(events)
     index = 0
     while index < count:
-        event, key, payload = items[index]
+        key = keys[index]
         if key is None:
-            lines.append(payload)
+            lines.append(payloads[index])
             index += 1
             continue
+        event = events[index]
         end = index + 1
         seq, time = event.seq, event.time
-        while end < count:
-            following, following_key, _ = items[end]
+        while end < count and keys[end] == key:
+            following = events[end]
             step = following.time - time
-            if (
-                following_key != key
-                or following.seq != seq + 1
-                or not -MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER
-            ):
+            if following.seq != seq + 1 or not -MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER:
                 break
             seq, time = following.seq, following.time
             end += 1
         if end - index >= _MIN_RUN:
-            lines.append(encode_json(_row(items[index:end])))
+            lines.append(encode_json(_row(events[index:end], payloads[index:end])))
         else:
-            lines.extend(item[0].encode() for item in items[index:end])
+            lines.extend(e.encode() for e in events[index:end])
         index = end
     lines.append(b"")
     return b"\n".join(lines)
 
 
-def _row(run: Sequence[_Item]) -> dict[str, Any]:
-    first = run[0][0]
+def _row(run: Sequence[SessionEvent], payloads: Sequence[Any]) -> dict[str, Any]:
+    first = run[0]
     chunk = first.data["chunk"]
     kind = chunk["type"]
-    times = [item[0].time for item in run]
+    times = [e.time for e in run]
     data: dict[str, Any] = {
         "turn": first.data["turn"],
         "step": first.data["step"],
         "index": chunk["index"],
         "dt": [b - a for a, b in itertools.pairwise(times)],
     }
-    payloads = [item[2] for item in run]
     if kind == "tool-call-delta":
         data["id"] = chunk["id"]
         if "name" in chunk:
             data["name"] = chunk["name"]
-        data["args"] = payloads
+        data["args"] = list(payloads)
     else:
-        data["texts"] = payloads
+        data["texts"] = list(payloads)
     return {"type": ROW_TYPES[kind], "seq0": first.seq, "time0": first.time, "data": data}
 
 
@@ -188,6 +193,17 @@ class BatchEncoder:
             return encode_batch(events, self.pack)
         prepared, keys, payloads, pack = self._events, self._keys, self._payloads, self.pack
         offset = events[0].seq - self._first
+        if (
+            offset == 0
+            and len(events) == len(prepared)
+            and events[0] is prepared[0]
+            and events[-1] is prepared[-1]
+        ):
+            # The common case: the batch is exactly what was prepared (one session's events,
+            # contiguous by seq, so equal ends mean equal members).
+            data = _encode_columns(prepared, keys, payloads)
+            self._events, self._keys, self._payloads = [], [], []
+            return data
         items: list[_Item] = []
         for position, event in enumerate(events, offset):
             if 0 <= position < len(prepared) and prepared[position] is event:

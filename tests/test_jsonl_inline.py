@@ -110,12 +110,12 @@ async def test_a_slow_disk_moves_checkpoints_off_the_loop(tmp_path: Path) -> Non
     assert ops.fsync_threads[-1] == loop_thread
     ops.slow_ms = 300  # the disk turns slow: this inline checkpoint is the last one
     await checkpoints(runtime, session, range(3, 6))
-    worker = ops.fsync_threads[-1]
-    assert worker != loop_thread
-    assert ops.fsync_threads[-3:] == [loop_thread, worker, worker]
+    on_loop = [thread == loop_thread for thread in ops.fsync_threads]
+    assert on_loop[-3:] == [True, False, False]  # any worker thread of the pool
     ops.slow_ms = 0  # and back once the disk is fast again
     await checkpoints(runtime, session, range(6, 8))
-    assert ops.fsync_threads[-2:] == [worker, loop_thread]
+    on_loop = [thread == loop_thread for thread in ops.fsync_threads]
+    assert on_loop[-2:] == [False, True]
     await backend.aclose()
 
 
