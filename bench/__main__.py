@@ -56,18 +56,25 @@ async def concurrent_checkpoints(
     return sessions * steps / elapsed
 
 
-def raw_fsync_ms(root: str, steps: int = 200, chunks: int = 20) -> float:
-    """Median ``os.write`` + ``os.fsync`` of one step's encoded bytes, same directory."""
+def raw_fsync_ms(root: str, steps: int = 200, chunks: int = 20, *, paced: bool = False) -> float:
+    """Median ``os.write`` + ``os.fsync`` of one step's encoded bytes, same directory.
+
+    With ``paced``, each write + fsync follows the appends of a step (in a detached session,
+    untimed), in the rhythm of the checkpoint workload: an fsync after a gap of CPU work costs
+    more than back-to-back fsyncs on some disks and VMs."""
     session = Session.create("raw")
     session.append("turn/start", {"turn": 1})
     append_step(session, 1, chunks)
     data = encode_batch(session.events[1:], pack=True)
     os.makedirs(root, exist_ok=True)
-    path = os.path.join(root, "raw.bin")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(os.path.join(root, "raw.bin"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     times = []
     try:
-        for _ in range(steps):
+        for step in range(2, steps + 2):
+            if paced:
+                first = len(session.events)
+                append_step(session, step, chunks)
+                data = encode_batch(session.events[first:], pack=True)
             start = time.perf_counter()
             os.write(fd, data)
             os.fsync(fd)
@@ -78,26 +85,8 @@ def raw_fsync_ms(root: str, steps: int = 200, chunks: int = 20) -> float:
 
 
 def raw_fsync_paced_ms(root: str, steps: int = 200, chunks: int = 20) -> float:
-    """As :func:`raw_fsync_ms`, but each write + fsync follows the appends of a step (in a
-    detached session, untimed), in the rhythm of the checkpoint workload: an fsync after a
-    gap of CPU work costs more than back-to-back fsyncs on some disks and VMs."""
-    session = Session.create("paced")
-    session.append("turn/start", {"turn": 1})
-    os.makedirs(root, exist_ok=True)
-    fd = os.open(os.path.join(root, "paced.bin"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    times = []
-    try:
-        for step in range(1, steps + 1):
-            first = len(session.events)
-            append_step(session, step, chunks)
-            data = encode_batch(session.events[first:], pack=True)
-            start = time.perf_counter()
-            os.write(fd, data)
-            os.fsync(fd)
-            times.append(time.perf_counter() - start)
-    finally:
-        os.close(fd)
-    return statistics.median(times) * 1000
+    """:func:`raw_fsync_ms` paced like the workload."""
+    return raw_fsync_ms(root, steps, chunks, paced=True)
 
 
 async def big_step(root: str, chunks: int = 100_000) -> tuple[float, float, float]:

@@ -57,14 +57,14 @@ class JsonlPersistence(PersistenceCoordinator):
     from this instance; committed bytes are never rewritten (repair only cuts a torn tail and
     appends closers). Files are created 0600, directories 0700.
 
-    Where the I/O runs: reads, repairs, the first write of a session and every write while
-    several sessions are live go to a worker thread, so fsyncs of different sessions overlap
-    and the event loop keeps running. While exactly one session is live, its checkpoint (the
-    flush barrier) appends and fsyncs on the event-loop thread instead: a thread round trip
-    costs about as much as a fast fsync, and the agent is waiting for that checkpoint anyway.
-    This stops as soon as the latest write-and-fsync took longer than ``inline_fsync_budget_ms``
-    (a slow disk) and resumes when one is fast again, so a slow disk blocks the loop at most
-    once; ``0`` keeps all I/O off the loop.
+    Where the I/O runs: in a worker thread, so fsyncs of different sessions overlap and the
+    event loop keeps running, with one exception. While exactly one session is live, a flush
+    barrier (a checkpoint) that appends to its already created log writes and fsyncs on the
+    event-loop thread: a thread round trip costs about as much as a fast fsync, and the agent
+    is waiting for that checkpoint anyway. Background (batching-window) writes stay in the
+    worker thread. Inline checkpoints stop as soon as the latest write-and-fsync took longer
+    than ``inline_fsync_budget_ms`` (a slow disk) and resume when one is fast again, so a slow
+    disk blocks the loop at most once; ``0`` keeps all I/O off the loop.
     """
 
     name = "session-persistence-jsonl"
@@ -279,12 +279,7 @@ class JsonlPersistence(PersistenceCoordinator):
     async def append_batch(
         self, header: SessionHeader, events: Sequence[SessionEvent], materialized: bool
     ) -> None:
-        poisoned = self._poisoned.get(header.id)
-        if poisoned is not None:
-            raise SessionDurabilityError(
-                f'session "{header.id}" refuses appends after an unrecoverable write failure; '
-                f"reopen it: {poisoned}"
-            ) from poisoned
+        self._refuse_if_poisoned(header.id)
         data = self._encode(header.id, events)
         if materialized:
             await asyncio.to_thread(self._owned_append, header, data)
@@ -296,11 +291,17 @@ class JsonlPersistence(PersistenceCoordinator):
         fit the inline budget (see the class docstring); otherwise decline."""
         if len(self._live) != 1 or not 0 < self._append_ms <= self.inline_fsync_budget_ms:
             return False
-        poisoned = self._poisoned.get(header.id)
-        if poisoned is not None:
-            return False  # append_batch raises the refusal
+        self._refuse_if_poisoned(header.id)
         self._owned_append(header, self._encode(header.id, events))
         return True
+
+    def _refuse_if_poisoned(self, id: str) -> None:
+        poisoned = self._poisoned.get(id)
+        if poisoned is not None:
+            raise SessionDurabilityError(
+                f'session "{id}" refuses appends after an unrecoverable write failure; '
+                f"reopen it: {poisoned}"
+            ) from poisoned
 
     def prepare_event(self, id: str, event: SessionEvent) -> None:
         """Encode a live session's event as it is committed (the checkpoint then only joins

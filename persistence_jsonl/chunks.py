@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from session.codec import encode_json
-from session.events import SessionEvent, build_event
+from session.events import ASSISTANT_CHUNK, SessionEvent, build_event
 from session.lossless import MAX_SAFE_INTEGER, FrozenDict, JsFloat, is_safe_int, snapshot
 
 __all__ = ["ROW_TYPES", "BatchEncoder", "MalformedRowError", "encode_batch", "expand_row"]
@@ -44,7 +44,7 @@ def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
     """What a run's members share, or ``None`` if the event cannot be packed."""
     fields = event.__dict__
     if (
-        fields["type"] != "assistant/chunk"
+        fields["type"] != ASSISTANT_CHUNK
         or fields["surface_op"] is not None
         or fields["source_event_seqs"] is not None
         or fields["ignorable"] is not None
@@ -79,31 +79,22 @@ def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
     return None
 
 
-_Item = tuple[SessionEvent, Any, Any]
-"""An event ready to encode: ``(event, None, its line)`` for an event written verbatim,
-``(event, run key, its text or arguments delta)`` for a delta that may join a packed row."""
-
-
-def _item(event: SessionEvent, pack: bool) -> _Item:
+def _prepare(event: SessionEvent, pack: bool) -> tuple[Any, Any]:
+    """An event's ``(run key, payload)``: ``(None, its line)`` for an event written verbatim,
+    ``(key, its text or arguments delta)`` for a delta that may join a packed row."""
     key = _run_key(event) if pack else None
     if key is None:
-        return (event, None, event.encode())
+        return None, event.encode()
     chunk = event.__dict__["data"]["chunk"]
-    return (event, key, chunk["argumentsDelta" if key[0] == "tool-call-delta" else "text"])
-
-
-def _encode_items(items: Sequence[_Item]) -> bytes:
-    return _encode_columns(
-        [item[0] for item in items], [item[1] for item in items], [item[2] for item in items]
-    )
+    return key, chunk["argumentsDelta" if key[0] == "tool-call-delta" else "text"]
 
 
 def _encode_columns(
     events: Sequence[SessionEvent], keys: Sequence[Any], payloads: Sequence[Any]
 ) -> bytes:
-    """Join a batch's lines (items as three parallel columns); a run of three or more items
-    with one key that continue each other (consecutive seqs, a safe time step) becomes one
-    packed row."""
+    """Join a batch's lines from its events and their prepared keys and payloads (parallel
+    columns); a run of three or more events with one key that continue each other
+    (consecutive seqs, a safe time step) becomes one packed row."""
     lines: list[bytes] = []
     count = len(events)
     index = 0
@@ -156,7 +147,13 @@ def _row(run: Sequence[SessionEvent], payloads: Sequence[Any]) -> dict[str, Any]
 def encode_batch(events: Sequence[SessionEvent], pack: bool) -> bytes:
     """The bytes appended for one batch: one line per event or packed row, each ending in
     ``\\n``. With ``pack``, runs of three or more eligible deltas become one row."""
-    return _encode_items([_item(event, pack) for event in events])
+    keys: list[Any] = []
+    payloads: list[Any] = []
+    for event in events:
+        key, payload = _prepare(event, pack)
+        keys.append(key)
+        payloads.append(payload)
+    return _encode_columns(events, keys, payloads)
 
 
 class BatchEncoder:
@@ -182,7 +179,7 @@ class BatchEncoder:
         if not self._events or event.seq != self._first + len(self._events):
             self.clear()
             self._first = event.seq
-        _, key, payload = _item(event, self.pack)
+        key, payload = _prepare(event, self.pack)
         self._events.append(event)
         self._keys.append(key)
         self._payloads.append(payload)
@@ -190,7 +187,7 @@ class BatchEncoder:
     def encode(self, events: Sequence[SessionEvent]) -> bytes:
         """The batch's bytes; prepared work up to its last event is used and released."""
         if not events:
-            return encode_batch(events, self.pack)
+            return b""
         prepared, keys, payloads, pack = self._events, self._keys, self._payloads, self.pack
         offset = events[0].seq - self._first
         if (
@@ -204,19 +201,22 @@ class BatchEncoder:
             data = _encode_columns(prepared, keys, payloads)
             self._events, self._keys, self._payloads = [], [], []
             return data
-        items: list[_Item] = []
+        batch_keys: list[Any] = []
+        batch_payloads: list[Any] = []
         for position, event in enumerate(events, offset):
             if 0 <= position < len(prepared) and prepared[position] is event:
-                items.append((event, keys[position], payloads[position]))
+                key, payload = keys[position], payloads[position]
             else:
-                items.append(_item(event, pack))
+                key, payload = _prepare(event, pack)
+            batch_keys.append(key)
+            batch_payloads.append(payload)
         used = offset + len(events)
         if used >= len(prepared):
             self.clear()
         elif used > 0:
             del prepared[:used], keys[:used], payloads[:used]
             self._first += used
-        return _encode_items(items)
+        return _encode_columns(events, batch_keys, batch_payloads)
 
     def clear(self) -> None:
         """Drop everything prepared."""
@@ -295,9 +295,7 @@ def expand_row_events(raw: Mapping[str, Any]) -> list[SessionEvent]:
         else:
             chunk = FrozenDict(type=delta, index=index, text=text)
         data_k = FrozenDict(turn=turn, step=step, chunk=chunk)
-        events.append(
-            build_event("assistant/chunk", seq0 + k, time, data_k, key_order=_MEMBER_ORDER)
-        )
+        events.append(build_event(ASSISTANT_CHUNK, seq0 + k, time, data_k, key_order=_MEMBER_ORDER))
     return events
 
 

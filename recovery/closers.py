@@ -10,7 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from session.events import SessionEvent, build_event
+from session.events import (
+    ASSISTANT_MESSAGE,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    SessionEvent,
+    build_event,
+)
 from session.lossless import snapshot
 
 __all__ = [
@@ -56,13 +66,13 @@ class _Pending:
 
 _BRACKET_TYPES = frozenset(
     {
-        "turn/start",
-        "turn/end",
-        "step/start",
-        "step/end",
-        "assistant/message",
-        "tool/call",
-        "tool/result",
+        TURN_START,
+        TURN_END,
+        STEP_START,
+        STEP_END,
+        ASSISTANT_MESSAGE,
+        TOOL_CALL,
+        TOOL_RESULT,
     }
 )
 """The event types :func:`_scan` reads; it skips every other event."""
@@ -78,28 +88,28 @@ def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[Any, _Pending]
             continue  # streaming deltas and the like: the bulk of a log
         data = event.data
         mapping = data if isinstance(data, Mapping) else {}
-        if kind == "turn/start":
+        if kind == TURN_START:
             open_turn, open_step = mapping.get("turn"), None
             pending = {}
-        elif kind == "turn/end":
+        elif kind == TURN_END:
             open_turn, open_step = None, None
             pending = {}
-        elif kind == "step/start":
+        elif kind == STEP_START:
             open_step = mapping.get("step")
-        elif kind == "step/end":
+        elif kind == STEP_END:
             open_step = None
             pending = {}
-        elif kind == "assistant/message":
+        elif kind == ASSISTANT_MESSAGE:
             message = mapping.get("message")
             content = message.get("content") if isinstance(message, Mapping) else None
             for block in content if isinstance(content, Sequence) else ():
                 if isinstance(block, Mapping) and block.get("type") == "tool-call":
                     pending[block.get("id")] = _Pending(mapping.get("step"))
-        elif kind == "tool/call":
+        elif kind == TOOL_CALL:
             entry = pending.get(mapping.get("callId"))
             if entry is not None:
                 entry.call_seq = event.seq
-        elif kind == "tool/result":
+        elif kind == TOOL_RESULT:
             message = mapping.get("message")
             source = message.get("source") if isinstance(message, Mapping) else None
             if isinstance(source, Mapping):
@@ -154,7 +164,7 @@ def closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
         sources = (entry.call_seq,) if entry.call_seq is not None else None
         out.append(
             build_event(
-                "tool/result",
+                TOOL_RESULT,
                 seq,
                 time,
                 snapshot(data, "data"),
@@ -167,7 +177,7 @@ def closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
     if open_step is not None:
         out.append(
             build_event(
-                "step/end",
+                STEP_END,
                 seq,
                 time,
                 snapshot({"turn": open_turn, "step": open_step}),
@@ -176,5 +186,5 @@ def closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
         )
         seq += 1
     turn_end = {"turn": open_turn, "reason": {"kind": "interrupted"}}
-    out.append(build_event("turn/end", seq, time, snapshot(turn_end), key_order=_CLOSER_ORDER))
+    out.append(build_event(TURN_END, seq, time, snapshot(turn_end), key_order=_CLOSER_ORDER))
     return out

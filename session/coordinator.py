@@ -5,7 +5,9 @@ It owns per-id serialization, lazy materialization, contiguity, collision checks
 with durable repair, non-mutating inspect, the live write path (one write-behind controller per
 live session), resume, and quiescent teardown. A backend subclasses it and implements the
 storage hooks: ``load_stored``, ``read_stored_revision``, ``append_batch``, ``commit_repair``,
-``list_stored`` and ``close``.
+``list_stored`` and ``close``; optionally ``acquire``/``release`` (writer locks),
+``prepare_event`` (encode events as they are committed) and ``append_batch_now`` (write a
+checkpoint without leaving the calling thread).
 """
 
 from __future__ import annotations
@@ -91,6 +93,12 @@ class _Live:
     init: asyncio.Future[None] | None = None
     retired: bool = False
     background: set[asyncio.Future[Any]] = field(default_factory=set)
+
+    @property
+    def bound(self) -> bool:
+        """The session's binding (``init``) has completed successfully."""
+        init = self.init
+        return init is not None and init.done() and not init.cancelled() and not init.exception()
 
 
 class _Chains:
@@ -311,8 +319,12 @@ class PersistenceCoordinator(SessionPersistence):
                     f"{index}, got {event.seq}"
                 )
         await self.append_batch(state.header, batch, state.materialized)
+        self._appended(id, state, len(batch))
+
+    def _appended(self, id: str, state: _State, count: int) -> None:
+        """Record that ``count`` events reached storage after ``state.cursor``."""
         state.materialized = True
-        state.cursor += len(batch)
+        state.cursor += count
         self._cache.pop(id, None)
 
     async def load(self, id: str) -> StoredSession:
@@ -528,7 +540,7 @@ class PersistenceCoordinator(SessionPersistence):
         live = self._live.get(session)
         if live is None:
             return None
-        if live.init is not None and live.init.done() and live.init.exception() is None:
+        if live.bound:
             return live.controller.flush()
         return asyncio.ensure_future(self._flush_live(session, live))
 
@@ -634,8 +646,7 @@ class PersistenceCoordinator(SessionPersistence):
             await live.init
         async with self._chains.hold(session.id):
             state = self._states.get(session.id)
-            cursor = state.cursor if state is not None else 0
-            fresh = [event for event in batch if event.seq >= cursor]
+            fresh = _unwritten(batch, state.cursor if state is not None else 0)
             if fresh:
                 await self._append_core(session.id, fresh)
 
@@ -644,8 +655,7 @@ class PersistenceCoordinator(SessionPersistence):
         materialized and nothing else holds its id (so no await can interleave); otherwise
         decline and let :meth:`_write_live` do it."""
         live = self._live.get(session)
-        init = live.init if live is not None else None
-        if init is None or not init.done() or init.cancelled() or init.exception() is not None:
+        if live is None or not live.bound:
             return False
         id = session.id
         state = self._states.get(id)
@@ -656,16 +666,14 @@ class PersistenceCoordinator(SessionPersistence):
             or self._chains.held(id)
         ):
             return False
-        skip = state.cursor - batch[0].seq  # events the binding already wrote
-        fresh = batch[skip:] if skip > 0 else batch
+        fresh = _unwritten(batch, state.cursor)
         if not fresh:
             return True
         if fresh[0].seq != state.cursor or fresh[-1].seq != state.cursor + len(fresh) - 1:
             return False  # not contiguous: the async path reports it
         if not self.append_batch_now(state.header, fresh):
             return False
-        state.cursor += len(fresh)
-        self._cache.pop(id, None)
+        self._appended(id, state, len(fresh))
         return True
 
     # --- helpers ----------------------------------------------------------------------------
@@ -684,6 +692,13 @@ class PersistenceCoordinator(SessionPersistence):
     def _check_open(self) -> None:
         if self._closed or self._closing:
             raise SessionError(f"{self.name} is closed")
+
+
+def _unwritten(batch: builtins.list[SessionEvent], cursor: int) -> builtins.list[SessionEvent]:
+    """The tail of a live batch that storage lacks: binding a session may already have written
+    its head (a batch is contiguous by seq)."""
+    skip = cursor - batch[0].seq if batch else 0
+    return batch[skip:] if skip > 0 else batch
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

@@ -134,8 +134,7 @@ class WriteBehindController:
             try:
                 written = self._write_now(batch)
             except BaseException:
-                self._pending = batch + self._pending
-                self._paused = True  # as for a failed barrier: the next event or flush retries
+                self._retain(batch)
                 raise
             if written:
                 return None
@@ -158,9 +157,14 @@ class WriteBehindController:
             try:
                 await self._write(batch)
             except BaseException:
-                self._pending = batch + self._pending
-                self._paused = True  # no automatic retry; the next event or flush retries
+                self._retain(batch)
                 raise
+
+    def _retain(self, batch: list[SessionEvent]) -> None:
+        """Put a failed batch back before newer events; no automatic retry until the next
+        event or flush."""
+        self._pending = batch + self._pending
+        self._paused = True
 
     def _barrier_done(self, barrier: asyncio.Future[None]) -> None:
         self._barrier = None
@@ -198,9 +202,8 @@ class WriteBehindController:
         self._active = None
         error = None if done.cancelled() else done.exception()
         if done.cancelled() or error is not None:
-            self._pending = batch + self._pending
+            self._retain(batch)
             self._cancel_timer()
-            self._paused = True
             log.warning(
                 "background write for session %s failed (buffered events retained): %s",
                 self._label,
