@@ -7,11 +7,11 @@ Packing is only an encoding: every chunk event keeps its seq and time.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from session.codec import encode_json
-from session.events import ASSISTANT_CHUNK, SessionEvent, build_event
+from session.events import ASSISTANT_CHUNK, SessionEvent, build_plain_events
 from session.lossless import MAX_SAFE_INTEGER, FrozenDict, JsFloat, is_safe_int, snapshot
 
 __all__ = ["ROW_TYPES", "BatchEncoder", "MalformedRowError", "encode_batch", "expand_row"]
@@ -32,7 +32,8 @@ class MalformedRowError(ValueError):
     """A packed row does not have the shape the reference writes."""
 
 
-_PLAIN_MAPS = (dict, FrozenDict)
+_PLAIN_MAPS: Final = (dict, FrozenDict)
+_NUMBERS: Final = (int, float, JsFloat)
 
 
 def _number(value: object) -> bool:
@@ -56,16 +57,17 @@ def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
     keys = iter(data)
     if next(keys) != "turn" or next(keys) != "step" or next(keys) != "chunk":
         return None
-    chunk = data["chunk"]
-    if type(chunk) not in _PLAIN_MAPS or not _number(data["turn"]) or not _number(data["step"]):
+    chunk, turn, step = data["chunk"], data["turn"], data["step"]
+    if type(chunk) not in _PLAIN_MAPS or type(turn) not in _NUMBERS or type(step) not in _NUMBERS:
         return None
     kind = chunk.get("type")
-    if not _number(chunk.get("index")):
+    index = chunk.get("index")
+    if type(index) not in _NUMBERS:
         return None
     if kind == "text-delta" or kind == "reasoning-delta":
         if len(chunk) != 3 or tuple(chunk) != _TEXT_KEYS or type(chunk["text"]) is not str:
             return None
-        return (kind, data["turn"], data["step"], chunk["index"])
+        return (kind, turn, step, index)
     if kind == "tool-call-delta":
         keys_of = tuple(chunk)
         if keys_of != _TOOL_KEYS and keys_of != _TOOL_NAMED_KEYS:
@@ -75,7 +77,7 @@ def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
         if "name" in chunk and type(chunk["name"]) is not str:
             return None
         name = ("name", chunk["name"]) if "name" in chunk else ()
-        return (kind, data["turn"], data["step"], chunk["index"], chunk["id"], name)
+        return (kind, turn, step, index, chunk["id"], name)
     return None
 
 
@@ -89,13 +91,22 @@ def _prepare(event: SessionEvent, pack: bool) -> tuple[Any, Any]:
     return key, chunk["argumentsDelta" if key[0] == "tool-call-delta" else "text"]
 
 
-def _encode_columns(
-    events: Sequence[SessionEvent], keys: Sequence[Any], payloads: Sequence[Any]
-) -> bytes:
-    """Join a batch's lines from its events and their prepared keys and payloads (parallel
-    columns); a run of three or more events with one key that continue each other
-    (consecutive seqs, a safe time step) becomes one packed row."""
-    lines: list[bytes] = []
+def _continues(previous: SessionEvent, event: SessionEvent) -> bool:
+    """Whether ``event`` may follow ``previous`` in a packed row (their run keys being equal
+    and not ``None``): consecutive seqs and a time step a row can store."""
+    return (
+        event.seq == previous.seq + 1
+        and -MAX_SAFE_INTEGER <= event.time - previous.time <= MAX_SAFE_INTEGER
+    )
+
+
+def _emit(
+    events: Sequence[SessionEvent], keys: Sequence[Any], payloads: Sequence[Any], lines: list[bytes]
+) -> None:
+    """Add a batch's lines to ``lines``, from its events and their prepared keys and payloads
+    (parallel columns): a run of three or more events with one key, each continuing the one
+    before, becomes one packed row. Runs end exactly where :func:`_continues` fails, so the
+    lines of a batch are the lines of its parts when it is cut at such a place."""
     count = len(events)
     index = 0
     while index < count:
@@ -104,21 +115,22 @@ def _encode_columns(
             lines.append(payloads[index])
             index += 1
             continue
-        event = events[index]
         end = index + 1
-        seq, time = event.seq, event.time
-        while end < count and keys[end] == key:
-            following = events[end]
-            step = following.time - time
-            if following.seq != seq + 1 or not -MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER:
-                break
-            seq, time = following.seq, following.time
+        while end < count and keys[end] == key and _continues(events[end - 1], events[end]):
             end += 1
         if end - index >= _MIN_RUN:
             lines.append(encode_json(_row(events[index:end], payloads[index:end])))
         else:
             lines.extend(e.encode() for e in events[index:end])
         index = end
+
+
+def _encode_columns(
+    events: Sequence[SessionEvent], keys: Sequence[Any], payloads: Sequence[Any]
+) -> bytes:
+    """The bytes of a batch from its prepared columns (see :func:`_emit`)."""
+    lines: list[bytes] = []
+    _emit(events, keys, payloads, lines)
     lines.append(b"")
     return b"\n".join(lines)
 
@@ -158,14 +170,15 @@ def encode_batch(events: Sequence[SessionEvent], pack: bool) -> bytes:
 
 class BatchEncoder:
     """Encodes a session's events as they are committed, so that writing a batch later only
-    joins prepared lines (and packs runs). :meth:`encode` returns exactly
-    ``encode_batch(events, pack)`` for any batch, prepared or not, in any split.
+    joins lines. :meth:`encode` returns exactly ``encode_batch(events, pack)`` for any batch,
+    prepared or not, in any split.
 
-    Prepared work is kept in flat lists (no container per event, which would add to the
-    cyclic GC's work) until a batch reaching that far is encoded, or :meth:`clear`.
+    Each event's run key and payload are kept in flat columns (no container per event, which
+    would add to the cyclic GC's work); a run is encoded as soon as an event that cannot join
+    it arrives, so a checkpoint of what was prepared encodes at most its last, still open run.
     """
 
-    __slots__ = ("_events", "_first", "_keys", "_payloads", "pack")
+    __slots__ = ("_closed", "_events", "_first", "_keys", "_lines", "_payloads", "pack")
 
     def __init__(self, pack: bool) -> None:
         self.pack = pack
@@ -173,16 +186,35 @@ class BatchEncoder:
         self._events: list[SessionEvent] = []
         self._keys: list[Any] = []
         self._payloads: list[Any] = []
+        self._lines: list[bytes] = []  # the lines of _events[:_closed], a run boundary
+        self._closed = 0
 
     def prepare(self, event: SessionEvent) -> None:
         """Do the per-event encoding work for ``event`` now (events come in seq order)."""
-        if not self._events or event.seq != self._first + len(self._events):
+        events, keys = self._events, self._keys
+        count = len(events)
+        if not count or event.seq != self._first + count:
             self.clear()
             self._first = event.seq
+            count = 0
         key, payload = _prepare(event, self.pack)
-        self._events.append(event)
-        self._keys.append(key)
+        if count > self._closed and (
+            key is None or key != keys[-1] or not _continues(events[-1], event)
+        ):
+            self._close(count)  # the open run ends before this event
+        events.append(event)
+        keys.append(key)
         self._payloads.append(payload)
+        if key is None:
+            self._lines.append(payload)
+            self._closed = count + 1
+
+    def _close(self, end: int) -> None:
+        start = self._closed
+        _emit(
+            self._events[start:end], self._keys[start:end], self._payloads[start:end], self._lines
+        )
+        self._closed = end
 
     def encode(self, events: Sequence[SessionEvent]) -> bytes:
         """The batch's bytes; prepared work up to its last event is used and released."""
@@ -198,9 +230,12 @@ class BatchEncoder:
         ):
             # The common case: the batch is exactly what was prepared (one session's events,
             # contiguous by seq, so equal ends mean equal members).
-            data = _encode_columns(prepared, keys, payloads)
-            self._events, self._keys, self._payloads = [], [], []
-            return data
+            self._close(len(prepared))
+            lines = self._lines
+            lines.append(b"")
+            self._events, self._keys, self._payloads, self._lines = [], [], [], []
+            self._closed = 0
+            return b"\n".join(lines)
         batch_keys: list[Any] = []
         batch_payloads: list[Any] = []
         for position, event in enumerate(events, offset):
@@ -216,6 +251,8 @@ class BatchEncoder:
         elif used > 0:
             del prepared[:used], keys[:used], payloads[:used]
             self._first += used
+            self._lines.clear()  # the remaining events are re-encoded when their run closes
+            self._closed = 0
         return _encode_columns(events, batch_keys, batch_payloads)
 
     def clear(self) -> None:
@@ -223,6 +260,8 @@ class BatchEncoder:
         self._events.clear()
         self._keys.clear()
         self._payloads.clear()
+        self._lines.clear()
+        self._closed = 0
 
     def __len__(self) -> int:
         return len(self._events)
@@ -261,12 +300,18 @@ def expand_row_events(raw: Mapping[str, Any]) -> list[SessionEvent]:
     if not all(_number(data[k]) for k in ("turn", "step", "index")):
         raise bad("turn, step and index must be numbers")
     payload, dt = data[payload_key], data["dt"]
-    if not isinstance(payload, list) or not payload or not all(isinstance(p, str) for p in payload):
+    # The member checks run over whole columns in C (map, min, max): this is the cold-load
+    # hot path, at up to hundreds of thousands of members per row.
+    if (
+        not isinstance(payload, list)
+        or not payload
+        or not all(map(isinstance, payload, itertools.repeat(str)))
+    ):
         raise bad(f"{payload_key} must be a non-empty array of strings")
     if (
         not isinstance(dt, list)
         or len(dt) != len(payload) - 1
-        or not all(is_safe_int(d) for d in dt)
+        or (dt and not (set(map(type, dt)) == {int} and _safe_range(min(dt), max(dt))))
     ):
         raise bad("dt must hold one safe integer per member after the first")
     if delta == "tool-call-delta" and (
@@ -278,28 +323,41 @@ def expand_row_events(raw: Mapping[str, Any]) -> list[SessionEvent]:
     turn, step, index = (
         snapshot(data[k], "row", js_numbers=True) for k in ("turn", "step", "index")
     )
-    if not all(_valid_text(p) for p in payload):
+    if not all(map(str.isascii, payload)) and not all(map(_valid_text, payload)):
         raise bad(f"{payload_key} must be valid text")
-    events: list[SessionEvent] = []
-    time = time0
-    for k, text in enumerate(payload):
-        if k:
-            time += dt[k - 1]
-            if not is_safe_int(time):
-                raise bad("time out of the safe-integer range")
-        if delta == "tool-call-delta":
-            chunk = FrozenDict(type=delta, index=index, id=data["id"])
-            if "name" in data:
-                dict.__setitem__(chunk, "name", data["name"])
-            dict.__setitem__(chunk, "argumentsDelta", text)
-        else:
-            chunk = FrozenDict(type=delta, index=index, text=text)
-        data_k = FrozenDict(turn=turn, step=step, chunk=chunk)
-        events.append(build_event(ASSISTANT_CHUNK, seq0 + k, time, data_k, key_order=_MEMBER_ORDER))
-    return events
+    times = list(itertools.accumulate(dt, initial=time0))
+    if not _safe_range(min(times), max(times)):
+        raise bad("time out of the safe-integer range")
+    datas: Iterable[FrozenDict]
+    if delta == "tool-call-delta":
+        named = "name" in data
+        datas = [
+            _tool_data(turn, step, index, data["id"], data.get("name"), named, text)
+            for text in payload
+        ]
+    else:
+        datas = [
+            FrozenDict(turn=turn, step=step, chunk=FrozenDict(type=delta, index=index, text=text))
+            for text in payload
+        ]
+    return build_plain_events(ASSISTANT_CHUNK, seq0, times, datas, _MEMBER_ORDER)
+
+
+def _tool_data(
+    turn: Any, step: Any, index: Any, id: str, name: Any, named: bool, text: str
+) -> FrozenDict:
+    chunk = FrozenDict(type="tool-call-delta", index=index, id=id)
+    if named:
+        dict.__setitem__(chunk, "name", name)
+    dict.__setitem__(chunk, "argumentsDelta", text)
+    return FrozenDict(turn=turn, step=step, chunk=chunk)
 
 
 _MEMBER_ORDER: Final = ("type", "seq", "time", "data")
+
+
+def _safe_range(low: int, high: int) -> bool:
+    return low >= -MAX_SAFE_INTEGER and high <= MAX_SAFE_INTEGER
 
 
 def _valid_text(text: str) -> bool:

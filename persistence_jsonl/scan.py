@@ -104,7 +104,9 @@ def _scan_log(data: bytes, path: str, check_version: bool) -> ScannedLog:
             defect = _corrupt(path, f"unparsable committed event at line {line_number}")
             continue
         expected = len(events)
-        for offset, member in enumerate(members):
+        # A packed row's members are built with consecutive seqs: its first one decides.
+        checked = members[:1] if isinstance(members[0], SessionEvent) else members
+        for offset, member in enumerate(checked):
             if isinstance(member, SessionEvent):
                 seq: Any = member.seq
             else:

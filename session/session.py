@@ -245,7 +245,13 @@ class Session:
                 validate(self, event)
             self._commit(event)
             for observe in observers:
-                self._notify(observe, event)
+                try:
+                    result = observe(self, event)
+                except Exception as e:
+                    log.warning('session "%s": session/event listener threw: %s', self.id, e)
+                    continue
+                if result is not None:
+                    self._settle_later(result)
         finally:
             self._publishing = False
         store._after_append(self)
@@ -254,15 +260,13 @@ class Session:
     def _commit(self, event: SessionEvent) -> None:
         self._events.append(event)
         self._events_view = None
-        self._surface.apply(event.seq, event.surface_op)
+        op = event.surface_op
+        if op is not None:
+            self._surface.apply(event.seq, op)
 
-    def _notify(self, observe: Callable[..., Any], event: SessionEvent) -> None:
-        try:
-            result = observe(self, event)
-        except Exception as e:
-            log.warning('session "%s": session/event listener threw: %s', self.id, e)
-            return
-        if result is not None and inspect.isawaitable(result):
+    def _settle_later(self, result: Any) -> None:
+        """Track an observer's awaitable result, logging (never raising) its failure."""
+        if inspect.isawaitable(result):
             try:
                 future = asyncio.ensure_future(result)
             except RuntimeError as e:  # no running loop

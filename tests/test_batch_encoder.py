@@ -88,3 +88,43 @@ def test_a_stale_prepared_event_is_not_used() -> None:
     encoder.prepare(old)
     assert encoder.encode([new]) == new.encode() + b"\n"
     assert len(encoder) == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(plans, st.lists(st.integers(0, 40), max_size=5))
+def test_checkpoints_of_exactly_what_was_prepared(
+    plan: list[tuple[Any, ...]], cuts: list[int]
+) -> None:
+    """The live path: each batch is prepared event by event (runs are encoded as soon as they
+    close, possibly mid-batch) and then written whole; cuts fall anywhere, mid-run included."""
+    events = build(plan)
+    bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
+    for pack in (True, False):
+        encoder = BatchEncoder(pack)
+        written = b""
+        for start, end in itertools.pairwise(bounds):
+            batch = events[start:end]
+            for event in batch:
+                encoder.prepare(event)
+            encoded = encoder.encode(batch)
+            assert encoded == encode_batch(batch, pack)
+            assert len(encoder) == 0
+            written += encoded
+        assert read_back(written) == [e.to_json() for e in events]
+
+
+def test_a_partly_written_batch_leaves_the_rest_encodable() -> None:
+    """A batch that takes only the first prepared events (a write that started before the
+    others were committed) leaves the rest, open run included, to the next batch."""
+    plan: list[tuple[Any, ...]] = [("text-delta", 1, 0, f"t{i}", 1) for i in range(6)]
+    events = build([("other", 1), *plan, ("other", 2)])
+    encoder = BatchEncoder(pack=True)
+    for event in events:
+        encoder.prepare(event)
+    head, tail = events[:4], events[4:]
+    assert encoder.encode(head) == encode_batch(head, pack=True)
+    assert len(encoder) == len(tail)
+    assert encoder.encode(tail) == encode_batch(tail, pack=True)
+    assert read_back(encode_batch(head, True) + encode_batch(tail, True)) == [
+        e.to_json() for e in events
+    ]

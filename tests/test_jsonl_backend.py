@@ -174,6 +174,89 @@ def test_case_48_49_row_expansion_and_malformed_rows() -> None:
         expand_row(bad)
 
 
+def _text_row(**data: Any) -> dict[str, Any]:
+    base = {"turn": 1, "step": 1, "index": 0, "dt": [1, 1], "texts": ["a", "b", "c"]}
+    return {"type": "text-chunks", "seq0": 1, "time0": 2, "data": {**base, **data}}
+
+
+MAX = 2**53 - 1
+
+
+@pytest.mark.parametrize(
+    ("row", "why"),
+    [
+        (_text_row(texts=[]), "texts must be a non-empty array of strings"),
+        (_text_row(texts=["a", 2, "c"]), "texts must be a non-empty array of strings"),
+        (_text_row(texts="abc"), "texts must be a non-empty array of strings"),
+        (_text_row(texts=["a", "\ud800", "c"]), "texts must be valid text"),
+        (_text_row(dt=[1]), "dt must hold one safe integer"),
+        (_text_row(dt=[1, True]), "dt must hold one safe integer"),
+        (_text_row(dt=[1, 1.5]), "dt must hold one safe integer"),
+        (_text_row(dt=[1, "1"]), "dt must hold one safe integer"),
+        (_text_row(dt=[1, MAX + 1]), "dt must hold one safe integer"),
+        (_text_row(dt=[-MAX - 1, 1]), "dt must hold one safe integer"),
+        (_text_row(dt=[MAX, 1]), "time out of the safe-integer range"),
+        (_text_row(dt=[-MAX, -5]), "time out of the safe-integer range"),
+        (_text_row(turn="1"), "turn, step and index must be numbers"),
+        (_text_row(extra=1), "unexpected data keys"),
+        ({**_text_row(), "seq0": -1}, "seq0 and time0 must be safe integers"),
+        ({**_text_row(), "time0": MAX + 1}, "seq0 and time0 must be safe integers"),
+        ({**_text_row(), "seq0": MAX - 1}, "seq out of the safe-integer range"),
+        ({**_text_row(), "extra": 1}, "unexpected envelope keys"),
+        (
+            {
+                "type": "tool-call-chunks",
+                "seq0": 1,
+                "time0": 2,
+                "data": {"turn": 1, "step": 1, "index": 0, "dt": [0], "id": 7, "args": ["{", "}"]},
+            },
+            "id and name must be strings",
+        ),
+    ],
+)
+def test_each_malformed_row_is_refused_naming_the_defect(row: dict[str, Any], why: str) -> None:
+    with pytest.raises(ValueError, match=f"malformed {row['type']} storage row: {why}"):
+        expand_row(row)
+
+
+def test_row_members_keep_each_time_up_to_the_safe_limits() -> None:
+    """The largest legal times and steps are kept exactly (no float rounding)."""
+    members = expand_row(_text_row(dt=[MAX - 2, -(MAX - 2)]))
+    assert [m["time"] for m in members] == [2, MAX, 2]
+    named = expand_row(
+        {
+            "type": "tool-call-chunks",
+            "seq0": 4,
+            "time0": 0,
+            "data": {
+                "turn": 1,
+                "step": 2,
+                "index": 0,
+                "dt": [0, 3],
+                "id": "c",
+                "name": "ls",
+                "args": ["{", "", "}"],
+            },
+        }
+    )
+    assert [m["data"]["chunk"] for m in named] == [
+        {"type": "tool-call-delta", "index": 0, "id": "c", "name": "ls", "argumentsDelta": a}
+        for a in ("{", "", "}")
+    ]
+    assert [(m["seq"], m["time"]) for m in named] == [(4, 0), (5, 0), (6, 3)]
+
+
+def test_a_packed_row_out_of_sequence_is_a_seq_gap() -> None:
+    """The scanner checks a packed row's place by its first member (the rest follow it)."""
+    row = b'{"type":"text-chunks","seq0":%d,"time0":1,"data":{"turn":1,"step":1,"index":0,"dt":[0,0],"texts":["a","b","c"]}}\n'
+    start = line("turn/start", 0)
+    fine = scan_log(HEADER + start + row % 1 + line("turn/end", 4), "p")
+    assert [e.seq if hasattr(e, "seq") else e["seq"] for e in fine.events] == [0, 1, 2, 3, 4]
+    for seq0 in (0, 2):
+        with pytest.raises(SessionPersistenceCorruptionError, match="seq gap"):
+            scan_log(HEADER + start + row % seq0 + line("turn/end", seq0 + 3), "p")
+
+
 # --- the scanner -------------------------------------------------------------------------------
 
 HEADER = b'{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}\n'
