@@ -4,7 +4,7 @@ store in memory), without writing anything."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from session import (
     SessionFormatUnsupportedError,
     SessionPersistenceCorruptionError,
 )
+from session.eventlog import LazyRun, blocks
 
 __all__ = ["SessionRow", "Status", "rows", "status_of"]
 
@@ -46,9 +47,11 @@ class SessionRow:
         return asdict(self)
 
 
-def _turn_state(events: list[Any]) -> str:
+def _turn_state(events: Sequence[Any]) -> str:
     state = "-"
-    for event in events:
+    for event in blocks(events):
+        if type(event) is LazyRun:
+            continue  # streaming deltas: never a turn bracket
         kind = event.type if isinstance(event, SessionEvent) else event.get("type")
         if kind == "turn/start":
             state = "interrupted"

@@ -6,15 +6,25 @@ Packing is only an encoding: every chunk event keeps its seq and time.
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from session.codec import encode_json
+from session.eventlog import LazyRun
 from session.events import ASSISTANT_CHUNK, SessionEvent, build_plain_events
 from session.lossless import MAX_SAFE_INTEGER, FrozenDict, JsFloat, is_safe_int, snapshot
 
-__all__ = ["ROW_TYPES", "BatchEncoder", "MalformedRowError", "encode_batch", "expand_row"]
+__all__ = [
+    "ROW_TYPES",
+    "BatchEncoder",
+    "MalformedRowError",
+    "encode_batch",
+    "expand_row",
+    "expand_row_events",
+    "lazy_row_events",
+]
 
 ROW_TYPES: Final = {
     "text-delta": "text-chunks",
@@ -276,6 +286,13 @@ def expand_row(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
 def expand_row_events(raw: Mapping[str, Any]) -> list[SessionEvent]:
     """The ``assistant/chunk`` events a packed row stands for, built frozen directly (the row's
     shape is checked here, so their data needs no further walk)."""
+    return lazy_row_events(raw).events()
+
+
+def lazy_row_events(raw: Mapping[str, Any]) -> LazyRun:
+    """Check a packed row completely, now, and return its members as a :class:`LazyRun`
+    (built on first read). Raises :class:`MalformedRowError` naming what is wrong. The row's
+    lists are used as they are: pass a row nobody else changes (one just decoded)."""
     tag = raw.get("type")
     delta = _ROW_TO_DELTA[str(tag)]
 
@@ -300,20 +317,22 @@ def expand_row_events(raw: Mapping[str, Any]) -> list[SessionEvent]:
     if not all(_number(data[k]) for k in ("turn", "step", "index")):
         raise bad("turn, step and index must be numbers")
     payload, dt = data[payload_key], data["dt"]
-    # The member checks run over whole columns in C (map, min, max): this is the cold-load
+    # The member checks run over whole columns in C (map, min, sum): this is the cold-load
     # hot path, at up to hundreds of thousands of members per row.
-    if (
-        not isinstance(payload, list)
-        or not payload
-        or not all(map(isinstance, payload, itertools.repeat(str)))
-    ):
-        raise bad(f"{payload_key} must be a non-empty array of strings")
-    if (
-        not isinstance(dt, list)
-        or len(dt) != len(payload) - 1
-        or (dt and not (set(map(type, dt)) == {int} and _safe_range(min(dt), max(dt))))
-    ):
-        raise bad("dt must hold one safe integer per member after the first")
+    strings = f"{payload_key} must be a non-empty array of strings"
+    if not isinstance(payload, list) or not payload:
+        raise bad(strings)
+    try:
+        ascii = all(map(str.isascii, payload))  # raises TypeError for a non-string
+    except TypeError:
+        raise bad(strings) from None
+    if not ascii and not all(map(isinstance, payload, itertools.repeat(str))):
+        raise bad(strings)
+    steps = "dt must hold one safe integer per member after the first"
+    if not isinstance(dt, list) or len(dt) != len(payload) - 1:
+        raise bad(steps)
+    if dt and set(map(type, dt)) != {int}:
+        raise bad(steps)
     if delta == "tool-call-delta" and (
         not isinstance(data["id"], str) or ("name" in data and not isinstance(data["name"], str))
     ):
@@ -323,34 +342,76 @@ def expand_row_events(raw: Mapping[str, Any]) -> list[SessionEvent]:
     turn, step, index = (
         snapshot(data[k], "row", js_numbers=True) for k in ("turn", "step", "index")
     )
-    if not all(map(str.isascii, payload)) and not all(map(_valid_text, payload)):
+    if not ascii and not all(map(_valid_text, payload)):
         raise bad(f"{payload_key} must be valid text")
-    times = list(itertools.accumulate(dt, initial=time0))
-    if not _safe_range(min(times), max(times)):
-        raise bad("time out of the safe-integer range")
-    datas: Iterable[FrozenDict]
+    _check_times(time0, dt, bad)
     if delta == "tool-call-delta":
-        named = "name" in data
-        datas = [
-            _tool_data(turn, step, index, data["id"], data.get("name"), named, text)
-            for text in payload
-        ]
+        name = data.get("name", _NO_NAME)
+        build = functools.partial(
+            _tool_members, seq0, time0, dt, payload, turn, step, index, data["id"], name
+        )
     else:
-        datas = [
-            FrozenDict(turn=turn, step=step, chunk=FrozenDict(type=delta, index=index, text=text))
-            for text in payload
-        ]
+        build = functools.partial(_text_members, delta, seq0, time0, dt, payload, turn, step, index)
+    return LazyRun(ASSISTANT_CHUNK, seq0, len(payload), build)
+
+
+def _check_times(time0: int, dt: list[int], bad: Callable[[str], MalformedRowError]) -> None:
+    """Every step and every member's time must be a safe integer (``dt`` holds ints)."""
+    if not dt:
+        return
+    low = min(dt)
+    if low >= 0:
+        total = sum(dt)
+        if total <= MAX_SAFE_INTEGER and time0 + total <= MAX_SAFE_INTEGER:
+            return  # no step goes back (the usual case): every step and time lies in range
+    if not _safe_range(low, max(dt)):
+        raise bad("dt must hold one safe integer per member after the first")
+    lowest = min(itertools.accumulate(dt, initial=time0))
+    if not _safe_range(lowest, max(itertools.accumulate(dt, initial=time0))):
+        raise bad("time out of the safe-integer range")
+
+
+_NO_NAME: Final = object()
+
+
+def _text_members(
+    delta: str,
+    seq0: int,
+    time0: int,
+    dt: list[int],
+    texts: list[str],
+    turn: Any,
+    step: Any,
+    index: Any,
+) -> list[SessionEvent]:
+    datas = [
+        FrozenDict(turn=turn, step=step, chunk=FrozenDict(type=delta, index=index, text=text))
+        for text in texts
+    ]
+    times = itertools.accumulate(dt, initial=time0)
     return build_plain_events(ASSISTANT_CHUNK, seq0, times, datas, _MEMBER_ORDER)
 
 
-def _tool_data(
-    turn: Any, step: Any, index: Any, id: str, name: Any, named: bool, text: str
-) -> FrozenDict:
-    chunk = FrozenDict(type="tool-call-delta", index=index, id=id)
-    if named:
-        dict.__setitem__(chunk, "name", name)
-    dict.__setitem__(chunk, "argumentsDelta", text)
-    return FrozenDict(turn=turn, step=step, chunk=chunk)
+def _tool_members(
+    seq0: int,
+    time0: int,
+    dt: list[int],
+    args: list[str],
+    turn: Any,
+    step: Any,
+    index: Any,
+    id: str,
+    name: Any,
+) -> list[SessionEvent]:
+    datas = []
+    for text in args:
+        chunk = FrozenDict(type="tool-call-delta", index=index, id=id)
+        if name is not _NO_NAME:
+            dict.__setitem__(chunk, "name", name)
+        dict.__setitem__(chunk, "argumentsDelta", text)
+        datas.append(FrozenDict(turn=turn, step=step, chunk=chunk))
+    times = itertools.accumulate(dt, initial=time0)
+    return build_plain_events(ASSISTANT_CHUNK, seq0, times, datas, _MEMBER_ORDER)
 
 
 _MEMBER_ORDER: Final = ("type", "seq", "time", "data")

@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from persistence_jsonl.chunks import ROW_TYPES, MalformedRowError, expand_row_events
+from persistence_jsonl.chunks import ROW_TYPES, MalformedRowError, lazy_row_events
 from persistence_jsonl.layout import parse_header
-from session import SessionEvent, SessionHeader, SessionPersistenceCorruptionError
+from session import SessionHeader, SessionPersistenceCorruptionError
 from session.codec import decode_json
+from session.eventlog import EventLog, LazyRun
 from session.gcpause import gc_paused
 
 __all__ = ["ScannedLog", "scan_log"]
@@ -30,8 +31,9 @@ class ScannedLog:
 
     header: SessionHeader
     """The parsed header line."""
-    events: list[Any]
-    """The contiguous committed events: wire dicts, and built events for packed rows."""
+    events: EventLog[Any]
+    """The contiguous committed events: wire dicts, and each packed row as a
+    :class:`session.eventlog.LazyRun` (checked now, built on first read)."""
     committed_bytes: int
     """Length of the committed prefix; bytes past it are a tail to cut."""
     size: int
@@ -47,7 +49,7 @@ def _corrupt(path: str, what: str) -> SessionPersistenceCorruptionError:
     return SessionPersistenceCorruptionError(f'corrupt session log: {what} in "{path}"')
 
 
-def _members(line: bytes) -> list[Any] | None:
+def _members(line: bytes) -> list[Any] | LazyRun | None:
     """The events a complete line stands for, or ``None`` if it does not parse."""
     try:
         raw = decode_json(line)
@@ -57,18 +59,16 @@ def _members(line: bytes) -> list[Any] | None:
         return None
     if raw.get("type") in _ROW_TAGS:
         try:
-            return expand_row_events(raw)
+            return lazy_row_events(raw)
         except MalformedRowError:
             return None
     return [raw]
 
 
-def _type(member: Any) -> Any:
-    return member.type if isinstance(member, SessionEvent) else member.get("type")
-
-
-def _has_turn_end(members: list[Any]) -> bool:
-    return any(_type(m) == "turn/end" for m in members)
+def _has_turn_end(members: list[Any] | LazyRun) -> bool:
+    if isinstance(members, LazyRun):
+        return members.type == "turn/end"
+    return any(m.get("type") == "turn/end" for m in members)
 
 
 def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLog:
@@ -85,7 +85,9 @@ def _scan_log(data: bytes, path: str, check_version: bool) -> ScannedLog:
     if end < 0:
         raise SessionPersistenceCorruptionError(f'empty or header-less session log: "{path}"')
     header = parse_header(data[:end], path, check_version=check_version)
-    events: list[Any] = []
+    parts: list[Any] = []  # lists of wire dicts, and lazy runs
+    plain: list[Any] = []  # the open list part
+    count = 0
     committed = pos = end + 1
     line_number = 0
     defect: SessionPersistenceCorruptionError | None = None
@@ -103,25 +105,27 @@ def _scan_log(data: bytes, path: str, check_version: bool) -> ScannedLog:
         if members is None:
             defect = _corrupt(path, f"unparsable committed event at line {line_number}")
             continue
-        expected = len(events)
-        # A packed row's members are built with consecutive seqs: its first one decides.
-        checked = members[:1] if isinstance(members[0], SessionEvent) else members
-        for offset, member in enumerate(checked):
-            if isinstance(member, SessionEvent):
-                seq: Any = member.seq
-            else:
-                seq = member.get("seq") if isinstance(member, Mapping) else None
-            if seq != expected + offset or isinstance(seq, bool):
-                defect = _corrupt(
-                    path,
-                    f"seq gap in committed region at line {line_number} "
-                    f"(expected {expected + offset}, got {seq})",
-                )
-                break
-        if defect is not None:
+        if isinstance(members, LazyRun):
+            seq: Any = members.seq0  # its members follow it without gaps
+        else:
+            member = members[0]
+            seq = member.get("seq") if isinstance(member, Mapping) else None
+        if seq != count or isinstance(seq, bool):
+            defect = _corrupt(
+                path,
+                f"seq gap in committed region at line {line_number} (expected {count}, got {seq})",
+            )
             if _has_turn_end(members):
                 raise defect
             continue
-        events.extend(members)
+        if isinstance(members, LazyRun):
+            if plain:
+                parts.append(plain)
+                plain = []
+            parts.append(members)
+        else:
+            plain.extend(members)
+        count += len(members)
         committed = pos
-    return ScannedLog(header, events, committed, len(data))
+    parts.append(plain)
+    return ScannedLog(header, EventLog(parts), committed, len(data))

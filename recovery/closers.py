@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from session.eventlog import LazyRun, blocks
 from session.events import (
     ASSISTANT_MESSAGE,
     STEP_END,
@@ -82,7 +83,9 @@ def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[Any, _Pending]
     open_turn: Any = None
     open_step: Any = None
     pending: dict[Any, _Pending] = {}
-    for event in events:
+    for event in blocks(events):
+        if type(event) is LazyRun:
+            continue  # unbuilt packed deltas: never a bracket
         kind = event.type
         if kind not in _BRACKET_TYPES:
             continue  # streaming deltas and the like: the bulk of a log

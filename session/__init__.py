@@ -17,6 +17,7 @@ from session.errors import (
     SessionPersistenceCorruptionError,
     SessionReentrancyError,
 )
+from session.eventlog import EventLog, LazyRun
 from session.events import (
     EVENT_PAYLOADS,
     KNOWN_EVENT_TYPES,
@@ -43,11 +44,13 @@ __all__ = [
     "SESSION_FORMAT_VERSION",
     "SURFACE_EVENT_TYPES",
     "Disposer",
+    "EventLog",
     "FrozenDict",
     "FrozenList",
     "HookBus",
     "JsFloat",
     "JsonValueError",
+    "LazyRun",
     "Plugin",
     "PluginScope",
     "Runtime",

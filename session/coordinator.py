@@ -31,6 +31,7 @@ from session.errors import (
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
 )
+from session.eventlog import EventLog, LazyRun, blocks
 from session.events import SessionEvent, is_known_event_type
 from session.header import SESSION_FORMAT_VERSION, SessionHeader
 from session.hooks import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
@@ -75,7 +76,7 @@ class _Inspection:
     """One cold read: valid stored events plus in-memory closers."""
 
     header: SessionHeader
-    stored: tuple[SessionEvent, ...]
+    stored: EventLog[SessionEvent]
     closers: tuple[SessionEvent, ...]
     revision: str
     torn_marker: object | None
@@ -411,7 +412,7 @@ class PersistenceCoordinator(SessionPersistence):
             self._cache.popitem(last=False)
         return inspection
 
-    def _normalize(self, id: str, stored: StoredLog) -> tuple[SessionEvent, ...]:
+    def _normalize(self, id: str, stored: StoredLog) -> EventLog[SessionEvent]:
         """Identity, version, vocabulary and event validation of a backend read."""
         header = stored.header
         suffix = self._raw_suffix(header)
@@ -421,8 +422,10 @@ class PersistenceCoordinator(SessionPersistence):
             raise SessionPersistenceCorruptionError(
                 f'stored session identity mismatch: requested "{id}", header contains "{header.id}"'
             )
-        for index, raw in enumerate(stored.events):
-            if type(raw) is SessionEvent or isinstance(raw, SessionEvent):
+        index = 0  # the seq of the next item
+        for raw in blocks(stored.events):
+            seq, index = index, index + (len(raw) if type(raw) is LazyRun else 1)
+            if type(raw) is SessionEvent or isinstance(raw, SessionEvent | LazyRun):
                 continue  # built by the backend from a known shape (a packed chunk row)
             kind = raw.get("type") if isinstance(raw, Mapping) else None
             if (
@@ -431,7 +434,7 @@ class PersistenceCoordinator(SessionPersistence):
                 and raw.get("ignorable") is not True
             ):
                 raise SessionFormatUnsupportedError(
-                    f'session "{id}" contains event type "{kind}" (seq {raw.get("seq", index)}) '
+                    f'session "{id}" contains event type "{kind}" (seq {raw.get("seq", seq)}) '
                     "unknown to this harness and not marked ignorable; refusing to interpret the "
                     f"log — it was likely written by a newer harness{suffix}"
                 )
@@ -441,7 +444,7 @@ class PersistenceCoordinator(SessionPersistence):
             raise SessionPersistenceCorruptionError(
                 f'stored session "{id}" failed validation: {e}'
             ) from e
-        return tuple(events)
+        return events
 
     def _raw_suffix(self, header: SessionHeader) -> str:
         try:
@@ -450,7 +453,7 @@ class PersistenceCoordinator(SessionPersistence):
             location = None
         return f" (raw log: {location})" if location else ""
 
-    async def read_from(self, id: str, from_seq: int) -> tuple[SessionEvent, ...]:
+    async def read_from(self, id: str, from_seq: int) -> Sequence[SessionEvent]:
         """The stored events from ``from_seq`` on, exactly as stored (no closers, no repair)."""
         if not is_safe_int(from_seq) or from_seq < 0:
             raise TypeError(

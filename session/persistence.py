@@ -28,8 +28,10 @@ class StoredSession:
 
     header: SessionHeader
     """The durable header."""
-    events: tuple[SessionEvent, ...]
-    """The events, seq 0 first. From ``load`` and ``inspect`` of a cold session: balanced."""
+    events: Sequence[SessionEvent]
+    """The events, seq 0 first. From ``load`` and ``inspect`` of a cold session: balanced.
+    A tuple, or an :class:`session.eventlog.EventLog` whose packed streaming deltas are built
+    on first read; either way immutable, and equal to any sequence of equal events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +100,9 @@ class SessionPersistence(ABC):
         """The stored log with any closers added in memory only; storage is untouched."""
 
     @abstractmethod
-    async def read_from(self, id: str, from_seq: int) -> tuple[SessionEvent, ...]:
-        """The stored events with ``seq >= from_seq``, exactly as stored (no closers)."""
+    async def read_from(self, id: str, from_seq: int) -> Sequence[SessionEvent]:
+        """The stored events with ``seq >= from_seq``, exactly as stored (no closers); an
+        immutable sequence, as :attr:`StoredSession.events`."""
 
     @abstractmethod
     async def list(self) -> builtins.list[SessionHeader]:

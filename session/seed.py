@@ -12,9 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from session.errors import JsonValueError, SessionEventError
+from session.eventlog import EventLog, LazyRun, blocks
 from session.events import SessionEvent, build_event, envelope_problem
 from session.lossless import snapshot
-from session.surface import Surface, parse_surface_metadata
+from session.surface import Surface, SurfaceReplace, parse_surface_metadata
 
 __all__ = ["RULED_TYPES", "message_shape_problem", "validate_seed"]
 
@@ -109,15 +110,35 @@ def legacy_problem(event_type: str, data: Any) -> str | None:
 
 def validate_seed(
     seed: Iterable[SessionEvent | Mapping[str, Any]],
-) -> tuple[list[SessionEvent], Surface]:
+) -> tuple[EventLog[SessionEvent], Surface]:
     """Check every seed event and return the frozen events and the resulting surface.
 
     ``SessionEvent`` items are already frozen and lossless and are reused as they are; raw
-    dicts are snapshotted. Raises :class:`SessionEventError` naming the index.
+    dicts are snapshotted; an unbuilt :class:`LazyRun` of an :class:`EventLog` seed (checked by
+    the backend that made it, and never on the surface) is kept unbuilt. Raises
+    :class:`SessionEventError` naming the index.
     """
-    events: list[SessionEvent] = []
+    parts: list[Sequence[SessionEvent]] = []
+    events: list[SessionEvent] = []  # the open part
     surface = Surface()
-    for index, item in enumerate(seed):
+    index = -1
+    for item in blocks(seed):
+        index += 1
+        if type(item) is LazyRun and item.type not in RULED_TYPES:
+            if item.seq0 != index:
+                raise SessionEventError(
+                    f"seed event at index {index} has seq {item.seq0} (expected {index}); "
+                    "seed must be contiguous from 0"
+                )
+            parts += (events, item)
+            events = []
+            index += len(item) - 1
+            continue
+        if type(item) is LazyRun:  # no backend here makes one: its rules need each member
+            raise SessionEventError(
+                f"seed run at index {index} is an unbuilt run of {item.type!r} events, whose "
+                "rules need each event: build it first"
+            )
         if (
             type(item) is SessionEvent
             and item.seq == index
@@ -158,7 +179,12 @@ def validate_seed(
             op, sources = parse_surface_metadata(
                 event_type, index, raw.get("surfaceOp"), raw.get("sourceEventSeqs")
             )
-            surface.check(event_type, op, sources, data, events)
+            # Only a replace looks events up by seq; after a lazy run, ``events`` alone no
+            # longer starts at seq 0.
+            history = (
+                EventLog([*parts, events]) if parts and isinstance(op, SurfaceReplace) else events
+            )
+            surface.check(event_type, op, sources, data, history)
         except SessionEventError as e:
             raise SessionEventError(f"invalid seed event at index {index}: {e}") from e
         if isinstance(item, SessionEvent):
@@ -176,4 +202,5 @@ def validate_seed(
             )
         surface.apply(index, op)
         events.append(event)
-    return events, surface
+    parts.append(events)
+    return EventLog(parts), surface

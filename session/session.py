@@ -99,8 +99,8 @@ class Session:
             checked = SessionHeader.validated(header, id)
         session = cls(checked, clock=clock)
         if seed is not None:
-            events, surface = validate_seed(seed)
-            session._events = events
+            checked_events, surface = validate_seed(seed)
+            events = session._events = list(checked_events)  # builds any lazy run
             session._events_view = None
             session._surface = surface
             session._first_live_seq = len(events)

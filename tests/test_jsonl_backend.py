@@ -196,6 +196,7 @@ MAX = 2**53 - 1
         (_text_row(dt=[1, MAX + 1]), "dt must hold one safe integer"),
         (_text_row(dt=[-MAX - 1, 1]), "dt must hold one safe integer"),
         (_text_row(dt=[MAX, 1]), "time out of the safe-integer range"),
+        ({**_text_row(dt=[MAX + 1, 0]), "time0": -MAX}, "dt must hold one safe integer"),
         (_text_row(dt=[-MAX, -5]), "time out of the safe-integer range"),
         (_text_row(turn="1"), "turn, step and index must be numbers"),
         (_text_row(extra=1), "unexpected data keys"),
@@ -223,6 +224,8 @@ def test_row_members_keep_each_time_up_to_the_safe_limits() -> None:
     """The largest legal times and steps are kept exactly (no float rounding)."""
     members = expand_row(_text_row(dt=[MAX - 2, -(MAX - 2)]))
     assert [m["time"] for m in members] == [2, MAX, 2]
+    widest = expand_row({**_text_row(dt=[MAX, MAX]), "time0": -MAX})
+    assert [m["time"] for m in widest] == [-MAX, 0, MAX]
     named = expand_row(
         {
             "type": "tool-call-chunks",

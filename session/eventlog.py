@@ -1,0 +1,176 @@
+"""Read-only event sequences that build some of their events only when they are read.
+
+A cold load of a long streamed answer is mostly ``assistant/chunk`` events stored as packed
+rows (one row per run of deltas). Building a frozen Python object per delta costs far more
+than parsing the row, and most readers (recovery, ``inspect``, listings) never look at the
+deltas. So a backend may hand over a checked row as a :class:`LazyRun`, and the stored log is
+an :class:`EventLog` of parts: plain events and runs. Reading a run's member builds the whole
+run once and keeps it, so every read returns the same objects.
+
+Guarantees: an :class:`EventLog` is a ``Sequence[SessionEvent]`` that never changes; it equals
+any sequence with equal events in the same order; building a run cannot fail (its backend
+checked everything it needs when the run was made).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar, overload
+
+from session.events import SessionEvent
+
+__all__ = ["EventLog", "LazyRun", "blocks"]
+
+_T = TypeVar("_T")
+
+_BUILDING = threading.RLock()
+
+
+class LazyRun(Sequence[SessionEvent]):
+    """``count`` events of one ``type``, with seqs from ``seq0``, none of them on the surface,
+    built by ``build`` on first read (all at once; then kept)."""
+
+    __slots__ = ("_build", "_count", "_events", "seq0", "type")
+
+    def __init__(
+        self, type: str, seq0: int, count: int, build: Callable[[], list[SessionEvent]]
+    ) -> None:
+        self.type = type
+        """The type of every member."""
+        self.seq0 = seq0
+        """The first member's seq; the others follow without gaps."""
+        self._count = count
+        self._build: Callable[[], list[SessionEvent]] | None = build
+        self._events: list[SessionEvent] | None = None
+
+    @property
+    def built(self) -> bool:
+        """Whether the members exist as objects yet."""
+        return self._events is not None
+
+    def events(self) -> list[SessionEvent]:
+        """The members (built now if they were not); the same list on every call."""
+        events = self._events
+        if events is None:
+            with _BUILDING:  # threads reading one run at once get the same objects
+                events = self._events
+                if events is None:
+                    build = self._build
+                    assert build is not None
+                    events = build()
+                    if len(events) != self._count or (events and events[0].seq != self.seq0):
+                        raise AssertionError("a lazy run built other events than it announced")
+                    self._events, self._build = events, None
+        return events
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> SessionEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
+    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
+        return self.events()[index]
+
+    def __iter__(self) -> Iterator[SessionEvent]:
+        return iter(self.events())
+
+    def __repr__(self) -> str:
+        state = "built" if self.built else "not built"
+        return f"<LazyRun {self.type} seq {self.seq0}..{self.seq0 + self._count - 1}, {state}>"
+
+
+class EventLog(Sequence[_T]):
+    """An immutable concatenation of parts: sequences of items (events; wire dicts in a
+    scanner's log) and :class:`LazyRun`. ``EventLog[SessionEvent]`` is a stored log."""
+
+    __slots__ = ("_len", "_parts", "_starts")
+
+    def __init__(self, parts: Iterable[Sequence[_T]] = ()) -> None:
+        kept: list[Sequence[_T]] = []
+        for part in parts:
+            if isinstance(part, EventLog):
+                kept.extend(part.parts)
+            elif isinstance(part, LazyRun):
+                kept.append(part)  # type: ignore[arg-type]  # a run is a part of event logs
+            elif part:
+                kept.append(tuple(part))
+        self._parts: tuple[Sequence[_T], ...] = tuple(p for p in kept if len(p))
+        self._starts = list(itertools.accumulate((len(p) for p in self._parts), initial=0))
+        self._len = self._starts.pop()
+
+    @property
+    def parts(self) -> tuple[Sequence[_T], ...]:
+        """The parts, in order (none empty)."""
+        return self._parts
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> _T: ...
+    @overload
+    def __getitem__(self, index: slice) -> EventLog[_T]: ...
+    def __getitem__(self, index: int | slice) -> _T | EventLog[_T]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._len)
+            if step != 1:
+                return EventLog([tuple(self)[index]])
+            return self._slice(start, stop)
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("event index out of range")
+        at = bisect.bisect_right(self._starts, index) - 1
+        return self._parts[at][index - self._starts[at]]
+
+    def _slice(self, start: int, stop: int) -> EventLog[_T]:
+        parts: list[Sequence[_T]] = []
+        for part, first in zip(self._parts, self._starts, strict=True):
+            last = first + len(part)
+            if last <= start or first >= stop:
+                continue
+            if start <= first and last <= stop:
+                parts.append(part)  # whole: a run stays unbuilt
+            else:
+                parts.append(tuple(part[max(start - first, 0) : stop - first]))
+        return EventLog(parts)
+
+    def __iter__(self) -> Iterator[_T]:
+        for part in self._parts:
+            yield from part
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence (tuple, list, log) of equal events in the same order."""
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Sequence[_T]) -> EventLog[_T]:
+        return EventLog([self, other])
+
+    def __radd__(self, other: Sequence[_T]) -> EventLog[_T]:
+        return EventLog([other, self])
+
+    def __repr__(self) -> str:
+        return f"<EventLog of {self._len} events in {len(self._parts)} parts>"
+
+
+def blocks(events: Iterable[Any]) -> Iterator[Any]:
+    """The items of ``events``, except that an unbuilt :class:`LazyRun` part of an
+    :class:`EventLog` comes as one item: readers that need only some event types skip it
+    whole (check ``type(item) is LazyRun``)."""
+    if not isinstance(events, EventLog):
+        yield from events
+        return
+    for part in events.parts:
+        if isinstance(part, LazyRun) and not part.built:
+            yield part
+        else:
+            yield from part
