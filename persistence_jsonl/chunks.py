@@ -6,6 +6,7 @@ Packing is only an encoding: every chunk event keeps its seq and time.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ ROW_TYPES: Final = {
 }
 _ROW_TO_DELTA: Final = {row: delta for delta, row in ROW_TYPES.items()}
 _MIN_RUN: Final = 3
+_CHUNK_DATA_KEYS: Final = ("turn", "step", "chunk")
 _TEXT_KEYS: Final = ("type", "index", "text")
 _TOOL_KEYS: Final = ("type", "index", "id", "argumentsDelta")
 _TOOL_NAMED_KEYS: Final = ("type", "index", "id", "name", "argumentsDelta")
@@ -52,130 +54,80 @@ def _number(value: object) -> bool:
 
 
 def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
-    """What a run's members share, or ``None`` if the event cannot be packed."""
+    """What a run's members share, or ``None`` if the event cannot be packed. (Called for
+    every event a live session commits: written to do few calls.)"""
     fields = event.__dict__
+    if fields["type"] != ASSISTANT_CHUNK:
+        return None
+    data = fields["data"]
+    if type(data) not in _PLAIN_MAPS or tuple(data) != _CHUNK_DATA_KEYS:
+        return None
+    chunk = data["chunk"]
     if (
-        fields["type"] != ASSISTANT_CHUNK
+        type(chunk) not in _PLAIN_MAPS
         or fields["surface_op"] is not None
         or fields["source_event_seqs"] is not None
         or fields["ignorable"] is not None
     ):
         return None
-    data = fields["data"]
-    if type(data) not in _PLAIN_MAPS or len(data) != 3:
-        return None
-    keys = iter(data)
-    if next(keys) != "turn" or next(keys) != "step" or next(keys) != "chunk":
-        return None
-    chunk, turn, step = data["chunk"], data["turn"], data["step"]
-    if type(chunk) not in _PLAIN_MAPS or type(turn) not in _NUMBERS or type(step) not in _NUMBERS:
-        return None
-    kind = chunk.get("type")
-    index = chunk.get("index")
-    if type(index) not in _NUMBERS:
-        return None
-    if kind == "text-delta" or kind == "reasoning-delta":
-        if len(chunk) != 3 or tuple(chunk) != _TEXT_KEYS or type(chunk["text"]) is not str:
+    turn, step = data["turn"], data["step"]
+    shape = tuple(chunk)
+    if shape == _TEXT_KEYS:
+        kind, index, text = chunk.values()
+        if (kind != "text-delta" and kind != "reasoning-delta") or type(text) is not str:
             return None
-        return (kind, turn, step, index)
-    if kind == "tool-call-delta":
-        keys_of = tuple(chunk)
-        if keys_of != _TOOL_KEYS and keys_of != _TOOL_NAMED_KEYS:
+        key: tuple[Any, ...] = (kind, turn, step, index)
+    elif shape in (_TOOL_KEYS, _TOOL_NAMED_KEYS):
+        kind, index, id = chunk["type"], chunk["index"], chunk["id"]
+        if (
+            kind != "tool-call-delta"
+            or type(id) is not str
+            or type(chunk["argumentsDelta"]) is not str
+        ):
             return None
-        if type(chunk["id"]) is not str or type(chunk["argumentsDelta"]) is not str:
-            return None
-        if "name" in chunk and type(chunk["name"]) is not str:
-            return None
-        name = ("name", chunk["name"]) if "name" in chunk else ()
-        return (kind, turn, step, index, chunk["id"], name)
-    return None
-
-
-def _prepare(event: SessionEvent, pack: bool) -> tuple[Any, Any]:
-    """An event's ``(run key, payload)``: ``(None, its line)`` for an event written verbatim,
-    ``(key, its text or arguments delta)`` for a delta that may join a packed row."""
-    key = _run_key(event) if pack else None
-    if key is None:
-        return None, event.encode()
-    chunk = event.__dict__["data"]["chunk"]
-    return key, chunk["argumentsDelta" if key[0] == "tool-call-delta" else "text"]
-
-
-def _continues(previous: SessionEvent, event: SessionEvent) -> bool:
-    """Whether ``event`` may follow ``previous`` in a packed row (their run keys being equal
-    and not ``None``): consecutive seqs and a time step a row can store."""
-    return (
-        event.seq == previous.seq + 1
-        and -MAX_SAFE_INTEGER <= event.time - previous.time <= MAX_SAFE_INTEGER
-    )
-
-
-def _emit(
-    events: Sequence[SessionEvent], keys: Sequence[Any], payloads: Sequence[Any], lines: list[bytes]
-) -> None:
-    """Add a batch's lines to ``lines``, from its events and their prepared keys and payloads
-    (parallel columns): a run of three or more events with one key, each continuing the one
-    before, becomes one packed row. Runs end exactly where :func:`_continues` fails, so the
-    lines of a batch are the lines of its parts when it is cut at such a place."""
-    count = len(events)
-    index = 0
-    while index < count:
-        key = keys[index]
-        if key is None:
-            lines.append(payloads[index])
-            index += 1
-            continue
-        end = index + 1
-        while end < count and keys[end] == key and _continues(events[end - 1], events[end]):
-            end += 1
-        if end - index >= _MIN_RUN:
-            lines.append(encode_json(_row(events[index:end], payloads[index:end])))
+        if shape == _TOOL_NAMED_KEYS:
+            name = chunk["name"]
+            if type(name) is not str:
+                return None
+            key = (kind, turn, step, index, id, ("name", name))
         else:
-            lines.extend(e.encode() for e in events[index:end])
-        index = end
+            key = (kind, turn, step, index, id, ())
+    else:
+        return None
+    if type(turn) not in _NUMBERS or type(step) not in _NUMBERS or type(index) not in _NUMBERS:
+        return None
+    return key
 
 
-def _encode_columns(
-    events: Sequence[SessionEvent], keys: Sequence[Any], payloads: Sequence[Any]
-) -> bytes:
-    """The bytes of a batch from its prepared columns (see :func:`_emit`)."""
-    lines: list[bytes] = []
-    _emit(events, keys, payloads, lines)
-    lines.append(b"")
-    return b"\n".join(lines)
-
-
-def _row(run: Sequence[SessionEvent], payloads: Sequence[Any]) -> dict[str, Any]:
-    first = run[0]
-    chunk = first.data["chunk"]
+def _row(first: SessionEvent, dts: list[int], payloads: list[str]) -> dict[str, Any]:
+    """The packed row of a run: its first event, the time steps after it, every payload."""
+    data = first.data
+    chunk = data["chunk"]
     kind = chunk["type"]
-    times = [e.time for e in run]
-    data: dict[str, Any] = {
-        "turn": first.data["turn"],
-        "step": first.data["step"],
+    row: dict[str, Any] = {
+        "turn": data["turn"],
+        "step": data["step"],
         "index": chunk["index"],
-        "dt": [b - a for a, b in itertools.pairwise(times)],
+        "dt": dts,
     }
     if kind == "tool-call-delta":
-        data["id"] = chunk["id"]
+        row["id"] = chunk["id"]
         if "name" in chunk:
-            data["name"] = chunk["name"]
-        data["args"] = list(payloads)
+            row["name"] = chunk["name"]
+        row["args"] = payloads
     else:
-        data["texts"] = list(payloads)
-    return {"type": ROW_TYPES[kind], "seq0": first.seq, "time0": first.time, "data": data}
+        row["texts"] = payloads
+    return {"type": ROW_TYPES[kind], "seq0": first.seq, "time0": first.time, "data": row}
 
 
 def encode_batch(events: Sequence[SessionEvent], pack: bool) -> bytes:
     """The bytes appended for one batch: one line per event or packed row, each ending in
-    ``\\n``. With ``pack``, runs of three or more eligible deltas become one row."""
-    keys: list[Any] = []
-    payloads: list[Any] = []
+    ``\\n``. With ``pack``, every maximal run of three or more deltas that share a run key, with
+    consecutive seqs and time steps a row can store, becomes one row."""
+    encoder = BatchEncoder(pack)
     for event in events:
-        key, payload = _prepare(event, pack)
-        keys.append(key)
-        payloads.append(payload)
-    return _encode_columns(events, keys, payloads)
+        encoder._add(event)
+    return encoder._take_all()
 
 
 class BatchEncoder:
@@ -183,98 +135,147 @@ class BatchEncoder:
     joins lines. :meth:`encode` returns exactly ``encode_batch(events, pack)`` for any batch,
     prepared or not, in any split.
 
-    Each event's run key and payload are kept in flat columns (no container per event, which
-    would add to the cyclic GC's work); a run is encoded as soon as an event that cannot join
-    it arrives, so a checkpoint of what was prepared encodes at most its last, still open run.
+    Runs are found as events arrive: a delta that continues the open run adds its payload and
+    time step to it; any other event closes the run (encoding it as one row, or line by line
+    when shorter than three) and is encoded itself. So a checkpoint of what was prepared
+    encodes at most its last, still open run.
     """
 
-    __slots__ = ("_closed", "_events", "_first", "_keys", "_lines", "_payloads", "pack")
+    __slots__ = (
+        "_bounds",
+        "_dts",
+        "_events",
+        "_key",
+        "_last_time",
+        "_lines",
+        "_payloads",
+        "_start",
+        "pack",
+    )
 
     def __init__(self, pack: bool) -> None:
         self.pack = pack
-        self._first = 0  # seq of _events[0]
-        self._events: list[SessionEvent] = []
-        self._keys: list[Any] = []
-        self._payloads: list[Any] = []
-        self._lines: list[bytes] = []  # the lines of _events[:_closed], a run boundary
-        self._closed = 0
+        self._events: list[SessionEvent] = []  # prepared, consecutive seqs
+        self._lines: list[bytes] = []  # the lines of _events[:_start]
+        self._bounds: list[int] = []  # _bounds[i]: how many events lines[: i + 1] hold
+        self._key: Any = None  # the open run's key; None: no open run
+        self._start = 0  # index in _events of the open run's first event
+        self._payloads: list[str] = []
+        self._dts: list[int] = []
+        self._last_time = 0
 
     def prepare(self, event: SessionEvent) -> None:
-        """Do the per-event encoding work for ``event`` now (events come in seq order)."""
-        events, keys = self._events, self._keys
-        count = len(events)
-        if not count or event.seq != self._first + count:
+        """Do the per-event encoding work for ``event`` now (events come in seq order; one
+        that does not follow the last starts over)."""
+        events = self._events
+        if events and event.seq != events[-1].seq + 1:
             self.clear()
-            self._first = event.seq
-            count = 0
-        key, payload = _prepare(event, self.pack)
-        if count > self._closed and (
-            key is None or key != keys[-1] or not _continues(events[-1], event)
-        ):
-            self._close(count)  # the open run ends before this event
-        events.append(event)
-        keys.append(key)
-        self._payloads.append(payload)
-        if key is None:
-            self._lines.append(payload)
-            self._closed = count + 1
+        self._add(event)
 
-    def _close(self, end: int) -> None:
-        start = self._closed
-        _emit(
-            self._events[start:end], self._keys[start:end], self._payloads[start:end], self._lines
-        )
-        self._closed = end
+    def _add(self, event: SessionEvent) -> None:
+        events = self._events
+        key = _run_key(event) if self.pack else None
+        if key is not None:
+            fields = event.__dict__
+            chunk = fields["data"]["chunk"]
+            payload = chunk["argumentsDelta" if key[0] == "tool-call-delta" else "text"]
+            time = fields["time"]
+            if key == self._key and fields["seq"] == events[-1].seq + 1:
+                step = time - self._last_time
+                if -MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER:
+                    events.append(event)
+                    self._payloads.append(payload)
+                    self._dts.append(step)
+                    self._last_time = time
+                    return
+            if self._key is not None:
+                self._close()
+            events.append(event)
+            self._key, self._start, self._last_time = key, len(events) - 1, time
+            self._payloads, self._dts = [payload], []
+            return
+        if self._key is not None:
+            self._close()
+        events.append(event)
+        self._lines.append(event.encode())
+        self._bounds.append(len(events))
+        self._start = len(events)
+
+    def _close(self) -> None:
+        """Encode the open run (it holds every event from ``_start`` on)."""
+        run = self._events[self._start :]
+        if len(run) >= _MIN_RUN:
+            self._lines.append(encode_json(_row(run[0], self._dts, self._payloads)))
+        else:
+            self._lines.extend(e.encode() for e in run)
+        self._bounds.extend(_ends(self._start, len(self._events), len(run) >= _MIN_RUN))
+        self._start = len(self._events)
+        self._key = None
 
     def encode(self, events: Sequence[SessionEvent]) -> bytes:
         """The batch's bytes; prepared work up to its last event is used and released."""
         if not events:
             return b""
-        prepared, keys, payloads, pack = self._events, self._keys, self._payloads, self.pack
-        offset = events[0].seq - self._first
+        prepared = self._events
+        count = len(events)
         if (
-            offset == 0
-            and len(events) == len(prepared)
+            count <= len(prepared)
             and events[0] is prepared[0]
-            and events[-1] is prepared[-1]
+            and events[-1] is prepared[count - 1]  # so a prefix: prepared seqs follow on
         ):
-            # The common case: the batch is exactly what was prepared (one session's events,
-            # contiguous by seq, so equal ends mean equal members).
-            self._close(len(prepared))
-            lines = self._lines
-            lines.append(b"")
-            self._events, self._keys, self._payloads, self._lines = [], [], [], []
-            self._closed = 0
-            return b"\n".join(lines)
-        batch_keys: list[Any] = []
-        batch_payloads: list[Any] = []
-        for position, event in enumerate(events, offset):
-            if 0 <= position < len(prepared) and prepared[position] is event:
-                key, payload = keys[position], payloads[position]
-            else:
-                key, payload = _prepare(event, pack)
-            batch_keys.append(key)
-            batch_payloads.append(payload)
-        used = offset + len(events)
-        if used >= len(prepared):
+            if count == len(prepared):
+                return self._take_all()
+            cut = bisect.bisect_left(self._bounds, count)
+            if cut < len(self._bounds) and self._bounds[cut] == count:
+                lines = self._lines[: cut + 1]
+                self._drop(cut + 1, count)
+                lines.append(b"")
+                return b"\n".join(lines)
+        # Not a prefix of what was prepared, or cut inside a run: encode it afresh, then
+        # prepare again what follows it.
+        last = events[-1].seq
+        rest = [e for e in prepared if e.seq > last]
+        self.clear()
+        data = encode_batch(events, self.pack)
+        for event in rest:
+            self.prepare(event)
+        return data
+
+    def _take_all(self) -> bytes:
+        """The bytes of everything prepared; forget it."""
+        if self._key is not None:
+            self._close()
+        lines = self._lines
+        lines.append(b"")
+        self.clear()
+        return b"\n".join(lines)
+
+    def _drop(self, lines: int, events: int) -> None:
+        """Forget the first ``lines`` lines, which hold the first ``events`` events."""
+        if events == len(self._events):
             self.clear()
-        elif used > 0:
-            del prepared[:used], keys[:used], payloads[:used]
-            self._first += used
-            self._lines.clear()  # the remaining events are re-encoded when their run closes
-            self._closed = 0
-        return _encode_columns(events, batch_keys, batch_payloads)
+            return
+        del self._lines[:lines], self._bounds[:lines], self._events[:events]
+        self._bounds = [bound - events for bound in self._bounds]
+        self._start -= events
 
     def clear(self) -> None:
         """Drop everything prepared."""
-        self._events.clear()
-        self._keys.clear()
-        self._payloads.clear()
-        self._lines.clear()
-        self._closed = 0
+        self._events = []
+        self._lines = []
+        self._bounds = []
+        self._key = None
+        self._start = 0
+        self._payloads = []
+        self._dts = []
 
     def __len__(self) -> int:
         return len(self._events)
+
+
+def _ends(start: int, end: int, packed: bool) -> range:
+    """The bounds of the lines of a closed run: one row, or one line per event."""
+    return range(end, end + 1) if packed else range(start + 1, end + 1)
 
 
 def expand_row(raw: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from persistence_jsonl.chunks import BatchEncoder, encode_batch, expand_row_events
+from persistence_jsonl.chunks import BatchEncoder, _run_key, encode_batch, expand_row_events
 from session import Session, SessionEvent, decode_json
+from session.codec import encode_json
 
 KINDS = ("text-delta", "reasoning-delta", "tool-call-delta")
 
@@ -53,6 +54,58 @@ def read_back(data: bytes) -> list[dict[str, Any]]:
         else:
             events.append(SessionEvent.from_json(raw).to_json())
     return events
+
+
+def reference_lines(events: list[SessionEvent], pack: bool) -> bytes:
+    """The format's rule written plainly: maximal runs of three or more deltas with one run
+    key, consecutive seqs and safe time steps become one row; everything else one line."""
+    runs: list[list[SessionEvent]] = []
+    for event in events:
+        key = _run_key(event) if pack else None
+        last = runs[-1][-1] if runs else None
+        if (
+            key is not None
+            and last is not None
+            and _run_key(last) == key
+            and event.seq == last.seq + 1
+            and abs(event.time - last.time) <= 2**53 - 1
+        ):
+            runs[-1].append(event)
+        else:
+            runs.append([event])
+    out = b""
+    for run in runs:
+        if len(run) < 3:
+            out += b"".join(e.encode() + b"\n" for e in run)
+            continue
+        chunk = run[0].data["chunk"]
+        payload = "args" if chunk["type"] == "tool-call-delta" else "texts"
+        data: dict[str, Any] = {
+            "turn": run[0].data["turn"],
+            "step": run[0].data["step"],
+            "index": chunk["index"],
+            "dt": [b.time - a.time for a, b in itertools.pairwise(run)],
+        }
+        if payload == "args":
+            data["id"] = chunk["id"]
+            if "name" in chunk:
+                data["name"] = chunk["name"]
+        data[payload] = [
+            e.data["chunk"]["argumentsDelta" if payload == "args" else "text"] for e in run
+        ]
+        kind = {"text-delta": "text-chunks", "reasoning-delta": "reasoning-chunks"}.get(
+            chunk["type"], "tool-call-chunks"
+        )
+        out += encode_json({"type": kind, "seq0": run[0].seq, "time0": run[0].time, "data": data})
+        out += b"\n"
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(plans, st.booleans())
+def test_encode_batch_follows_the_format_rule(plan: list[tuple[Any, ...]], pack: bool) -> None:
+    events = build(plan)
+    assert encode_batch(events, pack) == reference_lines(events, pack)
 
 
 @settings(max_examples=300, deadline=None)
