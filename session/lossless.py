@@ -249,6 +249,7 @@ class _Slow(Exception):
 
 
 _FAST_DEPTH = 64
+_MIN_SAFE = -MAX_SAFE_INTEGER
 _SLOW = _Slow()
 
 
@@ -265,12 +266,13 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
             if type(key) is not str or not key.isascii():
                 raise _SLOW
             child_kind = type(child)
-            if (
-                (child_kind is str and child.isascii())
-                or child is None
-                or child_kind is bool
-                or (child_kind is int and -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER)
-            ):
+            if child_kind is str:
+                out[key] = child if child.isascii() else _fast(child, depth + 1, js_numbers)
+            elif child_kind is int:
+                if not _MIN_SAFE <= child <= MAX_SAFE_INTEGER:
+                    raise _SLOW
+                out[key] = child
+            elif child is None or child_kind is bool:
                 out[key] = child
             else:
                 out[key] = _fast(child, depth + 1, js_numbers)
@@ -287,17 +289,19 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
         if depth > _FAST_DEPTH:
             raise _SLOW
         items: list[Any] = []
+        append = items.append
         for child in value:
             child_kind = type(child)
-            if (
-                (child_kind is str and child.isascii())
-                or child is None
-                or child_kind is bool
-                or (child_kind is int and -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER)
-            ):
-                items.append(child)
+            if child_kind is str:
+                append(child if child.isascii() else _fast(child, depth + 1, js_numbers))
+            elif child_kind is int:
+                if not _MIN_SAFE <= child <= MAX_SAFE_INTEGER:
+                    raise _SLOW
+                append(child)
+            elif child is None or child_kind is bool:
+                append(child)
             else:
-                items.append(_fast(child, depth + 1, js_numbers))
+                append(_fast(child, depth + 1, js_numbers))
         return FrozenList(items)
     if kind is int:
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:

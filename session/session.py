@@ -38,6 +38,8 @@ log = logging.getLogger("session")
 Clock = Callable[[], int]
 """Returns the current time in epoch milliseconds."""
 
+_NO_HOOKS: tuple[tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...]] = ((), ())
+
 
 class Session:
     """An append-only log of :class:`SessionEvent`.
@@ -228,22 +230,24 @@ class Session:
             raise SessionReentrancyError(
                 "session append cannot reenter while another append is being published"
             )
-        seq = len(self._events)
+        events = self._events
+        seq = len(events)
         if plain:
+            op = None
             event = build_event(type, seq, self._clock(), frozen)
         else:
             op, sources = parse_surface_metadata(type, seq, raw_op, raw_sources)
-            self._surface.check(type, op, sources, frozen, self._events)
+            self._surface.check(type, op, sources, frozen, events)
             event = build_event(type, seq, self._clock(), frozen, op, sources)
-        if store is None:
-            self._commit(event)
-            return event
-        self._publishing = True
+        validators, observers = _NO_HOOKS if store is None else store._append_hooks()
+        self._publishing = store is not None
         try:
-            validators, observers = store._append_hooks()
             for validate in validators:
                 validate(self, event)
-            self._commit(event)
+            events.append(event)  # the commit
+            self._events_view = None
+            if op is not None:
+                self._surface.apply(seq, op)
             for observe in observers:
                 try:
                     result = observe(self, event)
@@ -254,15 +258,9 @@ class Session:
                     self._settle_later(result)
         finally:
             self._publishing = False
-        store._after_append(self)
+        if store is not None:
+            store._after_append(self)
         return event
-
-    def _commit(self, event: SessionEvent) -> None:
-        self._events.append(event)
-        self._events_view = None
-        op = event.surface_op
-        if op is not None:
-            self._surface.apply(event.seq, op)
 
     def _settle_later(self, result: Any) -> None:
         """Track an observer's awaitable result, logging (never raising) its failure."""
