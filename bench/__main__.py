@@ -219,17 +219,31 @@ async def repeat(runs: int, measure: Callable[[str], Any]) -> list[Any]:
     return results
 
 
+async def checkpoint_round(
+    root: str, steps: int = 200, chunks: int = 20
+) -> tuple[float, float, float, float, float]:
+    """One round of the single-session figures and their baselines, back to back (so each
+    ratio compares measurements a few seconds apart on a machine whose speed drifts):
+    (raw fsync ms, paced raw fsync ms, checkpoint ms, checkpoints/s, SQLite checkpoints/s)."""
+    raw = raw_fsync_ms(os.path.join(root, "raw"), steps, chunks)
+    paced = raw_fsync_paced_ms(os.path.join(root, "paced"), steps, chunks)
+    checkpoint, rate = await step_checkpoints(os.path.join(root, "jsonl"), steps, chunks)
+    sqlite_rate = sqlite_checkpoints(os.path.join(root, "sqlite"), steps, chunks)
+    return raw, paced, checkpoint, rate, sqlite_rate
+
+
 async def collect(runs: int) -> dict[str, list[float]]:
     figures: dict[str, list[float]] = {}
-    raw = await repeat(runs, raw_fsync_ms)
-    paced = await repeat(runs, raw_fsync_paced_ms)
-    steps = await repeat(runs, step_checkpoints)
+    rounds = await repeat(runs, checkpoint_round)
+    raw, paced, checkpoint, rate, sqlite_rate = (
+        list(column) for column in zip(*rounds, strict=True)
+    )
     figures["raw_fsync_ms"] = raw
-    figures["checkpoint_ms"] = [s[0] for s in steps]
-    figures["checkpoint_ratio"] = [s[0] / r for s, r in zip(steps, raw, strict=True)]
+    figures["checkpoint_ms"] = checkpoint
+    figures["checkpoint_ratio"] = [c / r for c, r in zip(checkpoint, raw, strict=True)]
     figures["raw_fsync_paced_ms"] = paced
-    figures["checkpoint_vs_paced"] = [s[0] / p for s, p in zip(steps, paced, strict=True)]
-    figures["checkpoints_per_s_1"] = [s[1] for s in steps]
+    figures["checkpoint_vs_paced"] = [c / p for c, p in zip(checkpoint, paced, strict=True)]
+    figures["checkpoints_per_s_1"] = rate
     figures["checkpoints_per_s_16"] = await repeat(runs, concurrent_checkpoints)
     big = await repeat(runs, big_step)
     figures["append_events_per_s"] = [b[0] for b in big]
@@ -239,7 +253,8 @@ async def collect(runs: int) -> dict[str, list[float]]:
     peak = await repeat(1, load_peak_rss)
     figures["load_peak_rss_mb"] = [p[0] for p in peak]
     figures["load_log_mb"] = [p[1] for p in peak]
-    figures["sqlite_checkpoints_per_s_1"] = await repeat(runs, sqlite_checkpoints)
+    figures["sqlite_checkpoints_per_s_1"] = sqlite_rate
+    figures["vs_sqlite_1"] = [ours / theirs for ours, theirs in zip(rate, sqlite_rate, strict=True)]
     return figures
 
 

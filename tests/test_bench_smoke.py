@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bench.__main__ import (
     big_step,
+    checkpoint_round,
     concurrent_checkpoints,
     empty_flush_us,
     raw_fsync_ms,
@@ -47,6 +48,7 @@ async def test_every_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
     assert ratio > 0
     (tmp_path / "d").mkdir()
     assert await empty_flush_us(str(tmp_path / "d"), rounds=10) > 0
+    assert all(figure > 0 for figure in await checkpoint_round(str(tmp_path / "e"), 3, 4))
 
 
 def test_append_step_shape() -> None:
