@@ -324,7 +324,7 @@ def lazy_row_events(raw: Mapping[str, Any]) -> LazyRun:
     if not isinstance(payload, list) or not payload:
         raise bad(strings)
     try:
-        ascii = all(map(str.isascii, payload))  # raises TypeError for a non-string
+        ascii = "".join(payload).isascii()  # join raises TypeError for a non-string
     except TypeError:
         raise bad(strings) from None
     if not ascii and not all(map(isinstance, payload, itertools.repeat(str))):
