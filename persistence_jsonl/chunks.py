@@ -124,9 +124,9 @@ def encode_batch(events: Sequence[SessionEvent], pack: bool) -> bytes:
     """The bytes appended for one batch: one line per event or packed row, each ending in
     ``\\n``. With ``pack``, every maximal run of three or more deltas that share a run key, with
     consecutive seqs and time steps a row can store, becomes one row."""
-    encoder = BatchEncoder(pack)
+    encoder = BatchEncoder(pack, restart_on_gap=False)
     for event in events:
-        encoder._add(event)
+        encoder.prepare(event)
     return encoder._take_all()
 
 
@@ -151,10 +151,12 @@ class BatchEncoder:
         "_payloads",
         "_start",
         "pack",
+        "restart_on_gap",
     )
 
-    def __init__(self, pack: bool) -> None:
+    def __init__(self, pack: bool, *, restart_on_gap: bool = True) -> None:
         self.pack = pack
+        self.restart_on_gap = restart_on_gap
         self._events: list[SessionEvent] = []  # prepared, consecutive seqs
         self._lines: list[bytes] = []  # the lines of _events[:_start]
         self._bounds: list[int] = []  # _bounds[i]: how many events lines[: i + 1] hold
@@ -165,15 +167,13 @@ class BatchEncoder:
         self._last_time = 0
 
     def prepare(self, event: SessionEvent) -> None:
-        """Do the per-event encoding work for ``event`` now (events come in seq order; one
-        that does not follow the last starts over)."""
+        """Do the per-event encoding work for ``event`` now. Events come in seq order; with
+        ``restart_on_gap`` (a live session's encoder), one that does not follow the last
+        drops everything prepared and starts over."""
         events = self._events
-        if events and event.seq != events[-1].seq + 1:
+        if self.restart_on_gap and events and event.seq != events[-1].seq + 1:
             self.clear()
-        self._add(event)
-
-    def _add(self, event: SessionEvent) -> None:
-        events = self._events
+            events = self._events
         key = _run_key(event) if self.pack else None
         if key is not None:
             fields = event.__dict__

@@ -91,6 +91,7 @@ class _Live:
     """A live session's write path."""
 
     controller: WriteBehindController
+    id: str
     init: asyncio.Future[None] | None = None
     retired: bool = False
     background: set[asyncio.Future[Any]] = field(default_factory=set)
@@ -526,7 +527,8 @@ class PersistenceCoordinator(SessionPersistence):
                 max_delay_ms=self._delay_ms,
                 scheduler=self._scheduler,
                 label=f'"{session.id}"',
-            )
+            ),
+            session.id,
         )
         self._live[session] = live
         with contextlib.suppress(RuntimeError):  # no running loop: init at the first flush
@@ -537,7 +539,7 @@ class PersistenceCoordinator(SessionPersistence):
         live = self._live.get(session)
         if live is not None:
             live.controller.enqueue(event)
-            self.prepare_event(session.id, event)
+            self.prepare_event(live.id, event)
 
     def _on_flush(self, session: Session) -> asyncio.Future[None] | None:
         live = self._live.get(session)

@@ -82,11 +82,14 @@ class HookBus:
         self._observers: dict[str, tuple[Callable[..., Any], ...]] = {}
         self._listeners: dict[str, tuple[Callable[..., Any], ...]] = {}
         self._middleware: dict[str, tuple[Middleware, ...]] = {}
+        self.version = 0
+        """Changes whenever a registration is added or removed (for callers that cache)."""
 
     # Registrations are kept in tuples replaced on change, so a snapshot taken by a caller
     # (for example the observers of one append) never changes under it.
     def _add(self, table: dict[str, tuple[Any, ...]], name: str, fn: Any) -> Disposer:
         table[name] = (*table.get(name, ()), fn)
+        self.version += 1
 
         def remove() -> None:
             current = table.get(name, ())
@@ -94,6 +97,7 @@ class HookBus:
                 items = list(current)
                 items.remove(fn)
                 table[name] = tuple(items)
+                self.version += 1
 
         return Disposer(remove)
 

@@ -258,7 +258,7 @@ class Session:
                     self._settle_later(result)
         finally:
             self._publishing = False
-        if store is not None:
+        if store is not None and store._detach_pending:
             store._after_append(self)
         return event
 

@@ -47,6 +47,9 @@ class SessionStore:
         self._announcing: Session | None = None
         self._detach_pending: set[int] = set()
         self._persistence: PersistenceCoordinator | None = None
+        self._hooks_version = -1
+        self._hooks_pair: tuple[tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...]]
+        self._hooks_pair = ((), ())
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -160,7 +163,12 @@ class SessionStore:
     def _append_hooks(
         self,
     ) -> tuple[tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...]]:
-        return self._hooks.observers(SESSION_VALIDATE), self._hooks.observers(SESSION_EVENT)
+        """The validators and observers of an append (cached until a registration changes)."""
+        hooks = self._hooks
+        if self._hooks_version != hooks.version:
+            self._hooks_pair = hooks.observers(SESSION_VALIDATE), hooks.observers(SESSION_EVENT)
+            self._hooks_version = hooks.version
+        return self._hooks_pair
 
     def _after_append(self, session: Session) -> None:
         if id(session) in self._detach_pending and self._announcing is not session:

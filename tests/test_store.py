@@ -189,6 +189,29 @@ def test_case_17_validator_veto_commits_and_publishes_nothing(runtime: Runtime) 
     assert published == [0]
 
 
+def test_hooks_registered_or_removed_between_appends_apply_to_the_next_one(
+    runtime: Runtime,
+) -> None:
+    """Appends reuse the hook lists until a registration changes (added or disposed)."""
+    session = runtime.sessions.create("a")
+    seen: list[tuple[str, int]] = []
+    session.append("turn/start", {"turn": 1})
+    observer = runtime.hooks.observe("session/event", lambda s, e: seen.append(("obs", e.seq)))
+    session.append("step/start", {"turn": 1, "step": 1})
+
+    def refuse(s: Session, candidate: SessionEvent) -> None:
+        raise ValueError(f"refused {candidate.seq}")
+
+    validator = runtime.hooks.observe("session/validate", refuse)
+    with pytest.raises(ValueError, match="refused 2"):
+        session.append("step/end", {"turn": 1, "step": 1})
+    validator()
+    observer()
+    session.append("step/end", {"turn": 1, "step": 1})
+    assert seen == [("obs", 1)]
+    assert [e.seq for e in session.events] == [0, 1, 2]
+
+
 # --- flush ------------------------------------------------------------------------------------
 
 
