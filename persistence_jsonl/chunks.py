@@ -203,13 +203,15 @@ class BatchEncoder:
 
     def _close(self) -> None:
         """Encode the open run (it holds every event from ``_start`` on)."""
-        run = self._events[self._start :]
+        start, end = self._start, len(self._events)
+        run = self._events[start:]
         if len(run) >= _MIN_RUN:
             self._lines.append(encode_json(_row(run[0], self._dts, self._payloads)))
+            self._bounds.append(end)
         else:
             self._lines.extend(e.encode() for e in run)
-        self._bounds.extend(_ends(self._start, len(self._events), len(run) >= _MIN_RUN))
-        self._start = len(self._events)
+            self._bounds.extend(range(start + 1, end + 1))
+        self._start = end
         self._key = None
 
     def encode(self, events: Sequence[SessionEvent]) -> bytes:
@@ -271,11 +273,6 @@ class BatchEncoder:
 
     def __len__(self) -> int:
         return len(self._events)
-
-
-def _ends(start: int, end: int, packed: bool) -> range:
-    """The bounds of the lines of a closed run: one row, or one line per event."""
-    return range(end, end + 1) if packed else range(start + 1, end + 1)
 
 
 def expand_row(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
