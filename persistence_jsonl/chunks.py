@@ -284,7 +284,7 @@ def expand_row(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
 def expand_row_events(raw: Mapping[str, Any]) -> list[SessionEvent]:
     """The ``assistant/chunk`` events a packed row stands for, built frozen directly (the row's
     shape is checked here, so their data needs no further walk)."""
-    return lazy_row_events(raw).events()
+    return list(lazy_row_events(raw).events())
 
 
 def lazy_row_events(raw: Mapping[str, Any]) -> LazyRun:

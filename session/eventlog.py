@@ -44,15 +44,15 @@ class LazyRun(Sequence[SessionEvent]):
         """The first member's seq; the others follow without gaps."""
         self._count = count
         self._build: Callable[[], list[SessionEvent]] | None = build
-        self._events: list[SessionEvent] | None = None
+        self._events: tuple[SessionEvent, ...] | None = None
 
     @property
     def built(self) -> bool:
         """Whether the members exist as objects yet."""
         return self._events is not None
 
-    def events(self) -> list[SessionEvent]:
-        """The members (built now if they were not); the same list on every call."""
+    def events(self) -> tuple[SessionEvent, ...]:
+        """The members (built now if they were not); the same tuple on every call."""
         events = self._events
         if events is None:
             with _BUILDING:  # threads reading one run at once get the same objects
@@ -60,7 +60,7 @@ class LazyRun(Sequence[SessionEvent]):
                 if events is None:
                     build = self._build
                     assert build is not None
-                    events = build()
+                    events = tuple(build())
                     if len(events) != self._count or (events and events[0].seq != self.seq0):
                         raise AssertionError("a lazy run built other events than it announced")
                     self._events, self._build = events, None
