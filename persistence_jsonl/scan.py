@@ -75,7 +75,8 @@ def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLo
     """Scan a whole log file. Raises :class:`SessionPersistenceCorruptionError` (naming
     ``path`` and the line, counted from 1 after the header) for a damaged committed region,
     and the header's own errors for a bad first line. The cyclic GC is paused meanwhile
-    (:func:`session.gcpause.gc_paused`): the events built cannot form cycles."""
+    (:func:`session.gcpause.gc_paused`): the values decoded cannot form cycles. Packed rows
+    are only checked here; their events are built on first read, under the same pause."""
     with gc_paused():
         return _scan_log(data, path, check_version)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
 from session.events import SessionEvent
+from session.gcpause import gc_paused
 
 __all__ = ["EventLog", "LazyRun", "blocks"]
 
@@ -60,7 +61,8 @@ class LazyRun(Sequence[SessionEvent]):
                 if events is None:
                     build = self._build
                     assert build is not None
-                    events = tuple(build())
+                    with gc_paused():  # many new objects, none in a cycle
+                        events = tuple(build())
                     if len(events) != self._count or (events and events[0].seq != self.seq0):
                         raise AssertionError("a lazy run built other events than it announced")
                     self._events, self._build = events, None

@@ -1,9 +1,10 @@
 """``gc_paused()``: suspend CPython's cyclic garbage collector while a large, acyclic
 structure is built.
 
-Reading a long log builds a few objects per event, none of which can form a reference cycle.
-Each generation-2 collection triggered midway re-traverses everything built so far, which
-costs more than the build itself on a 100,000-event log. Reference counting still frees
+Reading a long log (decoding its lines, building the events of its packed rows) makes a few
+objects per event, none of which can form a reference cycle. Each generation-2 collection
+triggered midway re-traverses everything made so far, which costs more than the work itself
+on a 100,000-event log. Reference counting still frees
 garbage at once; only cycle detection waits until the outermost pause ends.
 
 The pause is process-wide (the collector has no per-thread switch): while it lasts, cyclic

@@ -148,3 +148,25 @@ async def test_inspect_builds_no_delta_until_one_is_read(tmp_path: Path) -> None
     assert live.events[: len(written)] == written
     assert type(live.events) is tuple
     await cold.aclose()
+
+
+def test_a_run_is_built_with_the_cyclic_gc_paused() -> None:
+    """Building a long run makes many acyclic objects: the collector waits until it is done."""
+    import gc
+
+    events = flat_events(3)
+    during: list[bool] = []
+
+    def build() -> list[SessionEvent]:
+        during.append(gc.isenabled())
+        return list(events)
+
+    enabled = gc.isenabled()
+    gc.enable()
+    try:
+        LazyRun(events[0].type, 0, 3, build).events()
+        assert during == [False]
+        assert gc.isenabled()
+    finally:
+        if not enabled:
+            gc.disable()
