@@ -9,7 +9,6 @@ committed region is damaged and the scan refuses, naming the file and the line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +48,9 @@ def _corrupt(path: str, what: str) -> SessionPersistenceCorruptionError:
     return SessionPersistenceCorruptionError(f'corrupt session log: {what} in "{path}"')
 
 
-def _members(line: bytes) -> list[Any] | LazyRun | None:
-    """The events a complete line stands for, or ``None`` if it does not parse."""
+def _entry(line: bytes) -> dict[str, Any] | LazyRun | None:
+    """What a complete line holds: one wire event, a packed row's checked run, or ``None``
+    if it does not parse."""
     try:
         raw = decode_json(line)
     except ValueError:
@@ -62,13 +62,11 @@ def _members(line: bytes) -> list[Any] | LazyRun | None:
             return lazy_row_events(raw)
         except MalformedRowError:
             return None
-    return [raw]
+    return raw
 
 
-def _has_turn_end(members: list[Any] | LazyRun) -> bool:
-    if isinstance(members, LazyRun):
-        return members.type == "turn/end"
-    return any(m.get("type") == "turn/end" for m in members)
+def _is_turn_end(entry: dict[str, Any] | LazyRun) -> bool:
+    return (entry.type if isinstance(entry, LazyRun) else entry.get("type")) == "turn/end"
 
 
 def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLog:
@@ -97,36 +95,34 @@ def _scan_log(data: bytes, path: str, check_version: bool) -> ScannedLog:
         if end < 0:
             break  # a torn final fragment: never committed
         line_number += 1
-        members = _members(data[pos:end])
+        entry = _entry(data[pos:end])
         pos = end + 1
         if defect is not None:
-            if members is not None and _has_turn_end(members):
+            if entry is not None and _is_turn_end(entry):
                 raise defect
             continue
-        if members is None:
+        if entry is None:
             defect = _corrupt(path, f"unparsable committed event at line {line_number}")
             continue
-        if isinstance(members, LazyRun):
-            seq: Any = members.seq0  # its members follow it without gaps
-        else:
-            member = members[0]
-            seq = member.get("seq") if isinstance(member, Mapping) else None
+        # A run's members follow its first one without gaps.
+        seq = entry.seq0 if isinstance(entry, LazyRun) else entry.get("seq")
         if seq != count or isinstance(seq, bool):
             defect = _corrupt(
                 path,
                 f"seq gap in committed region at line {line_number} (expected {count}, got {seq})",
             )
-            if _has_turn_end(members):
+            if _is_turn_end(entry):
                 raise defect
             continue
-        if isinstance(members, LazyRun):
+        if isinstance(entry, LazyRun):
             if plain:
                 parts.append(plain)
                 plain = []
-            parts.append(members)
+            parts.append(entry)
+            count += len(entry)
         else:
-            plain.extend(members)
-        count += len(members)
+            plain.append(entry)
+            count += 1
         committed = pos
     parts.append(plain)
     return ScannedLog(header, EventLog(parts), committed, len(data))
