@@ -515,5 +515,5 @@ class JsonlPersistence(PersistenceCoordinator):
 
     async def close(self) -> None:
         self._encoders.clear()
-        for id in list(self._locks) + list(self._fds):
+        for id in {**dict.fromkeys(self._locks), **dict.fromkeys(self._fds)}:
             await self.release(id)

@@ -48,11 +48,6 @@ _PLAIN_MAPS: Final = (dict, FrozenDict)
 _NUMBERS: Final = (int, float, JsFloat)
 
 
-def _number(value: object) -> bool:
-    kind = type(value)
-    return kind is int or kind is float or kind is JsFloat
-
-
 def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
     """What a run's members share, or ``None`` if the event cannot be packed. (Called for
     every event a live session commits: written to do few calls.)"""
@@ -312,7 +307,7 @@ def lazy_row_events(raw: Mapping[str, Any]) -> LazyRun:
             expected.add("name")
     if set(data) != expected:
         raise bad("unexpected data keys")
-    if not all(_number(data[k]) for k in ("turn", "step", "index")):
+    if not all(type(data[k]) in _NUMBERS for k in ("turn", "step", "index")):
         raise bad("turn, step and index must be numbers")
     payload, dt = data[payload_key], data["dt"]
     # The member checks run over whole columns in C (map, min, sum): this is the cold-load

@@ -96,12 +96,13 @@ class EventLog(Sequence[_T]):
         kept: list[Sequence[_T]] = []
         for part in parts:
             if isinstance(part, EventLog):
-                kept.extend(part.parts)
+                kept.extend(part.parts)  # none empty
             elif isinstance(part, LazyRun):
-                kept.append(part)  # type: ignore[arg-type]  # a run is a part of event logs
+                if len(part):  # counted without building it
+                    kept.append(part)  # type: ignore[arg-type]  # a run is a part of event logs
             elif part:
                 kept.append(tuple(part))
-        self._parts: tuple[Sequence[_T], ...] = tuple(p for p in kept if len(p))
+        self._parts: tuple[Sequence[_T], ...] = tuple(kept)
         self._starts = list(itertools.accumulate((len(p) for p in self._parts), initial=0))
         self._len = self._starts.pop()
 

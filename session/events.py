@@ -289,16 +289,9 @@ def build_plain_events(
     """Events of one type without surface metadata, with seqs ``seq0, seq0 + 1, ...`` and the
     given times and frozen data (zipped; the shorter ends the list). Like :func:`build_event`,
     for values already validated (a packed chunk row's members: the cold-load hot path)."""
-    template: dict[str, Any] = {
-        "type": type,
-        "seq": seq0,
-        "time": 0,
-        "data": None,
-        "surface_op": None,
-        "source_event_seqs": None,
-        "ignorable": None,
-        "_key_order": key_order,
-    }
+    template = _copy_template()
+    template["type"] = type
+    template["_key_order"] = key_order
     copy = template.copy
     events: list[SessionEvent] = []
     append = events.append

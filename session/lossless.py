@@ -304,7 +304,7 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
                 append(_fast(child, depth + 1, js_numbers))
         return FrozenList(items)
     if kind is int:
-        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        if _MIN_SAFE <= value <= MAX_SAFE_INTEGER:
             return value
         raise _SLOW
     if value is None or kind is bool:
@@ -312,7 +312,7 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
     if kind is float or kind is JsFloat:
         if value != value or value in (_INF, -_INF) or (value == 0 and str(value)[0] == "-"):
             raise _SLOW
-        if value.is_integer() and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        if value.is_integer() and _MIN_SAFE <= value <= MAX_SAFE_INTEGER:
             return int(value)
         return value if kind is JsFloat else JsFloat(value)
     raise _SLOW

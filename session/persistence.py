@@ -64,7 +64,8 @@ class StoredLog:
     """The header as stored (any version; the coordinator checks it)."""
     events: Sequence[SessionEvent | Mapping[str, Any]]
     """The valid, contiguous stored events, seq 0 first: wire dicts, or events the backend
-    built itself from a shape it checked (the coordinator validates both)."""
+    built itself from a shape it checked, possibly as an :class:`session.eventlog.EventLog`
+    with unbuilt :class:`session.eventlog.LazyRun` parts (the coordinator validates all)."""
     revision: str
     """Revision of exactly the bytes these events were read from."""
     torn_marker: object | None = None

@@ -124,7 +124,12 @@ def validate_seed(
     index = -1
     for item in blocks(seed):
         index += 1
-        if type(item) is LazyRun and item.type not in RULED_TYPES:
+        if type(item) is LazyRun:
+            if item.type in RULED_TYPES:  # no backend here makes one: its rules need each event
+                raise SessionEventError(
+                    f"seed run at index {index} is an unbuilt run of {item.type!r} events, "
+                    "whose rules need each event: build it first"
+                )
             if item.seq0 != index:
                 raise SessionEventError(
                     f"seed event at index {index} has seq {item.seq0} (expected {index}); "
@@ -134,11 +139,6 @@ def validate_seed(
             events = []
             index += len(item) - 1
             continue
-        if type(item) is LazyRun:  # no backend here makes one: its rules need each member
-            raise SessionEventError(
-                f"seed run at index {index} is an unbuilt run of {item.type!r} events, whose "
-                "rules need each event: build it first"
-            )
         if (
             type(item) is SessionEvent
             and item.seq == index

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 
@@ -55,8 +56,6 @@ def event(type: str, seq: int, data: Any, **envelope: Any) -> dict[str, Any]:
 async def until(condition: Any, *, steps: int = 10_000) -> None:
     """Yield to the event loop until ``condition()`` holds; fail (never hang) after ``steps``
     turns of the loop."""
-    import asyncio
-
     for _ in range(steps):
         if condition():
             return
