@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PACKAGES := session persistence_jsonl recovery checkpoint_policy agent_session bench
+PACKAGES := session agent_loop persistence_jsonl recovery checkpoint_policy agent_session bench
 
 .PHONY: test demo bench lint typecheck pytest clean
 

@@ -26,10 +26,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from agent_loop.loop import AGENT_POST_STEP, StepContext
+from agent_loop.tools import ToolCall
 from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
 from session import Session
-from session.loop import AGENT_POST_STEP, StepContext
-from session.tools import ToolCall
 
 __all__ = ["MODES", "digest", "main"]
 

@@ -16,11 +16,11 @@ import sys
 import uuid
 from typing import Any, TextIO
 
+from agent_loop.scripted import ScriptedCall, ScriptedStep
 from agent_session.stack import MODEL, SYSTEM, open_stack
 from agent_session.transcript import render
 from persistence_jsonl import JsonlPersistence
 from session import SessionEvent
-from session.scripted import ScriptedCall, ScriptedStep
 
 __all__ = ["CRASH_MODES", "run_demo"]
 

@@ -17,7 +17,7 @@ from session import (
     SessionFormatUnsupportedError,
     SessionPersistenceCorruptionError,
 )
-from session.eventlog import LazyRun, blocks
+from session.events.eventlog import LazyRun, blocks
 
 __all__ = ["SessionRow", "Status", "rows", "status_of"]
 

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agent_loop import AgentRuntime
+from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
+from agent_loop.tools import ToolCall
 from checkpoint_policy import checkpoint_policy
 from persistence_jsonl import FileOps, JsonlPersistence
-from session import Runtime
-from session.hooks import Disposer
-from session.scripted import ScriptedCall, ScriptedModel, ScriptedStep
-from session.tools import ToolCall
+from session.live.hooks import Disposer
 
 __all__ = ["MODEL", "SYSTEM", "Stack", "open_stack", "turn_script"]
 
@@ -54,7 +54,7 @@ def turn_script(
 class Stack:
     """A runtime wired with the JSONL backend, the policy, the model and the tools."""
 
-    runtime: Runtime
+    runtime: AgentRuntime
     backend: JsonlPersistence
     model: ScriptedModel
     workdir: str
@@ -80,7 +80,7 @@ def open_stack(
     of every tool body (failpoints live there). The tools work in ``workdir`` (default: a
     sibling of the root named ``<root>-workdir``); ``ops`` replaces the backend's system
     calls (fault injection, recording)."""
-    runtime = Runtime()
+    runtime = AgentRuntime()
     backend = JsonlPersistence(root, write_batch_max_delay_ms=window_ms, ops=ops)
     runtime.install(backend)
     uninstall = runtime.install(checkpoint_policy) if policy else None

@@ -22,7 +22,7 @@ import orjson
 
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.chunks import encode_batch
+from persistence_jsonl.rows import encode_batch
 from session import Runtime, Session
 
 Measure = Callable[[str], Awaitable[float]]

@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-from session.loop import AGENT_POST_STEP, StepContext
-from session.models import LLM_STREAM, ModelRequest
-from session.runtime import PluginScope
-from session.tools import TOOLS_EXECUTE, ToolCall, ToolResult, aborted_before_dispatch
+from agent_loop.loop import AGENT_POST_STEP, StepContext
+from agent_loop.models import LLM_STREAM, ModelRequest
+from agent_loop.tools import TOOLS_EXECUTE, ToolCall, ToolResult, aborted_before_dispatch
+from session.live.runtime import PluginScope
 
 __all__ = ["NAME", "checkpoint_policy"]
 

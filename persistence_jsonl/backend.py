@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from persistence_jsonl.chunks import BatchEncoder, encode_batch
 from persistence_jsonl.fileio import FileOps, failpoint
 from persistence_jsonl.layout import (
     LOCK_NAME,
@@ -27,6 +26,7 @@ from persistence_jsonl.layout import (
     project_dir,
     session_dir,
 )
+from persistence_jsonl.rows import BatchEncoder, encode_batch
 from persistence_jsonl.scan import scan_log
 from recovery import closers as default_repair
 from session import (
@@ -38,9 +38,9 @@ from session import (
     SessionHeader,
     SessionPersistenceCorruptionError,
 )
-from session.coordinator import PersistenceCoordinator, Repair
-from session.persistence import RawArtifact, SessionSnapshot, StoredLog
-from session.write_behind import Scheduler
+from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+from session.persistence.coordinator import PersistenceCoordinator, Repair
+from session.persistence.write_behind import Scheduler
 
 __all__ = ["JsonlPersistence"]
 

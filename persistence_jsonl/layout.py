@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from session import SessionFormatUnsupportedError, SessionHeader, SessionPersistenceCorruptionError
-from session.codec import decode_json, encode_json
-from session.lossless import is_safe_int, snapshot
+from session.json.codec import decode_json, encode_json
+from session.json.lossless import is_safe_int, snapshot
 
 __all__ = [
     "LOCK_NAME",

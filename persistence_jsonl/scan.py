@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from persistence_jsonl.chunks import ROW_TYPES, MalformedRowError, lazy_row_events
 from persistence_jsonl.layout import parse_header
+from persistence_jsonl.rows import ROW_TYPES, MalformedRowError, lazy_row_events
 from session import SessionHeader, SessionPersistenceCorruptionError
-from session.codec import decode_json
-from session.eventlog import EventLog, LazyRun
-from session.gcpause import gc_paused
+from session.events.eventlog import EventLog, LazyRun
+from session.json.codec import decode_json
+from session.json.gcpause import gc_paused
 
 __all__ = ["ScannedLog", "scan_log"]
 
@@ -32,7 +32,7 @@ class ScannedLog:
     """The parsed header line."""
     events: EventLog[Any]
     """The contiguous committed events: wire dicts, and each packed row as a
-    :class:`session.eventlog.LazyRun` (checked now, built on first read)."""
+    :class:`session.events.eventlog.LazyRun` (checked now, built on first read)."""
     committed_bytes: int
     """Length of the committed prefix; bytes past it are a tail to cut."""
     size: int
@@ -73,7 +73,7 @@ def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLo
     """Scan a whole log file. Raises :class:`SessionPersistenceCorruptionError` (naming
     ``path`` and the line, counted from 1 after the header) for a damaged committed region,
     and the header's own errors for a bad first line. The cyclic GC is paused meanwhile
-    (:func:`session.gcpause.gc_paused`): the values decoded cannot form cycles. Packed rows
+    (:func:`session.json.gcpause.gc_paused`): the values decoded cannot form cycles. Packed rows
     are only checked here; their events are built on first read, under the same pause."""
     with gc_paused():
         return _scan_log(data, path, check_version)

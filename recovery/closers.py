@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from session.eventlog import LazyRun, blocks
-from session.events import (
+from session.events.event import (
     ASSISTANT_MESSAGE,
     STEP_END,
     STEP_START,
@@ -22,7 +21,8 @@ from session.events import (
     SessionEvent,
     build_event,
 )
-from session.lossless import snapshot
+from session.events.eventlog import LazyRun, blocks
+from session.json.lossless import snapshot
 
 __all__ = [
     "TOOL_NOT_STARTED",

@@ -1,7 +1,6 @@
 """The session runtime core: events, lossless JSON, ``Session``, ``SessionStore``, the hook bus
 and the ``flush`` durability barrier."""
 
-from session.codec import canonical_json, decode_json, encode_json
 from session.errors import (
     JsonValueError,
     SessionCollisionError,
@@ -17,8 +16,7 @@ from session.errors import (
     SessionPersistenceCorruptionError,
     SessionReentrancyError,
 )
-from session.eventlog import EventLog, LazyRun
-from session.events import (
+from session.events.event import (
     EVENT_PAYLOADS,
     KNOWN_EVENT_TYPES,
     SURFACE_EVENT_TYPES,
@@ -27,13 +25,15 @@ from session.events import (
     SurfaceReplace,
     register_event_type,
 )
-from session.header import SESSION_FORMAT_VERSION, SessionHeader
-from session.hooks import Disposer, HookBus
-from session.lossless import MAX_SAFE_INTEGER, FrozenDict, FrozenList, JsFloat, snapshot, thaw
-from session.runtime import Plugin, PluginScope, Runtime
-from session.session import Session
-from session.store import SessionStore
-from session.surface import SurfaceView
+from session.events.eventlog import EventLog, LazyRun
+from session.events.header import SESSION_FORMAT_VERSION, SessionHeader
+from session.events.surface import SurfaceView
+from session.json.codec import canonical_json, decode_json, encode_json
+from session.json.lossless import MAX_SAFE_INTEGER, FrozenDict, FrozenList, JsFloat, snapshot, thaw
+from session.live.hooks import Disposer, HookBus
+from session.live.runtime import Plugin, PluginScope, Runtime
+from session.live.session import Session
+from session.live.store import SessionStore
 
 __version__ = "0.1.0"
 

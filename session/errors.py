@@ -34,7 +34,7 @@ class JsonValueError(TypeError):
     """A value is not lossless JSON.
 
     ``path`` is where the offending value sits (``data.message.content[2]``) and ``reason``
-    says what it is. Raised by :func:`session.lossless.snapshot`; callers that know the event
+    says what it is. Raised by :func:`session.json.lossless.snapshot`; callers that know the event
     type wrap it in :class:`SessionDataError`.
     """
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from session import Runtime, Session
-from session.loop import Agent
-from session.scripted import ScriptedCall, ScriptedModel, ScriptedStep
-from session.tools import ToolCall
+from agent_loop import AgentRuntime
+from agent_loop.loop import Agent
+from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
+from agent_loop.tools import ToolCall
+from session import Session
 
 SYSTEM = "You are an AI agent powered by DeepSeek Harness."
 
@@ -43,10 +44,10 @@ def corpus_script(turns: int = 2) -> list[ScriptedStep]:
 
 def stack(
     steps: list[ScriptedStep], *, session_id: str = "agent"
-) -> tuple[Runtime, Session, Agent, ScriptedModel, list[str]]:
+) -> tuple[AgentRuntime, Session, Agent, ScriptedModel, list[str]]:
     """A runtime with the scripted model and the two corpus tools; ``calls`` records every
     tool body that ran, as ``name:call_id``."""
-    runtime = Runtime()
+    runtime = AgentRuntime()
     model = ScriptedModel(steps)
     runtime.models.register("scripted", model)
     calls: list[str] = []

@@ -15,10 +15,10 @@ from typing import Any, Protocol
 from persistence_jsonl import JsonlPersistence
 from recovery import closers
 from session import SessionHeader, encode_json
-from session.coordinator import PersistenceCoordinator
-from session.lossless import snapshot
-from session.memory import MemoryPersistence, MemoryStore, _Log
-from session.write_behind import Scheduler
+from session.json.lossless import snapshot
+from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.memory import MemoryPersistence, MemoryStore, _Log
+from session.persistence.write_behind import Scheduler
 
 
 class Kit(Protocol):

@@ -9,21 +9,22 @@ from typing import Any
 
 import pytest
 
+from agent_loop import AgentRuntime
+from agent_loop.loop import AGENT_POST_STEP, StepContext
+from agent_loop.models import ModelRequest
+from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
+from agent_loop.tools import ToolCall
 from checkpoint_policy import checkpoint_policy
 from persistence_jsonl import JsonlPersistence
-from session import Runtime, Session
-from session.events import register_event_type
-from session.loop import AGENT_POST_STEP, StepContext
-from session.models import ModelRequest
-from session.scripted import ScriptedCall, ScriptedModel, ScriptedStep
-from session.tools import ToolCall
+from session import Session
+from session.events.event import register_event_type
 from tests.agents import corpus_script, stack
 
 
 class GatedFlush:
     """A ``session/flush`` listener that records and, when gated, waits for release."""
 
-    def __init__(self, runtime: Runtime, trace: list[str], *, gated: bool = True) -> None:
+    def __init__(self, runtime: AgentRuntime, trace: list[str], *, gated: bool = True) -> None:
         self.trace, self.gate = trace, asyncio.Event()
         if not gated:
             self.gate.set()
@@ -54,7 +55,7 @@ async def settle() -> None:
 
 
 async def test_case_68_request_flush_completes_before_the_adapter_is_built() -> None:
-    runtime, trace = Runtime(), []
+    runtime, trace = AgentRuntime(), []
     runtime.install(checkpoint_policy)
     runtime.models.register("s", recording_model(trace))
     gate = GatedFlush(runtime, trace)
@@ -76,7 +77,7 @@ async def test_case_68_request_flush_completes_before_the_adapter_is_built() -> 
 
 
 async def test_case_69_no_session_no_flush_and_a_failed_flush_never_calls_the_adapter() -> None:
-    runtime, trace = Runtime(), []
+    runtime, trace = AgentRuntime(), []
     runtime.install(checkpoint_policy)
     runtime.models.register("s", recording_model(trace))
     gate = GatedFlush(runtime, trace, gated=False)
@@ -93,8 +94,8 @@ async def test_case_69_no_session_no_flush_and_a_failed_flush_never_calls_the_ad
     assert "adapter" not in trace
 
 
-def tool_runtime(trace: list[str]) -> tuple[Runtime, Session]:
-    runtime = Runtime()
+def tool_runtime(trace: list[str]) -> tuple[AgentRuntime, Session]:
+    runtime = AgentRuntime()
     runtime.install(checkpoint_policy)
 
     async def body(args: Any, call: ToolCall) -> str:
@@ -151,7 +152,7 @@ async def test_case_72_failed_tool_flush_is_an_error_result_and_nested_calls_do_
 
 
 async def test_case_73_post_step_flushes_once_and_disposal_removes_every_wrapper() -> None:
-    runtime = Runtime()
+    runtime = AgentRuntime()
     dispose = runtime.install(checkpoint_policy)
     trace: list[str] = []
     gate = GatedFlush(runtime, trace, gated=False)
@@ -219,7 +220,7 @@ async def test_a_failed_post_step_flush_fails_the_turn_before_another_request() 
 
 
 async def test_concurrent_tool_checkpoints_share_one_drain(tmp_path: Path) -> None:
-    runtime = Runtime()
+    runtime = AgentRuntime()
     backend = JsonlPersistence(tmp_path)
     runtime.install(backend)
     runtime.install(checkpoint_policy)

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from session import SessionEvent, SessionHeader, decode_json, encode_json
-from session.lossless import snapshot
+from session.json.lossless import snapshot
 from tests.corpus import PACKED_ROW_TYPES, case_id, cases, complete_lines
 
 ALL_CASES = cases()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from persistence_jsonl import JsonlPersistence
 from session import Runtime, Session, SessionEvent
-from session.eventlog import EventLog, LazyRun, blocks
+from session.events.eventlog import EventLog, LazyRun, blocks
 
 
 def flat_events(count: int) -> list[SessionEvent]:

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from session import Runtime, Session, SessionEvent
-from session.scripted import ScriptedCall, ScriptedModel, ScriptedStep
-from session.tools import ToolCall, ToolResult
+from agent_loop import AgentRuntime
+from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
+from agent_loop.tools import ToolCall, ToolResult
+from session import Session, SessionEvent
 from tests.agents import corpus_script, stack
 from tests.builders import until
 from tests.corpus import cases
@@ -207,7 +208,7 @@ async def test_case_58_cancel_before_dispatch_gives_synthetic_pairs() -> None:
 
 
 async def test_case_61_62_parallel_bodies_and_model_ordered_results() -> None:
-    runtime = Runtime()
+    runtime = AgentRuntime()
     runtime.models.register(
         "s",
         ScriptedModel(
@@ -244,7 +245,7 @@ async def test_case_61_62_parallel_bodies_and_model_ordered_results() -> None:
 
 
 async def test_tool_errors_unknown_tools_and_bad_arguments_become_results() -> None:
-    runtime = Runtime()
+    runtime = AgentRuntime()
     runtime.models.register(
         "s",
         ScriptedModel(
@@ -284,7 +285,7 @@ async def test_tool_errors_unknown_tools_and_bad_arguments_become_results() -> N
 
 
 async def test_model_string_must_name_provider_and_model() -> None:
-    runtime = Runtime()
+    runtime = AgentRuntime()
     session = runtime.sessions.create("m")
     with pytest.raises(ValueError, match='"provider/model"'):
         runtime.agent(session, model="just-a-model")

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from session import FrozenDict, FrozenList, JsFloat, JsonValueError, decode_json, encode_json
-from session.lossless import MAX_SAFE_INTEGER, js_number_text, snapshot, thaw
+from session.json.lossless import MAX_SAFE_INTEGER, js_number_text, snapshot, thaw
 
 DATA = Path(__file__).parent / "data"
 

@@ -22,8 +22,8 @@ from session import (
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
 )
-from session.coordinator import PersistenceCoordinator
-from session.events import register_event_type
+from session.events.event import register_event_type
+from session.persistence.coordinator import PersistenceCoordinator
 from tests.backends import KITS, Kit
 from tests.builders import assistant, user
 

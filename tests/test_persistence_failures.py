@@ -10,8 +10,8 @@ import pytest
 
 from recovery import closers
 from session import Runtime, SessionEvent, SessionHeader
-from session.memory import MemoryPersistence, MemoryStore
-from session.persistence import StoredLog
+from session.persistence.api import StoredLog
+from session.persistence.memory import MemoryPersistence, MemoryStore
 from tests.test_persistence_contract import closed_turn, header
 
 

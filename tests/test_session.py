@@ -39,7 +39,7 @@ from session import (
     SessionHeader,
     SessionHeaderError,
 )
-from session.payloads import TurnStartData
+from session.events.payloads import TurnStartData
 from tests.builders import assistant, event, tool_result, user
 
 

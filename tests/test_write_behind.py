@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from session import Session, SessionEvent
-from session.write_behind import WriteBehindController
+from session.persistence.write_behind import WriteBehindController
 
 
 class ManualClock:

@@ -1,6 +1,6 @@
-"""The persistence seam: the service a backend provides (``SessionPersistence``) and the values
-it returns. The shared implementation is :class:`session.coordinator.PersistenceCoordinator`;
-a backend subclasses it and implements only the storage hooks."""
+"""The persistence service every backend provides (``SessionPersistence``) and the values it
+returns. The shared implementation is ``session.persistence.coordinator.PersistenceCoordinator``,
+which holds a backend's ``Storage``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from session.events import SessionEvent
-from session.header import SessionHeader
+from session.events.event import SessionEvent
+from session.events.header import SessionHeader
 
 __all__ = [
     "RawArtifact",
@@ -30,7 +30,7 @@ class StoredSession:
     """The durable header."""
     events: Sequence[SessionEvent]
     """The events, seq 0 first. From ``load`` and ``inspect`` of a cold session: balanced.
-    A tuple, or an :class:`session.eventlog.EventLog` whose packed streaming deltas are built
+    A tuple, or an :class:`session.events.eventlog.EventLog` whose packed streaming deltas are built
     on first read; either way immutable, and equal to any sequence of equal events."""
 
 
@@ -64,8 +64,8 @@ class StoredLog:
     """The header as stored (any version; the coordinator checks it)."""
     events: Sequence[SessionEvent | Mapping[str, Any]]
     """The valid, contiguous stored events, seq 0 first: wire dicts, or events the backend
-    built itself from a shape it checked, possibly as an :class:`session.eventlog.EventLog`
-    with unbuilt :class:`session.eventlog.LazyRun` parts (the coordinator validates all)."""
+    built itself from a shape it checked, possibly as an :class:`session.events.eventlog.EventLog`
+    with unbuilt :class:`session.events.eventlog.LazyRun` parts (the coordinator validates all)."""
     revision: str
     """Revision of exactly the bytes these events were read from."""
     torn_marker: object | None = None

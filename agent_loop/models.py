@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from session.cancel import CancelSignal
-from session.hooks import Disposer, HookBus
+from agent_loop.cancel import CancelSignal
+from session.live.hooks import Disposer, HookBus
 
 __all__ = ["LLM_STREAM", "ModelAdapter", "ModelRequest", "ModelService"]
 

@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
-from session.events import SessionEvent
-from session.gcpause import gc_paused
+from session.events.event import SessionEvent
+from session.json.gcpause import gc_paused
 
 __all__ = ["EventLog", "LazyRun", "blocks"]
 

@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from session.cancel import CancelSignal
-from session.hooks import Disposer, HookBus
+from agent_loop.cancel import CancelSignal
+from session.live.hooks import Disposer, HookBus
 
 if TYPE_CHECKING:
-    from session.session import Session
+    from session.live.session import Session
 
 __all__ = [
     "ABORTED_BEFORE_DISPATCH",

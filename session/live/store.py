@@ -13,9 +13,10 @@ from session.errors import (
     SessionForkError,
     SessionNotLiveError,
 )
-from session.events import SessionEvent
-from session.header import now_ms
-from session.hooks import (
+from session.events.event import SessionEvent
+from session.events.header import now_ms
+from session.json.lossless import is_safe_int
+from session.live.hooks import (
     SESSION_CREATED,
     SESSION_DISPOSED,
     SESSION_EVENT,
@@ -23,11 +24,10 @@ from session.hooks import (
     SESSION_VALIDATE,
     HookBus,
 )
-from session.lossless import is_safe_int
-from session.session import Clock, Session
+from session.live.session import Clock, Session
 
 if TYPE_CHECKING:
-    from session.coordinator import PersistenceCoordinator
+    from session.persistence.coordinator import PersistenceCoordinator
 
 __all__ = ["SessionStore"]
 

@@ -14,14 +14,14 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from session import payloads as p
-from session.codec import decode_json, encode_json
 from session.errors import SessionEventError
-from session.lossless import JsonValue, is_safe_int, snapshot
-from session.messages import UserMessage
-from session.surface import SURFACE_EVENT_TYPES as _SURFACE_TYPES
-from session.surface import SurfaceOp, SurfaceReplace, parse_surface_metadata
-from session.wire import WireModel
+from session.events import payloads as p
+from session.events.messages import UserMessage
+from session.events.surface import SURFACE_EVENT_TYPES as _SURFACE_TYPES
+from session.events.surface import SurfaceOp, SurfaceReplace, parse_surface_metadata
+from session.events.wire import WireModel
+from session.json.codec import decode_json, encode_json
+from session.json.lossless import JsonValue, is_safe_int, snapshot
 
 __all__ = [
     "EVENT_PAYLOADS",

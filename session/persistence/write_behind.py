@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from session.events import SessionEvent
+from session.events.event import SessionEvent
 
 __all__ = [
     "LoopScheduler",

@@ -12,12 +12,12 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from session.codec import decode_json, encode_json
-from session.coordinator import PersistenceCoordinator, Repair
-from session.events import SessionEvent
-from session.header import SessionHeader
-from session.persistence import RawArtifact, SessionSnapshot, StoredLog
-from session.write_behind import Scheduler
+from session.events.event import SessionEvent
+from session.events.header import SessionHeader
+from session.json.codec import decode_json, encode_json
+from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+from session.persistence.coordinator import PersistenceCoordinator, Repair
+from session.persistence.write_behind import Scheduler
 
 __all__ = ["MemoryPersistence", "MemoryStore"]
 

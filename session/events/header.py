@@ -10,8 +10,8 @@ from typing import Any, Final, Literal
 from pydantic import ConfigDict
 
 from session.errors import JsonValueError, SessionHeaderError
-from session.lossless import is_safe_int, snapshot
-from session.wire import WireModel
+from session.events.wire import WireModel
+from session.json.lossless import is_safe_int, snapshot
 
 __all__ = ["SESSION_FORMAT_VERSION", "SessionHeader", "now_ms"]
 

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from session.models import ModelRequest
+from agent_loop.models import ModelRequest
 
 __all__ = ["ScriptedCall", "ScriptedModel", "ScriptedStep"]
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from session.wire import WireModel
+from session.events.wire import WireModel
 
 __all__ = [
     "AbortedFinish",

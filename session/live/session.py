@@ -15,21 +15,21 @@ from session.errors import (
     SessionEventError,
     SessionReentrancyError,
 )
-from session.events import END_SEED, SessionEvent, build_event
-from session.header import SessionHeader, now_ms
-from session.lossless import JsonValue, snapshot
-from session.seed import RULED_TYPES, legacy_problem, validate_seed
-from session.surface import (
+from session.events.event import END_SEED, SessionEvent, build_event
+from session.events.header import SessionHeader, now_ms
+from session.events.rules import RULED_TYPES, legacy_problem, validate_seed
+from session.events.surface import (
     Surface,
     SurfaceOp,
     SurfaceReplace,
     SurfaceView,
     parse_surface_metadata,
 )
-from session.wire import WireModel
+from session.events.wire import WireModel
+from session.json.lossless import JsonValue, snapshot
 
 if TYPE_CHECKING:
-    from session.store import SessionStore
+    from session.live.store import SessionStore
 
 __all__ = ["Clock", "Session"]
 

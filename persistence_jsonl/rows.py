@@ -12,10 +12,10 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from session.codec import encode_json
-from session.eventlog import LazyRun
-from session.events import ASSISTANT_CHUNK, SessionEvent, build_plain_events
-from session.lossless import MAX_SAFE_INTEGER, FrozenDict, JsFloat, is_safe_int, snapshot
+from session.events.event import ASSISTANT_CHUNK, SessionEvent, build_plain_events
+from session.events.eventlog import LazyRun
+from session.json.codec import encode_json
+from session.json.lossless import MAX_SAFE_INTEGER, FrozenDict, JsFloat, is_safe_int, snapshot
 
 __all__ = [
     "ROW_TYPES",

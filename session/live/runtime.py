@@ -1,18 +1,16 @@
-"""``Runtime``: the services of one agent process (the session store, and later the model,
-tool and persistence seams) around one hook bus, and plugin installation."""
+"""``Runtime``: the session services of one process (the hook bus, the live session store and
+the installed persistence backend) and plugin installation. The agent loop's services (models,
+tools, ``agent()``) are added by ``agent_loop.AgentRuntime``."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
-from session.hooks import Disposer, HookBus, Middleware
-from session.loop import Agent
-from session.models import ModelService
-from session.persistence import SessionPersistence
-from session.session import Clock, Session
-from session.store import SessionStore
-from session.tools import ToolService
+from session.live.hooks import Disposer, HookBus, Middleware
+from session.live.session import Clock
+from session.live.store import SessionStore
+from session.persistence.api import SessionPersistence
 
 __all__ = ["Plugin", "PluginScope", "Runtime"]
 
@@ -68,32 +66,6 @@ class Runtime:
         """The live sessions."""
         self.persistence: SessionPersistence | None = None
         """The installed persistence backend, if any."""
-        self.models = ModelService(self.hooks)
-        """Model adapters and the ``llm/stream`` chain."""
-        self.tools = ToolService(self.hooks)
-        """Registered tools and the ``tools/execute`` chain."""
-
-    def agent(
-        self,
-        session: Session,
-        *,
-        model: str,
-        system: str | None = None,
-        max_parallel_tools: int = 10,
-    ) -> Agent:
-        """An agent running turns on ``session`` with ``model`` given as
-        ``"provider/model"``."""
-        provider, slash, name = model.partition("/")
-        if not slash or not provider or not name:
-            raise ValueError(f'model must be "provider/model", got "{model}"')
-        return Agent(
-            self,
-            session,
-            provider=provider,
-            model=name,
-            system=system,
-            max_parallel_tools=max_parallel_tools,
-        )
 
     def install(self, plugin: Plugin | Callable[[PluginScope], Any]) -> Disposer:
         """Install a plugin; return its disposer. A plugin that raises while installing is

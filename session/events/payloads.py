@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from session.messages import (
+from session.events.messages import (
     AssistantMessage,
     LlmFailure,
     StreamChunk,
@@ -18,7 +18,7 @@ from session.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from session.wire import WireModel
+from session.events.wire import WireModel
 
 __all__ = [
     "AbortReason",

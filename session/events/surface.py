@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import ConfigDict
 
-from session.codec import comparison_key
 from session.errors import SessionEventError
-from session.lossless import is_safe_int
-from session.wire import WireModel
+from session.events.wire import WireModel
+from session.json.codec import comparison_key
+from session.json.lossless import is_safe_int
 
 if TYPE_CHECKING:
-    from session.events import SessionEvent
+    from session.events.event import SessionEvent
 
 __all__ = [
     "SURFACE_EVENT_TYPES",

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from session.errors import JsonValueError, SessionEventError
-from session.eventlog import EventLog, LazyRun, blocks
-from session.events import SessionEvent, build_event, envelope_problem
-from session.lossless import snapshot
-from session.surface import Surface, SurfaceReplace, parse_surface_metadata
+from session.events.event import SessionEvent, build_event, envelope_problem
+from session.events.eventlog import EventLog, LazyRun, blocks
+from session.events.surface import Surface, SurfaceReplace, parse_surface_metadata
+from session.json.lossless import snapshot
 
 __all__ = ["RULED_TYPES", "message_shape_problem", "validate_seed"]
 

@@ -18,20 +18,20 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from session.cancel import CancelSignal
-from session.codec import encode_json
+from agent_loop.cancel import CancelSignal
+from agent_loop.models import ModelRequest
+from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
 from session.errors import SessionError
-from session.lossless import snapshot, thaw
-from session.models import ModelRequest
-from session.session import Session
-from session.tools import ToolCall, ToolResult, aborted_before_dispatch
+from session.json.codec import encode_json
+from session.json.lossless import snapshot, thaw
+from session.live.session import Session
 
 if TYPE_CHECKING:
-    from session.runtime import Runtime
+    from agent_loop.runtime import AgentRuntime
 
 __all__ = ["AGENT_POST_STEP", "AGENT_PRE_STEP", "Agent", "LlmError", "StepContext"]
 
-log = logging.getLogger("session.loop")
+log = logging.getLogger("agent_loop")
 
 AGENT_PRE_STEP: Final = "agent/pre-step"
 """Middleware ``async (StepContext, next)`` before a step's ``step/start``."""
@@ -133,7 +133,7 @@ class Agent:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: AgentRuntime,
         session: Session,
         *,
         provider: str,

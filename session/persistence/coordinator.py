@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from session.codec import encode_json
 from session.errors import (
     JsonValueError,
     SessionCollisionError,
@@ -31,25 +30,26 @@ from session.errors import (
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
 )
-from session.eventlog import EventLog, LazyRun, blocks
-from session.events import SessionEvent, is_known_event_type
-from session.header import SESSION_FORMAT_VERSION, SessionHeader
-from session.hooks import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
-from session.lossless import is_safe_int, snapshot
-from session.persistence import (
+from session.events.event import SessionEvent, is_known_event_type
+from session.events.eventlog import EventLog, LazyRun, blocks
+from session.events.header import SESSION_FORMAT_VERSION, SessionHeader
+from session.events.rules import validate_seed
+from session.json.codec import encode_json
+from session.json.lossless import is_safe_int, snapshot
+from session.live.hooks import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
+from session.live.session import Session
+from session.persistence.api import (
     RawArtifact,
     SessionPersistence,
     SessionSnapshot,
     StoredLog,
     StoredSession,
 )
-from session.seed import validate_seed
-from session.session import Session
-from session.write_behind import Scheduler, WriteBehindController
+from session.persistence.write_behind import Scheduler, WriteBehindController
 
 if TYPE_CHECKING:
-    from session.runtime import PluginScope
-    from session.store import SessionStore
+    from session.live.runtime import PluginScope
+    from session.live.store import SessionStore
 
 __all__ = ["PersistenceCoordinator", "Repair"]
 

@@ -3,7 +3,7 @@
 :func:`encode_json` writes exactly what JavaScript's ``JSON.stringify`` writes for the same
 value: compact, keys in insertion (wire) order, non-ASCII as raw UTF-8, numbers in JavaScript's
 shortest form (``1`` not ``1.0``, ``1e+21``, ``0.000001``). It expects values that went through
-:func:`session.lossless.snapshot`, which stores every number in a form the encoder writes
+:func:`session.json.lossless.snapshot`, which stores every number in a form the encoder writes
 JavaScript's way. :func:`decode_json` reads like ``JSON.parse``: no ``NaN``/``Infinity``
 literals, invalid UTF-8 replaced by U+FFFD. Both handle any nesting depth: orjson does the work,
 and a small iterative fallback takes over past orjson's depth limits.
@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from session.lossless import JsFloat, JsonValue, js_number_text, snapshot
+from session.json.lossless import JsFloat, JsonValue, js_number_text, snapshot
 
 __all__ = ["canonical_json", "comparison_key", "decode_json", "encode_json"]
 
@@ -97,7 +97,7 @@ def decode_json(text: bytes | str) -> Any:
 
     Invalid UTF-8 is replaced by U+FFFD (as Node reads a file); ``NaN``, ``Infinity`` and
     trailing garbage are refused with ``ValueError``. Containers are plain ``dict``/``list``;
-    pass the result through :func:`session.lossless.snapshot` with ``js_numbers=True`` to store
+    pass the result through :func:`session.json.lossless.snapshot` with ``js_numbers=True`` to store
     it. Depth is unlimited.
     """
     if len(text) > _LARGE:

@@ -1,0 +1,2 @@
+"""The live objects of one process: ``Session``, ``SessionStore``, the hook bus and
+``Runtime``."""
