@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from session import Session, SessionError, __version__
+from session import Session, SessionError, SessionNotFoundError, __version__
+from session.persistence.api import StoredSession
 
 __all__ = ["main"]
 
@@ -204,13 +205,13 @@ async def _ls(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _inspect(root: str, id: str) -> tuple[Any, Any]:
-    backend = _backend(root)
-    stored = await backend.load_stored(id)
-    if stored is None:
-        raise UserError(f'no session "{id}" in {root}')
-    inspected = await backend.inspect(id)
-    return stored, inspected
+async def _inspect(root: str, id: str) -> tuple[int, StoredSession]:
+    """How many events are stored, and the log as ``inspect`` returns it."""
+    try:
+        examined = await _backend(root).examine(id)
+    except SessionNotFoundError:
+        raise UserError(f'no session "{id}" in {root}') from None
+    return examined.stored_events, examined.session
 
 
 async def _show(args: argparse.Namespace) -> int:
@@ -226,7 +227,7 @@ async def _show(args: argparse.Namespace) -> int:
         for event in inspected.events:
             print(event.encode().decode())
         return 0
-    pending = len(stored.events) if len(inspected.events) > len(stored.events) else None
+    pending = stored if len(inspected.events) > stored else None
     print(render(inspected.events, pending_from=pending))
     if pending is not None:
         print(
@@ -317,7 +318,7 @@ async def _export(args: argparse.Namespace) -> int:
     from agent_session.export import PairingError, check_pairing, to_anthropic, to_openai
 
     stored, inspected = await _inspect(args.root, args.id)
-    if len(inspected.events) > len(stored.events):
+    if len(inspected.events) > stored:
         print(
             f"agent-session: note: session {args.id} is interrupted; exporting it with its "
             "in-memory repair (run `agent-session recover` to make the repair durable)",

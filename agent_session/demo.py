@@ -54,7 +54,7 @@ async def run_demo(
         if not as_json:
             print(text, file=out)
 
-    if await JsonlPersistence(root).read_stored_revision(session_id) is not None:
+    if any(h.id == session_id for h in await JsonlPersistence(root).list_headers()):
         raise ValueError(
             f'session "{session_id}" already exists in {root}; pick another --session-id or --root'
         )
@@ -104,24 +104,24 @@ async def run_demo(
     else:
         say(f"1. The agent process ran {turns} turn(s) to completion ({len(durable)} checkpoints).")
     backend = JsonlPersistence(root)
-    stored = await backend.load_stored(session_id)
-    inspected = await backend.inspect(session_id)
-    assert stored is not None
-    closers = inspected.events[len(stored.events) :]
+    examined = await backend.examine(session_id)
+    inspected = examined.session
+    stored_events = examined.stored_events
+    closers = inspected.events[stored_events:]
     report.update(
-        stored_events=len(stored.events),
-        torn_tail=stored.torn_marker is not None,
+        stored_events=stored_events,
+        torn_tail=examined.torn_tail,
         closers=[c.to_json() for c in closers],
     )
     say()
     say(
-        f"2. On disk: {len(stored.events)} events"
-        + (", plus a torn final fragment" if stored.torn_marker is not None else "")
+        f"2. On disk: {stored_events} events"
+        + (", plus a torn final fragment" if examined.torn_tail else "")
         + "."
     )
     if closers:
         last_start = max(i for i, e in enumerate(inspected.events) if e.type == "turn/start")
-        tail = [e.type for e in inspected.events[last_start : len(stored.events)]]
+        tail = [e.type for e in inspected.events[last_start:stored_events]]
         say(f"   The last turn is open: {_runs(tail)}")
         say(
             f"   Recovery will close it with {len(closers)} event(s): "

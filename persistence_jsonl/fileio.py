@@ -8,7 +8,7 @@ mocking the filesystem.
 Every method is synchronous and blocking. The backend runs reads, repairs and most writes in a
 worker thread; on the event loop stay cheap calls (the root check at construction, closing
 descriptors, releasing locks) and, while a single session is live and the disk is fast, its
-checkpoint's ``write`` and ``fsync`` (see ``JsonlPersistence``).
+checkpoint's ``write`` and ``fsync`` (where and why: ``persistence_jsonl.storage``).
 """
 
 from __future__ import annotations
@@ -196,6 +196,15 @@ class FileOps:
     def unlock(self, fd: int) -> None:
         """Release a lock taken by :meth:`lock`."""
         os.close(fd)
+
+    def file_id(self, path: str) -> tuple[int, int, int] | None:
+        """``(major, minor, inode)`` of the file at ``path`` (as ``/proc/locks`` names files),
+        or ``None`` when it cannot be stat'ed."""
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        return os.major(info.st_dev), os.minor(info.st_dev), info.st_ino
 
     def realpath(self, path: str) -> str:
         """Canonical path (symlinks resolved)."""

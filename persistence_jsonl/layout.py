@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from persistence_jsonl.fileio import FileOps
 from session import SessionFormatUnsupportedError, SessionHeader, SessionPersistenceCorruptionError
+from session.events.header import SESSION_FORMAT_VERSION, version_message
 from session.json.codec import decode_json, encode_json
 from session.json.lossless import is_safe_int, snapshot
 
@@ -23,6 +25,7 @@ __all__ = [
     "check_storable_id",
     "encode_header",
     "encode_segment",
+    "iter_entries",
     "parse_header",
     "project_key",
     "session_dir",
@@ -121,6 +124,19 @@ def session_dir(root: str, header: SessionHeader) -> str:
     return os.path.join(root, project_dir(header.cwd), encode_segment(header.id))
 
 
+def iter_entries(ops: FileOps, root: str) -> Iterator[str]:
+    """The path of every entry of every project directory under ``root``, sorted: the one
+    walk of a store root (session directories, and anything else planted there, for the
+    caller to judge). A missing root has none."""
+    for project in ops.listdir(root):
+        project_path = os.path.join(root, project)
+        found = ops.stat(project_path)
+        if found is None or not found.is_dir:
+            continue
+        for entry in ops.listdir(project_path):
+            yield os.path.join(project_path, entry)
+
+
 def encode_header(header: SessionHeader) -> bytes:
     """The header line (without newline): ``{"type":"session", version, id, createdAt, ...}``
     with ``delegationDepth`` always present, as the reference writes it."""
@@ -146,26 +162,21 @@ def parse_header(line: bytes, path: str, *, check_version: bool = True) -> Sessi
     if isinstance(raw, Mapping):
         version: Any = raw.get("version")
         foreign = (
-            isinstance(version, int | float) and not isinstance(version, bool) and version != 0
+            isinstance(version, int | float)
+            and not isinstance(version, bool)
+            and version != SESSION_FORMAT_VERSION
         )
         if foreign and not check_version and is_safe_int(version):
             return SessionHeader.model_validate(
                 {key: raw[key] for key in _HEADER_KEYS if key in raw} | {"version": version}
             )
         if foreign:
-            shown = version if not float(version).is_integer() else int(version)
             ident = raw.get("id")
             name = ident if isinstance(ident, str) else encode_json(snapshot(ident))
             if isinstance(name, bytes):
                 name = name.decode()
-            direction = (
-                "but this harness reads only v0: the log was written by a newer harness — "
-                "upgrade the harness to open it"
-                if version > 0
-                else "older than the supported v0, and this build ships no upgrade path for it"
-            )
             raise SessionFormatUnsupportedError(
-                f'session "{name}" uses log format v{shown}, {direction} (raw log: {path})'
+                f"{version_message(name, version)} (raw log: {path})"
             )
     if not _is_header(raw):
         raise SessionPersistenceCorruptionError(
@@ -186,7 +197,7 @@ def _non_negative(value: object) -> bool:
 def _is_header(raw: Any) -> bool:
     if not isinstance(raw, Mapping) or raw.get("type") != "session":
         return False
-    if raw.get("version") != 0 or not isinstance(raw.get("id"), str):
+    if raw.get("version") != SESSION_FORMAT_VERSION or not isinstance(raw.get("id"), str):
         return False
     if not _non_negative(raw.get("createdAt")) or not _non_negative(raw.get("delegationDepth")):
         return False

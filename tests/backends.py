@@ -17,7 +17,7 @@ from recovery import closers
 from session import SessionHeader, encode_json
 from session.json.lossless import snapshot
 from session.persistence.coordinator import PersistenceCoordinator
-from session.persistence.memory import MemoryPersistence, MemoryStore, _Log
+from session.persistence.memory import MemoryLog, MemoryPersistence, MemoryStore
 from session.persistence.write_behind import Scheduler
 
 
@@ -65,7 +65,7 @@ class MemoryKit:
         *,
         under: str | None = None,
     ) -> None:
-        log = _Log(SessionHeader.model_validate(header))
+        log = MemoryLog(SessionHeader.model_validate(header))
         log.lines = [encode_json(snapshot(e)) for e in events]
         log.touch()
         self.store.logs[under if under is not None else str(header["id"])] = log

@@ -397,8 +397,7 @@ async def test_torn_tail_sweep_every_byte_offset(tmp_path: Path) -> None:
             assert expected is not None, f"cut {cut}"
             assert [e.to_json() for e in stored.events] == expected, f"cut {cut} {method}"
             outcomes["balanced"] += 1
-        backend._cache.clear()
-        backend._states.clear()
+        backend.ledger.forget(case["session_id"])
     assert outcomes["balanced"] > 20_000
     await backend.aclose()
     shutil.rmtree(root, ignore_errors=True)
@@ -429,7 +428,7 @@ async def test_stale_temp_files_are_ignored_and_cleaned(tmp_path: Path) -> None:
     stale = directory / "session.jsonl.0123456789ab.tmp"
     stale.write_bytes(HEADER)
     backend = JsonlPersistence(tmp_path)
-    assert await backend.list() == []
+    assert await backend.list_headers() == []
     await backend.create(header("t"))
     await backend.append("t", detached("t").events)
     assert sorted(os.listdir(directory)) == ["session.jsonl", "session.lock"]
@@ -443,7 +442,7 @@ async def test_hostile_ids_stay_under_the_root_and_round_trip(tmp_path: Path) ->
     for id in ids:
         await backend.create(header(id))
         await backend.append(id, detached(id).events)
-    assert sorted(h.id for h in await backend.list()) == sorted(ids)
+    assert sorted(h.id for h in await backend.list_headers()) == sorted(ids)
     for directory, _, files in os.walk(tmp_path):
         for name in files:
             assert Path(directory, name).resolve().is_relative_to(root.resolve())
@@ -475,12 +474,12 @@ async def test_case_30_31_duplicates_and_flat_or_compressed_layouts(tmp_path: Pa
     with pytest.raises(SessionPersistenceCorruptionError, match="multiple project directories"):
         await one.load("d")
     with pytest.raises(SessionPersistenceCorruptionError, match="multiple project directories"):
-        await one.list()
+        await one.list_headers()
     flat = tmp_path / "flat"
     (flat / "_no-cwd").mkdir(parents=True)
     (flat / "_no-cwd" / "old.jsonl").write_bytes(HEADER)
     with pytest.raises(SessionFormatUnsupportedError, match="flat-file layout"):
-        await JsonlPersistence(flat).list()
+        await JsonlPersistence(flat).list_headers()
     zstd = tmp_path / "zstd"
     (zstd / "_no-cwd" / "z").mkdir(parents=True)
     (zstd / "_no-cwd" / "z" / "session.jsonl.zstd").write_bytes(b"")
@@ -500,14 +499,14 @@ async def test_case_27_29_32_33_list_rules(tmp_path: Path) -> None:
         b'{"type":"session","version":0,"id":"big","createdAt":1,"delegationDepth":0,'
         b'"agentPreset":"%s"}\n' % big.encode()
     )
-    assert [h.id for h in await backend.list()] == ["big"]
+    assert [h.id for h in await backend.list_headers()] == ["big"]
     (tmp_path / "_no-cwd" / "moved").mkdir()
     (tmp_path / "_no-cwd" / "moved" / "session.jsonl").write_bytes(
         b'{"type":"session","version":0,"id":"moved","createdAt":1,"cwd":"/elsewhere",'
         b'"delegationDepth":0}\n'
     )
     with pytest.raises(SessionPersistenceCorruptionError, match="and cwd identify"):
-        await backend.list()
+        await backend.list_headers()
 
 
 async def test_case_37_root_must_be_a_directory(tmp_path: Path) -> None:
@@ -515,7 +514,7 @@ async def test_case_37_root_must_be_a_directory(tmp_path: Path) -> None:
     not_dir.write_bytes(b"")
     with pytest.raises(NotADirectoryError):
         JsonlPersistence(not_dir)
-    assert await JsonlPersistence(tmp_path / "missing").list() == []
+    assert await JsonlPersistence(tmp_path / "missing").list_headers() == []
 
 
 async def test_an_existing_log_is_never_overwritten_by_materialization(tmp_path: Path) -> None:
@@ -541,10 +540,10 @@ async def test_revisions_are_source_qualified(tmp_path: Path) -> None:
     again = JsonlPersistence(tmp_path / "a")
     assert (await a.list_snapshots())[0].revision == (await again.list_snapshots())[0].revision
     assert (await a.list_snapshots())[0].revision != (await b.list_snapshots())[0].revision
-    stored = await a.load_stored("r")
+    stored = await a.storage.load("r")
     assert stored is not None
-    assert stored.revision == await a.read_stored_revision("r")
-    assert await a.read_stored_revision("nope") is None
+    assert stored.revision == await a.storage.revision("r")
+    assert await a.storage.revision("nope") is None
 
 
 async def test_live_sessions_through_the_store_write_reference_bytes(tmp_path: Path) -> None:

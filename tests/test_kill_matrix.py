@@ -55,7 +55,7 @@ async def check_write_kill(root: Path, seed: int, point: str) -> None:
         total += len(batch)
         boundaries.add(total)
     backend = JsonlPersistence(root)
-    if not await backend.list():  # the crash came before the log's name was durable
+    if not await backend.list_headers():  # the crash came before the log's name was durable
         assert not acked
         return
     stored = await backend.read_from("k", 0)  # what is on disk, before any repair

@@ -93,10 +93,10 @@ async def test_case_2_3_bad_metadata_reserves_nothing(backend: PersistenceCoordi
 async def test_case_4_5_lazy_materialization(backend: PersistenceCoordinator) -> None:
     await backend.create(header())
     await backend.append("s", [])
-    assert await backend.list() == []
+    assert await backend.list_headers() == []
     assert await backend.list_snapshots() == []
     await backend.append("s", detached().events[:1])
-    assert [h.id for h in await backend.list()] == ["s"]
+    assert [h.id for h in await backend.list_headers()] == ["s"]
 
 
 async def test_case_6_7_contiguity(backend: PersistenceCoordinator) -> None:
@@ -108,7 +108,7 @@ async def test_case_6_7_contiguity(backend: PersistenceCoordinator) -> None:
         r"got 2",
     ):
         await backend.append("s", [events[0], events[2]])
-    assert await backend.list() == []
+    assert await backend.list_headers() == []
     await backend.append("s", events)
     with pytest.raises(SessionError, match="expected 6 at index 0, got 0"):
         await backend.append("s", events[:1])
@@ -119,7 +119,7 @@ async def test_case_8_non_json_data_names_type_and_path(backend: PersistenceCoor
     bad = {"type": "plugin/test", "seq": 0, "time": 1, "data": {"x": [1, float("inf")]}}
     with pytest.raises(TypeError, match=r'event "plugin/test" at index 0 .*data\.x\[1\] is inf'):
         await backend.append("s", [bad])
-    assert await backend.list() == []
+    assert await backend.list_headers() == []
 
 
 async def test_case_10_batch_is_snapshotted_at_call_time(backend: PersistenceCoordinator) -> None:
@@ -383,7 +383,7 @@ async def test_case_85_empty_live_session_is_not_found(
     with pytest.raises(SessionNotFoundError):
         await backend.load("empty")
     await runtime.sessions.flush(session)
-    assert await backend.list() == []
+    assert await backend.list_headers() == []
 
 
 async def test_case_87_fork_persists_seed_once(
@@ -528,7 +528,7 @@ async def test_plugin_disposal_stops_persisting(
     session = runtime.sessions.create("gone")
     session.append("plugin/test", {})
     assert await runtime.sessions.flush(session) is False
-    assert await backend.list() == []
+    assert await backend.list_headers() == []
 
 
 async def test_loaded_events_are_immutable_and_headers_round_trip(

@@ -11,13 +11,44 @@ import pytest
 from recovery import closers
 from session import Runtime, SessionEvent, SessionHeader
 from session.persistence.api import StoredLog
-from session.persistence.memory import MemoryPersistence, MemoryStore
+from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.memory import MemoryPersistence, MemoryStorage, MemoryStore
 from tests.test_persistence_contract import closed_turn, header
 
 
-class Flaky(MemoryPersistence):
-    """Fails chosen append_batch calls (1-based), counts every storage hook call, and can hold
-    load_stored open on a gate."""
+class FlakyStorage(MemoryStorage):
+    """Fails chosen appends (1-based), counts appends and loads, and can hold a load open on
+    a gate."""
+
+    def __init__(
+        self, store: MemoryStore | None, fail: Sequence[int], fail_from: int | None
+    ) -> None:
+        super().__init__(store)
+        self.fail = set(fail)
+        self.fail_from = fail_from
+        self.appends = 0
+        self.loads = 0
+        self.gate: asyncio.Event | None = None
+
+    async def append(
+        self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
+    ) -> None:
+        self.appends += 1
+        if self.appends in self.fail or (
+            self.fail_from is not None and self.appends >= self.fail_from
+        ):
+            raise OSError(f"injected failure of append #{self.appends}")
+        await super().append(header, events, materialized=materialized)
+
+    async def load(self, id: str) -> StoredLog | None:
+        self.loads += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        return await super().load(id)
+
+
+class Flaky(PersistenceCoordinator):
+    """A memory backend over a :class:`FlakyStorage`; its counters and gate read through."""
 
     def __init__(
         self,
@@ -25,29 +56,39 @@ class Flaky(MemoryPersistence):
         *,
         fail: Sequence[int] = (),
         fail_from: int | None = None,
+        cache_size: int = 5,
     ) -> None:
-        super().__init__(store, repair=closers, write_batch_max_delay_ms=60_000)
-        self.fail = set(fail)
-        self.fail_from = fail_from
-        self.appends = 0
-        self.loads = 0
-        self.gate: asyncio.Event | None = None
+        self.flaky = FlakyStorage(store, fail, fail_from)
+        super().__init__(
+            self.flaky,
+            repair=closers,
+            write_batch_max_delay_ms=60_000,
+            prepared_session_cache_size=cache_size,
+        )
 
-    async def append_batch(
-        self, header: SessionHeader, events: Sequence[SessionEvent], materialized: bool
-    ) -> None:
-        self.appends += 1
-        if self.appends in self.fail or (
-            self.fail_from is not None and self.appends >= self.fail_from
-        ):
-            raise OSError(f"injected failure of append #{self.appends}")
-        await super().append_batch(header, events, materialized)
+    @property
+    def appends(self) -> int:
+        return self.flaky.appends
 
-    async def load_stored(self, id: str) -> StoredLog | None:
-        self.loads += 1
-        if self.gate is not None:
-            await self.gate.wait()
-        return await super().load_stored(id)
+    @property
+    def loads(self) -> int:
+        return self.flaky.loads
+
+    @property
+    def gate(self) -> asyncio.Event | None:
+        return self.flaky.gate
+
+    @gate.setter
+    def gate(self, gate: asyncio.Event | None) -> None:
+        self.flaky.gate = gate
+
+    @property
+    def fail_from(self) -> int | None:
+        return self.flaky.fail_from
+
+    @fail_from.setter
+    def fail_from(self, value: int | None) -> None:
+        self.flaky.fail_from = value
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -115,7 +156,7 @@ async def test_empty_flush_does_no_io_and_starts_no_task() -> None:
     appends, loads = backend.appends, backend.loads
     before = len(asyncio.all_tasks())
     for _ in range(100):
-        assert backend._on_flush(session) is None
+        assert backend.writer.on_flush(session) is None
         assert await runtime.sessions.flush(session) is True
     assert len(asyncio.all_tasks()) == before
     assert (backend.appends, backend.loads) == (appends, loads)
@@ -137,8 +178,8 @@ async def test_cancelled_inspect_leaves_no_state_behind() -> None:
     pending.cancel()
     with pytest.raises(asyncio.CancelledError):
         await pending
-    assert not reader._chains.busy
-    assert "s" not in reader._cache
+    assert not reader.ledger.locks.busy
+    assert not reader.ledger.cached("s")
     reader.gate = None
     assert len((await reader.inspect("s")).events) == 6
     await reader.aclose()
@@ -162,8 +203,7 @@ async def test_inspect_cache_is_bounded_and_reused_while_fresh() -> None:
         closed_turn(source)
         await writer.create(header(id))
         await writer.append(id, source.events)
-    reader = Flaky(store)
-    reader._cache_size = 1
+    reader = Flaky(store, cache_size=1)
     await reader.inspect("a")
     await reader.inspect("a")
     assert reader.loads == 1  # reused while the revision is unchanged

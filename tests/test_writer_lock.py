@@ -77,7 +77,7 @@ async def test_readers_never_block_and_a_killed_owner_releases_the_lock(tmp_path
     reader = JsonlPersistence(tmp_path / "root")
     assert len((await reader.inspect("held")).events) == 1
     assert (await reader.read_raw("held")) is not None
-    assert [h.id for h in await reader.list()] == ["held"]
+    assert [h.id for h in await reader.list_headers()] == ["held"]
     verify = subprocess.run(
         [sys.executable, "-m", "agent_session.cli", "verify", str(tmp_path / "root")],
         cwd=REPO,

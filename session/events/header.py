@@ -13,10 +13,40 @@ from session.errors import JsonValueError, SessionHeaderError
 from session.events.wire import WireModel
 from session.json.lossless import is_safe_int, snapshot
 
-__all__ = ["SESSION_FORMAT_VERSION", "SessionHeader", "now_ms"]
+__all__ = [
+    "SESSION_FORMAT_VERSION",
+    "SessionHeader",
+    "now_ms",
+    "version_message",
+    "version_problem",
+]
 
 SESSION_FORMAT_VERSION: Final = 0
 """The log format this build reads and writes."""
+
+
+def version_message(id: str, version: int | float) -> str:
+    """The one refusal of a log in another format version: newer (upgrade the harness) or
+    older (no upgrade path in this build)."""
+    shown = int(version) if float(version).is_integer() else version
+    if version > SESSION_FORMAT_VERSION:
+        direction = (
+            f"but this harness reads only v{SESSION_FORMAT_VERSION}: the log was written by a "
+            "newer harness — upgrade the harness to open it"
+        )
+    else:
+        direction = (
+            f"older than the supported v{SESSION_FORMAT_VERSION}, and this build ships no "
+            "upgrade path for it"
+        )
+    return f'session "{id}" uses log format v{shown}, {direction}'
+
+
+def version_problem(header: SessionHeader) -> str | None:
+    """:func:`version_message` for a header of another version; ``None`` for this one."""
+    if header.version == SESSION_FORMAT_VERSION:
+        return None
+    return version_message(header.id, header.version)
 
 
 def now_ms() -> int:

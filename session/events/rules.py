@@ -1,4 +1,4 @@
-"""Validation of seed and loaded events (reference core semantics §1.7).
+"""Validation of a seed or a stored log, the rules a cold load applies to every event.
 
 A seed is checked event by event, in order: lossless JSON, envelope, message shape, seq
 contiguity, then the surface transition. Message shapes are checked here only; ``append`` does
@@ -9,7 +9,7 @@ reference's texts.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from session.errors import JsonValueError, SessionEventError
 from session.events.event import SessionEvent, build_event, envelope_problem
@@ -17,7 +17,7 @@ from session.events.eventlog import EventLog, LazyRun, blocks
 from session.events.surface import Surface, SurfaceReplace, parse_surface_metadata
 from session.json.lossless import snapshot
 
-__all__ = ["RULED_TYPES", "message_shape_problem", "validate_seed"]
+__all__ = ["RULED_TYPES", "CheckedLog", "message_shape_problem", "validate_log"]
 
 _ADAPTER_DEFAULT_KEYS = frozenset({"reasoningEffort", "maxTokens"})
 RULED_TYPES = frozenset(
@@ -108,33 +108,33 @@ def legacy_problem(event_type: str, data: Any) -> str | None:
     return None
 
 
-def validate_seed(
-    seed: Iterable[SessionEvent | Mapping[str, Any]],
-) -> tuple[EventLog[SessionEvent], Surface]:
-    """Check every seed event and return the frozen events and the resulting surface.
+class CheckedLog(NamedTuple):
+    """A validated log: its frozen events and the surface they leave."""
+
+    events: EventLog[SessionEvent]
+    surface: Surface
+
+
+def validate_log(
+    seed: Iterable[SessionEvent | Mapping[str, Any]], *, after: CheckedLog | None = None
+) -> CheckedLog:
+    """Check every event of a seed or a stored log and return the frozen events and the
+    resulting surface; with ``after``, check ``seed`` as the continuation of a log already
+    checked (its seqs continue it) and return the whole log.
 
     ``SessionEvent`` items are already frozen and lossless and are reused as they are; raw
     dicts are snapshotted; an unbuilt :class:`LazyRun` of an :class:`EventLog` seed (checked by
     the backend that made it, and never on the surface) is kept unbuilt. Raises
-    :class:`SessionEventError` naming the index.
+    :class:`SessionEventError` naming the index. ``after`` is never changed.
     """
-    parts: list[Sequence[SessionEvent]] = []
+    parts: list[Sequence[SessionEvent]] = [] if after is None else [after.events]
     events: list[SessionEvent] = []  # the open part
-    surface = Surface()
-    index = -1
+    surface = Surface() if after is None else after.surface.copy()
+    index = -1 if after is None else len(after.events) - 1
     for item in blocks(seed):
         index += 1
         if type(item) is LazyRun:
-            if item.type in RULED_TYPES:  # no backend here makes one: its rules need each event
-                raise SessionEventError(
-                    f"seed run at index {index} is an unbuilt run of {item.type!r} events, "
-                    "whose rules need each event: build it first"
-                )
-            if item.seq0 != index:
-                raise SessionEventError(
-                    f"seed event at index {index} has seq {item.seq0} (expected {index}); "
-                    "seed must be contiguous from 0"
-                )
+            _check_run(item, index)
             parts += (events, item)
             events = []
             index += len(item) - 1
@@ -149,58 +149,72 @@ def validate_seed(
             # outside the surface with no message shape needs only its position checked.
             events.append(item)
             continue
-        if isinstance(item, SessionEvent):
-            raw: Any = item.to_json()
-        else:
-            try:
-                raw = snapshot(item, f"seed[{index}]", js_numbers=True)
-            except JsonValueError as e:
-                raise SessionEventError(
-                    f"seed event at index {index} is not losslessly JSON-serializable: {e}"
-                ) from e
-        problem = envelope_problem(raw)
-        if problem is not None:
-            raise SessionEventError(
-                f"seed event at index {index} has an invalid event envelope: {problem}"
-            )
-        event_type, data = raw["type"], raw["data"]
-        legacy = legacy_problem(event_type, data)
-        if legacy is not None:
-            raise SessionEventError(f"seed event at index {index} {legacy}")
-        shape = message_shape_problem(event_type, data)
-        if shape is not None:
-            raise SessionEventError(f"seed {event_type} at index {index} {shape}")
-        if raw["seq"] != index:
-            raise SessionEventError(
-                f"seed event at index {index} has seq {raw['seq']} (expected {index}); "
-                "seed must be contiguous from 0"
-            )
-        try:
-            op, sources = parse_surface_metadata(
-                event_type, index, raw.get("surfaceOp"), raw.get("sourceEventSeqs")
-            )
-            # Only a replace looks events up by seq; after a lazy run, ``events`` alone no
-            # longer starts at seq 0.
-            history = (
-                EventLog([*parts, events]) if parts and isinstance(op, SurfaceReplace) else events
-            )
-            surface.check(event_type, op, sources, data, history)
-        except SessionEventError as e:
-            raise SessionEventError(f"invalid seed event at index {index}: {e}") from e
-        if isinstance(item, SessionEvent):
-            event = item
-        else:
-            event = build_event(
-                event_type,
-                index,
-                raw["time"],
-                data,
-                op,
-                sources,
-                raw.get("ignorable"),
-                tuple(raw),
-            )
-        surface.apply(index, op)
-        events.append(event)
+        events.append(_checked_event(item, index, parts, events, surface))
     parts.append(events)
-    return EventLog(parts), surface
+    return CheckedLog(EventLog(parts), surface)
+
+
+def _check_run(run: LazyRun, index: int) -> None:
+    if run.type in RULED_TYPES:  # no backend here makes one: its rules need each event
+        raise SessionEventError(
+            f"seed run at index {index} is an unbuilt run of {run.type!r} events, "
+            "whose rules need each event: build it first"
+        )
+    if run.seq0 != index:
+        raise SessionEventError(
+            f"seed event at index {index} has seq {run.seq0} (expected {index}); "
+            "seed must be contiguous from 0"
+        )
+
+
+def _checked_event(
+    item: SessionEvent | Mapping[str, Any],
+    index: int,
+    parts: list[Sequence[SessionEvent]],
+    events: list[SessionEvent],
+    surface: Surface,
+) -> SessionEvent:
+    """Every rule for one event at ``index`` (after ``parts`` + ``events``); applies it to
+    ``surface`` and returns the frozen event."""
+    if isinstance(item, SessionEvent):
+        raw: Any = item.to_json()
+    else:
+        try:
+            raw = snapshot(item, f"seed[{index}]", js_numbers=True)
+        except JsonValueError as e:
+            raise SessionEventError(
+                f"seed event at index {index} is not losslessly JSON-serializable: {e}"
+            ) from e
+    problem = envelope_problem(raw)
+    if problem is not None:
+        raise SessionEventError(
+            f"seed event at index {index} has an invalid event envelope: {problem}"
+        )
+    event_type, data = raw["type"], raw["data"]
+    legacy = legacy_problem(event_type, data)
+    if legacy is not None:
+        raise SessionEventError(f"seed event at index {index} {legacy}")
+    shape = message_shape_problem(event_type, data)
+    if shape is not None:
+        raise SessionEventError(f"seed {event_type} at index {index} {shape}")
+    if raw["seq"] != index:
+        raise SessionEventError(
+            f"seed event at index {index} has seq {raw['seq']} (expected {index}); "
+            "seed must be contiguous from 0"
+        )
+    try:
+        op, sources = parse_surface_metadata(
+            event_type, index, raw.get("surfaceOp"), raw.get("sourceEventSeqs")
+        )
+        # Only a replace looks events up by seq; after a lazy run or a checked prefix,
+        # ``events`` alone no longer starts at seq 0.
+        history = EventLog([*parts, events]) if parts and isinstance(op, SurfaceReplace) else events
+        surface.check(event_type, op, sources, data, history)
+    except SessionEventError as e:
+        raise SessionEventError(f"invalid seed event at index {index}: {e}") from e
+    surface.apply(index, op)
+    if isinstance(item, SessionEvent):
+        return item
+    return build_event(
+        event_type, index, raw["time"], data, op, sources, raw.get("ignorable"), tuple(raw)
+    )

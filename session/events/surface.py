@@ -157,6 +157,13 @@ class Surface:
         """How many replacements have been applied."""
         return self._replace_generation
 
+    def copy(self) -> Surface:
+        """An independent surface in the same state."""
+        twin = Surface()
+        twin._nodes = list(self._nodes)
+        twin._replace_generation = self._replace_generation
+        return twin
+
     def view(self) -> SurfaceView:
         """An immutable snapshot."""
         return SurfaceView(tuple(self._nodes), self._replace_generation)

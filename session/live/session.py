@@ -7,7 +7,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from session.errors import (
     JsonValueError,
@@ -17,7 +17,7 @@ from session.errors import (
 )
 from session.events.event import END_SEED, SessionEvent, build_event
 from session.events.header import SessionHeader, now_ms
-from session.events.rules import RULED_TYPES, legacy_problem, validate_seed
+from session.events.rules import RULED_TYPES, CheckedLog, legacy_problem, validate_log
 from session.events.surface import (
     Surface,
     SurfaceOp,
@@ -28,17 +28,28 @@ from session.events.surface import (
 from session.events.wire import WireModel
 from session.json.lossless import JsonValue, snapshot
 
-if TYPE_CHECKING:
-    from session.live.store import SessionStore
-
-__all__ = ["Clock", "Session"]
+__all__ = ["Clock", "Publisher", "Session"]
 
 log = logging.getLogger("session")
 
 Clock = Callable[[], int]
 """Returns the current time in epoch milliseconds."""
 
-_NO_HOOKS: tuple[tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...]] = ((), ())
+Hooks = tuple[tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...]]
+"""The validators and the observers of an append."""
+
+_NO_HOOKS: Hooks = ((), ())
+
+
+class Publisher(Protocol):
+    """What an attached session asks of the store that published it (``SessionStore``)."""
+
+    def append_hooks(self) -> Hooks:
+        """The ``session/validate`` validators and ``session/event`` observers to run."""
+        ...
+
+    def appended(self, session: Session) -> None:
+        """Called after every published append (runs a detach requested meanwhile)."""
 
 
 class Session:
@@ -59,8 +70,8 @@ class Session:
         "_events_view",
         "_first_live_seq",
         "_header",
+        "_publisher",
         "_publishing",
-        "_store",
         "_surface",
     )
 
@@ -76,7 +87,7 @@ class Session:
         self._derived_nodes = 0
         self._derived_generation = 0
         self._publishing = False
-        self._store: SessionStore | None = None
+        self._publisher: Publisher | None = None
         self._background: set[asyncio.Future[Any]] = set()
 
     @classmethod
@@ -101,14 +112,27 @@ class Session:
             checked = SessionHeader.validated(header, id)
         session = cls(checked, clock=clock)
         if seed is not None:
-            checked_events, surface = validate_seed(seed)
-            events = session._events = list(checked_events)  # builds any lazy run
-            session._events_view = None
-            session._surface = surface
-            session._first_live_seq = len(events)
-            if not events or events[-1].type != END_SEED:
-                session.append(END_SEED, {})
+            session._seed(validate_log(seed))
         return session
+
+    @classmethod
+    def restore(
+        cls, header: SessionHeader, log: CheckedLog, *, clock: Clock | None = None
+    ) -> Session:
+        """A detached session seeded with a log that was already validated (a cold load's
+        :class:`CheckedLog`), without checking it again; followed by ``session/end-seed``
+        unless it already ends with one, as :meth:`create`. The header is checked as there."""
+        session = cls(SessionHeader.validated(header, header.id), clock=clock)
+        session._seed(log)
+        return session
+
+    def _seed(self, log: CheckedLog) -> None:
+        events = self._events = list(log.events)  # builds any lazy run
+        self._events_view = None
+        self._surface = log.surface.copy()
+        self._first_live_seq = len(events)
+        if not events or events[-1].type != END_SEED:
+            self.append(END_SEED, {})
 
     # --- read side --------------------------------------------------------------------------
 
@@ -225,7 +249,7 @@ class Session:
                 raise SessionDataError(
                     f'session event "{type}" carries non-JSON-serializable surface metadata: {e}'
                 ) from e
-        store = self._store
+        store = self._publisher
         if store is not None and self._publishing:
             raise SessionReentrancyError(
                 "session append cannot reenter while another append is being published"
@@ -239,7 +263,7 @@ class Session:
             op, sources = parse_surface_metadata(type, seq, raw_op, raw_sources)
             self._surface.check(type, op, sources, frozen, events)
             event = build_event(type, seq, self._clock(), frozen, op, sources)
-        validators, observers = _NO_HOOKS if store is None else store._append_hooks()
+        validators, observers = _NO_HOOKS if store is None else store.append_hooks()
         self._publishing = store is not None
         try:
             for validate in validators:
@@ -258,9 +282,26 @@ class Session:
                     self._settle_later(result)
         finally:
             self._publishing = False
-        if store is not None and store._detach_pending:
-            store._after_append(self)
+        if store is not None:
+            store.appended(self)
         return event
+
+    # --- publication (used by the store that publishes the session) -----------------------
+
+    @property
+    def publisher(self) -> Publisher | None:
+        """The store this session is published in, or ``None`` while detached."""
+        return self._publisher
+
+    @property
+    def publishing(self) -> bool:
+        """Whether an append is running its validators and observers right now."""
+        return self._publishing
+
+    def bind_publisher(self, publisher: Publisher | None) -> None:
+        """Attach to (or, with ``None``, detach from) the store that publishes this session;
+        ``SessionStore.attach`` and ``detach`` call it."""
+        self._publisher = publisher
 
     def _settle_later(self, result: Any) -> None:
         """Track an observer's awaitable result, logging (never raising) its failure."""

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
 
 from session.errors import (
     SessionCollisionError,
@@ -24,10 +24,11 @@ from session.live.hooks import (
     SESSION_VALIDATE,
     HookBus,
 )
-from session.live.session import Clock, Session
+from session.live.session import Clock, Hooks, Session
 
-if TYPE_CHECKING:
-    from session.persistence.coordinator import PersistenceCoordinator
+Loader = Callable[[str], Awaitable[Session]]
+"""Loads a stored session and publishes it live (an installed persistence backend's
+``resume``)."""
 
 __all__ = ["SessionStore"]
 
@@ -45,11 +46,28 @@ class SessionStore:
         self._clock = clock
         self._live: dict[str, Session] = {}
         self._announcing: Session | None = None
+        # id(session) of each session whose detach was asked for while it was publishing an
+        # append or being announced; the detach runs when that call unwinds.
         self._detach_pending: set[int] = set()
-        self._persistence: PersistenceCoordinator | None = None
+        self._loader: Loader | None = None
         self._hooks_version = -1
-        self._hooks_pair: tuple[tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...]]
-        self._hooks_pair = ((), ())
+        self._hooks_pair: Hooks = ((), ())
+
+    @property
+    def clock(self) -> Clock | None:
+        """The clock sessions of this store are created with (``None``: the wall clock)."""
+        return self._clock
+
+    def bind_loader(self, loader: Loader) -> Callable[[], None]:
+        """Serve :meth:`resume` with ``loader`` (a persistence backend does this when it is
+        installed); returns the function that unbinds it again."""
+        self._loader = loader
+
+        def unbind() -> None:
+            if self._loader is loader:
+                self._loader = None
+
+        return unbind
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -103,12 +121,12 @@ class SessionStore:
 
         Raises :class:`SessionCollisionError` if its id is live or it is attached elsewhere.
         """
-        if session._store is not None:
+        if session.publisher is not None:
             raise SessionCollisionError(f'session "{session.id}" is already attached to a store')
         if session.id in self._live:
             raise SessionCollisionError(f'session "{session.id}" already exists')
         self._live[session.id] = session
-        session._store = self
+        session.bind_publisher(self)
         self._announcing = session
         try:
             for observer in self._hooks.observers(SESSION_CREATED):
@@ -136,7 +154,7 @@ class SessionStore:
         """
         if self._live.get(session.id) is not session:
             return
-        if session._publishing or self._announcing is session:
+        if session.publishing or self._announcing is session:
             self._detach_pending.add(id(session))
             return
         self._detach(session)
@@ -144,7 +162,7 @@ class SessionStore:
     def _detach(self, session: Session) -> None:
         if self._live.get(session.id) is session:
             del self._live[session.id]
-        session._store = None
+        session.bind_publisher(None)
         self._hooks.emit(SESSION_DISPOSED, session)
 
     async def resume(self, id: str) -> Session:
@@ -154,15 +172,13 @@ class SessionStore:
         Raises ``SessionError`` when no backend is installed, :class:`SessionCollisionError`
         while the id is live, ``SessionNotFoundError`` when nothing is stored.
         """
-        if self._persistence is None:
+        if self._loader is None:
             raise SessionError("no persistence backend is installed: cannot resume")
-        return await self._persistence.resume(id)
+        return await self._loader(id)
 
-    # --- session callbacks (used by Session.append) -----------------------------------------
+    # --- the Publisher contract (used by Session.append) ------------------------------------
 
-    def _append_hooks(
-        self,
-    ) -> tuple[tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...]]:
+    def append_hooks(self) -> Hooks:
         """The validators and observers of an append (cached until a registration changes)."""
         hooks = self._hooks
         if self._hooks_version != hooks.version:
@@ -170,8 +186,13 @@ class SessionStore:
             self._hooks_version = hooks.version
         return self._hooks_pair
 
-    def _after_append(self, session: Session) -> None:
-        if id(session) in self._detach_pending and self._announcing is not session:
+    def appended(self, session: Session) -> None:
+        """Run a detach of ``session`` requested while it was publishing."""
+        if (
+            self._detach_pending
+            and id(session) in self._detach_pending
+            and self._announcing is not session
+        ):
             self._detach_pending.discard(id(session))
             self._detach(session)
 

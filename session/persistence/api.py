@@ -4,7 +4,6 @@ which holds a backend's ``Storage``."""
 
 from __future__ import annotations
 
-import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,7 +57,7 @@ class RawArtifact:
 
 @dataclass(frozen=True, slots=True)
 class StoredLog:
-    """What a backend's ``load_stored`` returns: the valid stored prefix of one log."""
+    """What a storage's ``load`` returns: the valid stored prefix of one log."""
 
     header: SessionHeader
     """The header as stored (any version; the coordinator checks it)."""
@@ -68,8 +67,11 @@ class StoredLog:
     with unbuilt :class:`session.events.eventlog.LazyRun` parts (the coordinator validates all)."""
     revision: str
     """Revision of exactly the bytes these events were read from."""
-    torn_marker: object | None = None
-    """Backend token meaning "a tail past these events must be cut"; ``None`` if none."""
+    cut_at: object | None = None
+    """Where a torn tail past these events starts, as the storage's own token (a byte offset
+    for files), to hand back to ``commit_repair``; ``None`` when there is none."""
+    size: int | None = None
+    """How many bytes the stored artifact has, where the storage can say."""
 
 
 class SessionPersistence(ABC):
@@ -106,11 +108,11 @@ class SessionPersistence(ABC):
         immutable sequence, as :attr:`StoredSession.events`."""
 
     @abstractmethod
-    async def list(self) -> builtins.list[SessionHeader]:
+    async def list_headers(self) -> list[SessionHeader]:
         """Headers of every materialized stored session."""
 
     @abstractmethod
-    async def list_snapshots(self) -> builtins.list[SessionSnapshot]:
+    async def list_snapshots(self) -> list[SessionSnapshot]:
         """Headers and revisions of every materialized stored session."""
 
     @abstractmethod

@@ -1,103 +1,120 @@
-"""An in-memory backend implementing the storage hooks: for users' tests and for ours.
+"""``MemoryStorage``: a :class:`session.persistence.storage.Storage` kept in memory, for users'
+tests and for ours. Nothing survives the process; use it for debugging and testing only.
 
-Storage lives in a :class:`MemoryStore` that can outlive a backend instance, so "restart the
+Logs live in a :class:`MemoryStore` that can outlive a backend instance, so "restart the
 process" is modelled by a new ``MemoryPersistence`` over the same store. Events are kept as
 their encoded lines, as a file backend would keep them.
 """
 
 from __future__ import annotations
 
-import builtins
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from session.errors import SessionCollisionError
 from session.events.event import SessionEvent
 from session.events.header import SessionHeader
 from session.json.codec import decode_json, encode_json
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
-from session.persistence.coordinator import PersistenceCoordinator, Repair
+from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.ledger import Repair
 from session.persistence.write_behind import Scheduler
 
-__all__ = ["MemoryPersistence", "MemoryStore"]
+__all__ = ["MemoryLog", "MemoryPersistence", "MemoryStorage", "MemoryStore"]
 
 _revisions = itertools.count(1)
 
 
 @dataclass(slots=True)
-class _Log:
+class MemoryLog:
+    """One stored log: its header and its encoded event lines."""
+
     header: SessionHeader
-    lines: builtins.list[bytes] = field(default_factory=builtins.list)
+    lines: list[bytes] = field(default_factory=list)
     revision: str = ""
 
     def touch(self) -> None:
+        """Give the log a new revision (after any change)."""
         self.revision = f"mem:{next(_revisions)}"
 
 
 class MemoryStore:
-    """Durable-for-the-process storage shared by ``MemoryPersistence`` instances."""
+    """Durable-for-the-process storage shared by ``MemoryStorage`` instances."""
 
     def __init__(self) -> None:
-        self.logs: dict[str, _Log] = {}
+        self.logs: dict[str, MemoryLog] = {}
         """Materialized logs by session id."""
         self.append_calls = 0
         """How many batches were written (materializations and appends), for tests."""
 
 
-class MemoryPersistence(PersistenceCoordinator):
-    """``SessionPersistence`` kept in memory. Same contract as every backend; nothing
-    survives the process."""
+class MemoryStorage:
+    """A :class:`Storage` over a :class:`MemoryStore`: every write is "durable" at once, there
+    are no writer locks, and nothing is ever torn."""
 
     name = "session-persistence-memory"
 
-    def __init__(
-        self,
-        store: MemoryStore | None = None,
-        *,
-        repair: Repair,
-        write_batch_max_delay_ms: int = 200,
-        prepared_session_cache_size: int = 5,
-        scheduler: Scheduler | None = None,
-    ) -> None:
-        super().__init__(
-            repair=repair,
-            write_batch_max_delay_ms=write_batch_max_delay_ms,
-            prepared_session_cache_size=prepared_session_cache_size,
-            scheduler=scheduler,
-        )
+    def __init__(self, store: MemoryStore | None = None) -> None:
         self.store = store if store is not None else MemoryStore()
-        """The storage this backend reads and writes."""
+        """The logs this storage reads and writes."""
 
-    async def load_stored(self, id: str) -> StoredLog | None:
+    def check_id(self, id: str) -> None:
+        """Every string id can be kept in memory."""
+
+    async def load(self, id: str) -> StoredLog | None:
         log = self.store.logs.get(id)
         if log is None:
             return None
-        return StoredLog(log.header, [decode_json(line) for line in log.lines], log.revision)
+        events = [decode_json(line) for line in log.lines]
+        size = sum(len(line) + 1 for line in log.lines)
+        return StoredLog(log.header, events, log.revision, None, size)
 
-    async def read_stored_revision(self, id: str) -> str | None:
+    async def revision(self, id: str) -> str | None:
         log = self.store.logs.get(id)
         return None if log is None else log.revision
 
-    async def append_batch(
-        self, header: SessionHeader, events: Sequence[SessionEvent], materialized: bool
+    async def append(
+        self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
     ) -> None:
         lines = [event.encode() for event in events]  # encode all first: all or nothing
         self.store.append_calls += 1
         log = self.store.logs.get(header.id)
         if log is None:
-            log = self.store.logs[header.id] = _Log(header)
+            log = self.store.logs[header.id] = MemoryLog(header)
+        elif not materialized:
+            raise SessionCollisionError(
+                f'refusing to materialize "{header.id}": a log already exists'
+            )
         log.lines.extend(lines)
         log.touch()
 
+    def append_inline(
+        self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
+    ) -> bool:
+        return False  # appends never leave the event loop anyway
+
+    def prepare(self, id: str, event: SessionEvent) -> None:
+        return None
+
     async def commit_repair(
-        self, header: SessionHeader, torn_marker: object | None, closers: Sequence[SessionEvent]
+        self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
     ) -> None:
         log = self.store.logs[header.id]
         log.lines.extend(event.encode() for event in closers)
         log.touch()
 
-    async def list_stored(self) -> builtins.list[SessionSnapshot]:
+    async def list_snapshots(self) -> list[SessionSnapshot]:
         return [SessionSnapshot(log.header, log.revision) for log in self.store.logs.values()]
+
+    async def acquire(self, id: str) -> None:
+        return None
+
+    async def release(self, id: str) -> None:
+        return None
+
+    def locate(self, header: SessionHeader) -> str | None:
+        return None
 
     async def read_raw(self, id: str) -> RawArtifact | None:
         log = self.store.logs.get(id)
@@ -109,3 +126,28 @@ class MemoryPersistence(PersistenceCoordinator):
 
     async def close(self) -> None:
         return None
+
+
+class MemoryPersistence(PersistenceCoordinator):
+    """``SessionPersistence`` kept in memory (a coordinator holding a :class:`MemoryStorage`).
+    Same contract as every backend; nothing survives the process."""
+
+    def __init__(
+        self,
+        store: MemoryStore | None = None,
+        *,
+        repair: Repair,
+        write_batch_max_delay_ms: int = 200,
+        prepared_session_cache_size: int = 5,
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        storage = MemoryStorage(store)
+        super().__init__(
+            storage,
+            repair=repair,
+            write_batch_max_delay_ms=write_batch_max_delay_ms,
+            prepared_session_cache_size=prepared_session_cache_size,
+            scheduler=scheduler,
+        )
+        self.store = storage.store
+        """The logs this backend reads and writes."""

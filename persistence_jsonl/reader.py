@@ -1,0 +1,187 @@
+"""Finding, reading and listing the logs of a JSONL store root, for the storage and for
+operator tools. Nothing here writes."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import ValidationError
+
+from persistence_jsonl.fileio import FileOps
+from persistence_jsonl.layout import (
+    LOG_NAME,
+    ZSTD_LOG_NAME,
+    encode_segment,
+    iter_entries,
+    parse_header,
+    session_dir,
+)
+from persistence_jsonl.scan import scan_log
+from session import (
+    SessionError,
+    SessionFormatUnsupportedError,
+    SessionHeader,
+    SessionPersistenceCorruptionError,
+)
+from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+
+__all__ = ["LogReader"]
+
+_STABLE_READ_ATTEMPTS = 100
+_FIRST_READ = 1 << 16
+
+
+class LogReader:
+    """The read side of one store root through one :class:`FileOps`."""
+
+    def __init__(self, root: str, ops: FileOps) -> None:
+        self.root = root
+        self.ops = ops
+        self._swept = False
+
+    def sweep(self) -> None:
+        """Refuse layouts this storage does not read (flat files, compressed logs), once per
+        instance."""
+        if self._swept:
+            return
+        for entry_path in iter_entries(self.ops, self.root):
+            found = self.ops.stat(entry_path)
+            is_dir = found is not None and found.is_dir
+            if entry_path.endswith((".jsonl", ".jsonl.zstd")) and not is_dir:
+                raise SessionFormatUnsupportedError(
+                    f'session artifact "{entry_path}" uses the unsupported flat-file layout; '
+                    "use a separate root or move it into a project/session directory "
+                    "before loading"
+                )
+            zstd = os.path.join(entry_path, ZSTD_LOG_NAME)
+            if self.ops.stat(zstd) is not None:
+                raise SessionFormatUnsupportedError(
+                    f'session artifact "{zstd}" uses .jsonl.zstd, but this backend is '
+                    'configured for compression "none"; use a separate root or select the '
+                    "matching compression mode"
+                )
+        self._swept = True
+
+    def find(self, id: str) -> str | None:
+        """The one transcript of ``id`` across project directories, or ``None``."""
+        self.sweep()
+        segment = encode_segment(id)
+        found: list[str] = []
+        for project in self.ops.listdir(self.root):
+            candidate = os.path.join(self.root, project, segment, LOG_NAME)
+            if self.ops.stat(candidate) is not None:
+                found.append(candidate)
+        if len(found) > 1:
+            raise SessionPersistenceCorruptionError(
+                f'duplicate JSONL session id "{id}" appears in multiple project directories: '
+                + ", ".join(found)
+            )
+        return found[0] if found else None
+
+    def load(self, id: str) -> StoredLog | None:
+        """The valid stored prefix of ``id``'s log (see ``Storage.load``)."""
+        path = self.find(id)
+        read = None if path is None else self.stable_read(path)
+        if path is None or read is None:
+            return None
+        data, revision = read
+        scanned = scan_log(data, path)
+        self.check_identity(path, scanned.header, id)
+        cut_at = scanned.committed_bytes if scanned.torn else None
+        return StoredLog(scanned.header, scanned.events, revision, cut_at, len(data))
+
+    def revision(self, id: str) -> str | None:
+        """The revision of ``id``'s log now (a ``stat``), or ``None``."""
+        path = self.find(id)
+        found = None if path is None else self.ops.stat(path)
+        return None if found is None else found.revision
+
+    def stable_read(self, path: str) -> tuple[bytes, str] | None:
+        """The file's bytes and the revision of exactly those bytes (stat, read, stat until
+        the two stats agree)."""
+        for _ in range(_STABLE_READ_ATTEMPTS):
+            before = self.ops.stat(path)
+            if before is None:
+                return None
+            data = self.ops.read(path)
+            after = self.ops.stat(path)
+            if data is None or after is None:
+                return None
+            if before.revision == after.revision and len(data) == after.size:
+                return data, after.revision
+        raise SessionError(f'"{path}" kept changing while it was being read')
+
+    def check_identity(self, path: str, header: SessionHeader, id: str | None) -> None:
+        """Refuse a log whose header names another session or belongs at another path."""
+        if id is not None and header.id != id:
+            raise SessionPersistenceCorruptionError(
+                f'corrupt session log "{path}": requested id "{id}" does not match header id '
+                f'"{header.id}"'
+            )
+        try:
+            expected = os.path.join(session_dir(self.root, header), LOG_NAME)
+        except ValueError:
+            raise SessionPersistenceCorruptionError(
+                f'corrupt session log "{path}": header id cannot name a storage path'
+            ) from None
+        if expected != path and self.ops.realpath(expected) != self.ops.realpath(path):
+            raise SessionPersistenceCorruptionError(
+                f'corrupt session log "{path}": header id "{header.id}" and cwd identify '
+                f'"{expected}"'
+            )
+
+    def first_line(self, path: str) -> bytes | None:
+        """The header line of the log at ``path`` (without newline); ``None`` when the file
+        is missing or has no complete first line."""
+        first = self.ops.read_prefix(path, _FIRST_READ)
+        while first is not None and b"\n" not in first:
+            longer = self.ops.read_prefix(path, len(first) * 4)
+            if longer is None or len(longer) == len(first):
+                return None
+            first = longer
+        return None if not first else first[: first.index(b"\n")]
+
+    def snapshots(self) -> list[SessionSnapshot]:
+        """Every materialized session's header and revision (unreadable headers skipped)."""
+        self.sweep()
+        snapshots: list[SessionSnapshot] = []
+        seen: dict[str, str] = {}
+        for entry_path in iter_entries(self.ops, self.root):
+            path = os.path.join(entry_path, LOG_NAME)
+            line = self.first_line(path)
+            if line is None:
+                continue
+            try:
+                header = parse_header(line, path, check_version=False)
+            except (SessionError, ValidationError):
+                continue
+            self.check_identity(path, header, None)
+            if header.id in seen:
+                raise SessionPersistenceCorruptionError(
+                    f'duplicate JSONL session id "{header.id}" appears in multiple project '
+                    f"directories: {seen[header.id]}, {path}"
+                )
+            seen[header.id] = path
+            found = self.ops.stat(path)
+            if found is not None:
+                snapshots.append(SessionSnapshot(header, found.revision))
+        return snapshots
+
+    def raw(self, id: str) -> RawArtifact | None:
+        """The stored bytes of ``id``'s log, torn tail included."""
+        path = self.find(id)
+        read = None if path is None else self.stable_read(path)
+        if path is None or read is None:
+            return None
+        data = read[0]
+        end = data.find(b"\n")
+        try:
+            if end < 0:
+                raise SessionPersistenceCorruptionError("no header line")
+            header = parse_header(data[:end], path, check_version=False)
+        except (SessionError, ValidationError) as e:
+            raise SessionPersistenceCorruptionError(
+                f'corrupt session log: invalid header line in "{path}"'
+            ) from e
+        self.check_identity(path, header, id)
+        return RawArtifact(header, LOG_NAME, data)

@@ -1,0 +1,262 @@
+"""``JsonlStorage``: one append-only, fsync'd JSONL log per session, byte-compatible with the
+reference's ``session-persistence-jsonl`` (compression ``none``), as a
+:class:`session.persistence.storage.Storage`.
+
+Guarantees: an append that returned is on stable storage (the first one creates the file
+atomically with its header, :func:`persistence_jsonl.durable.create_by_link`); a failed append
+leaves the file as it was, or, if even the rollback failed, raises
+:class:`SessionDurabilityError` and refuses further appends to that session from this
+instance; committed bytes are never rewritten (repair only cuts a torn tail and appends
+closers). Files are created 0600, directories 0700.
+
+Where the I/O runs (said here once): in a worker thread, so fsyncs of different sessions
+overlap and the event loop keeps running, with one exception. While exactly one session is
+live (``sole_writer``), a flush barrier (a checkpoint) that appends to its already created log
+writes and fsyncs on the event-loop thread: a thread round trip costs about as much as a fast
+fsync, and the agent is waiting for that checkpoint anyway. Background (batching-window) writes
+stay in the worker thread. Inline checkpoints stop as soon as the latest write-and-fsync took
+longer than ``inline_fsync_budget_ms`` (a slow disk) and resume when one is fast again, so a
+slow disk blocks the loop at most once; ``0`` keeps all I/O off the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Sequence
+
+from persistence_jsonl.durable import (
+    RollbackFailed,
+    append_synced,
+    create_by_link,
+    truncate_synced,
+)
+from persistence_jsonl.fileio import FileOps
+from persistence_jsonl.layout import (
+    LOG_NAME,
+    check_storable_id,
+    encode_header,
+    project_dir,
+    session_dir,
+)
+from persistence_jsonl.locks import WriterLocks
+from persistence_jsonl.reader import LogReader
+from persistence_jsonl.rows import BatchEncoder, encode_batch
+from session import (
+    SessionCollisionError,
+    SessionDurabilityError,
+    SessionEvent,
+    SessionHeader,
+)
+from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+
+__all__ = ["JsonlStorage"]
+
+
+class JsonlStorage:
+    """Sessions as ``<root>/<project dir>/<encoded id>/session.jsonl`` (see the module
+    docstring for the guarantees and where the I/O runs)."""
+
+    name = "session-persistence-jsonl"
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        pack_chunks: bool = True,
+        ops: FileOps | None = None,
+        inline_fsync_budget_ms: float = 2.0,
+    ) -> None:
+        if not isinstance(inline_fsync_budget_ms, int | float) or not (
+            0 <= inline_fsync_budget_ms < float("inf")
+        ):
+            raise TypeError("inline_fsync_budget_ms must be a finite number >= 0")
+        self.root = os.path.abspath(os.fspath(root))
+        """The absolute store root."""
+        self.pack_chunks = pack_chunks
+        """Whether appends pack runs of streaming deltas into rows (reading always unpacks)."""
+        self.ops = ops or FileOps()
+        """The system-call seam (replace it to inject faults)."""
+        existing = self.ops.stat(self.root)
+        if existing is not None and not existing.is_dir:
+            raise NotADirectoryError(f'session store root "{self.root}" is not a directory')
+        self.reader = LogReader(self.root, self.ops)
+        """Finds, reads and lists the logs of the root."""
+        self.inline_fsync_budget_ms = float(inline_fsync_budget_ms)
+        """Longest latest write-and-fsync (ms) for which a single live session's checkpoint
+        still runs on the event-loop thread; ``0`` never does."""
+        self._locks = WriterLocks(self.ops)
+        self._poisoned: dict[str, SessionDurabilityError] = {}
+        self._fds: dict[str, tuple[int, str]] = {}  # id -> (append descriptor, its path)
+        self._encoders: dict[str, BatchEncoder] = {}
+        self._append_ms = 0.0  # how long the latest write-and-fsync took; 0 = not measured
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def check_id(self, id: str) -> None:
+        check_storable_id(id)
+
+    def locate(self, header: SessionHeader) -> str:
+        """The transcript path of a session (it may not exist yet)."""
+        return os.path.join(session_dir(self.root, header), LOG_NAME)
+
+    async def load(self, id: str) -> StoredLog | None:
+        return await asyncio.to_thread(self.reader.load, id)
+
+    async def revision(self, id: str) -> str | None:
+        return await asyncio.to_thread(self.reader.revision, id)
+
+    async def list_snapshots(self) -> list[SessionSnapshot]:
+        return await asyncio.to_thread(self.reader.snapshots)
+
+    async def read_raw(self, id: str) -> RawArtifact | None:
+        return await asyncio.to_thread(self.reader.raw, id)
+
+    # --- the writer lock --------------------------------------------------------------------
+
+    async def acquire(self, id: str) -> None:
+        """Take the writer lock of a stored session before adopting, repairing or appending
+        to it (a new session is locked when it materializes)."""
+        if not self._locks.holds(id):
+            await asyncio.to_thread(self._acquire, id)
+
+    def _acquire(self, id: str) -> None:
+        path = self.reader.find(id)
+        if path is not None:
+            self._locks.take(id, os.path.dirname(path))
+
+    def _own(self, header: SessionHeader) -> None:
+        """Hold the session's writer lock from the first write or repair until the session
+        is released or the storage closes, creating its directories durably first."""
+        if self._locks.holds(header.id):
+            return
+        directory = session_dir(self.root, header)
+        parent = os.path.dirname(self.root)
+        for path in (self.root, os.path.join(self.root, project_dir(header.cwd)), directory):
+            if self.ops.mkdir(path):
+                self.ops.fsync_dir(parent)
+            parent = path
+        self._locks.take(header.id, directory)
+
+    async def release(self, id: str) -> None:
+        """Release the writer lock of ``id`` and close its append descriptor."""
+        self._encoders.pop(id, None)
+        self._drop_fd(id)
+        self._locks.release(id)
+
+    # --- writes -----------------------------------------------------------------------------
+
+    async def append(
+        self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
+    ) -> None:
+        self._refuse_if_poisoned(header.id)
+        data = self._encode(header.id, events)
+        if materialized:
+            await asyncio.to_thread(self._append, header, data)
+        else:
+            await asyncio.to_thread(self._materialize, header, data)
+
+    def append_inline(
+        self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
+    ) -> bool:
+        """Append on the calling thread when ``sole_writer`` and recent appends fit the
+        inline budget (see the module docstring); otherwise decline."""
+        if not sole_writer or not 0 < self._append_ms <= self.inline_fsync_budget_ms:
+            return False
+        self._refuse_if_poisoned(header.id)
+        self._append(header, self._encode(header.id, events))
+        return True
+
+    def prepare(self, id: str, event: SessionEvent) -> None:
+        """Encode a live session's event as it is committed (the checkpoint then only joins
+        lines and packs runs)."""
+        encoder = self._encoders.get(id)
+        if encoder is None:
+            encoder = self._encoders[id] = BatchEncoder(self.pack_chunks)
+        encoder.prepare(event)
+
+    async def commit_repair(
+        self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
+    ) -> None:
+        await asyncio.to_thread(self._commit_repair, header, cut_at, list(closers))
+
+    async def close(self) -> None:
+        self._encoders.clear()
+        for id in {**dict.fromkeys(self._locks.ids()), **dict.fromkeys(self._fds)}:
+            await self.release(id)
+
+    def _encode(self, id: str, events: Sequence[SessionEvent]) -> bytes:
+        encoder = self._encoders.get(id)
+        if encoder is None:
+            return encode_batch(events, self.pack_chunks)
+        return encoder.encode(events)
+
+    def _refuse_if_poisoned(self, id: str) -> None:
+        poisoned = self._poisoned.get(id)
+        if poisoned is not None:
+            raise SessionDurabilityError(
+                f'session "{id}" refuses appends after an unrecoverable write failure; '
+                f"reopen it: {poisoned}"
+            ) from poisoned
+
+    def _materialize(self, header: SessionHeader, data: bytes) -> None:
+        self.reader.sweep()
+        directory = session_dir(self.root, header)
+        self._own(header)  # creates the directories, durably
+        content = encode_header(header) + b"\n" + data
+        elapsed = create_by_link(self.ops, directory, os.path.join(directory, LOG_NAME), content)
+        if elapsed is None:
+            raise SessionCollisionError(
+                f'refusing to materialize "{header.id}": a log already exists on disk '
+                "(load/resume it instead)"
+            )
+        if elapsed:  # 0.0: an earlier attempt's log was confirmed, nothing was written
+            self._append_ms = elapsed
+
+    def _append(
+        self, header: SessionHeader, data: bytes, point: str = "append:after-write"
+    ) -> None:
+        """Append to the session's log under its writer lock. The append descriptor stays
+        open while this instance owns the session (saves an open and a close per checkpoint);
+        it is closed on failure, release and close."""
+        self._own(header)
+        cached = self._fds.get(header.id)
+        path = cached[1] if cached else self.locate(header)
+        fd = cached[0] if cached else self.ops.open_append(path)
+        try:
+            self._append_ms = append_synced(self.ops, fd, data, point)
+        except RollbackFailed as failed:
+            self._drop_fd(header.id, fd)
+            error = SessionDurabilityError(
+                f'failed to roll back append to "{path}": {failed}',
+                (failed.error, failed.rollback_error),
+            )
+            self._poisoned[header.id] = error
+            raise error from failed.__cause__
+        except BaseException:
+            self._drop_fd(header.id, fd)
+            raise
+        self._fds[header.id] = (fd, path)
+
+    def _drop_fd(self, id: str, fd: int | None = None) -> None:
+        """Forget and close ``id``'s append descriptor (and ``fd``, if another)."""
+        cached = self._fds.pop(id, None)
+        stale = {fd} if fd is not None else set()
+        if cached is not None:
+            stale.add(cached[0])
+        for each in stale:
+            with contextlib.suppress(OSError):
+                self.ops.close(each)
+
+    def _commit_repair(
+        self, header: SessionHeader, cut_at: object | None, closers: list[SessionEvent]
+    ) -> None:
+        self._own(header)
+        if cut_at is not None:
+            assert isinstance(cut_at, int)
+            truncate_synced(self.ops, self.locate(header), cut_at)
+        if closers:
+            self._append(
+                header, encode_batch(closers, self.pack_chunks), "repair:after-closer-write"
+            )

@@ -1,0 +1,300 @@
+"""The ledger: what the coordinator knows about each id, shared by the cold path (load, inspect,
+repair) and the live write path.
+
+It holds the per-id state (stored length, whether the log exists, which live session owns
+it), one FIFO lock per id, and a bounded cache of cold inspections reused while their revision
+is unchanged. A cold read is validated here, once: the repair that follows, and a resume after
+it, reuse what that read learned instead of reading and checking the log again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from session.errors import (
+    JsonValueError,
+    SessionCollisionError,
+    SessionError,
+    SessionFormatUnsupportedError,
+    SessionNotFoundError,
+    SessionPersistenceCorruptionError,
+)
+from session.events.event import SessionEvent, is_known_event_type
+from session.events.eventlog import EventLog, LazyRun, blocks
+from session.events.header import SessionHeader, version_problem
+from session.events.rules import CheckedLog, validate_log
+from session.persistence.api import StoredLog, StoredSession
+from session.persistence.storage import Storage
+
+__all__ = ["Inspection", "KeyedLocks", "Ledger", "Repair", "State"]
+
+Repair = Callable[[Sequence[SessionEvent]], list[SessionEvent]]
+"""Computes the closers of an interrupted log (``recovery.closers``); ``[]`` when balanced."""
+
+_REPAIR_ROUNDS = 8
+
+
+@dataclass(slots=True)
+class State:
+    """What the coordinator knows about one stored or lazily created id."""
+
+    header: SessionHeader
+    cursor: int
+    """The stored length, which is the next seq to append."""
+    materialized: bool
+    """Whether the log exists in storage."""
+    owner: object | None = None
+    """The live session bound to this id, if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inspection:
+    """One validated cold read: the stored events, the closers that would balance them (in
+    memory only), and where the read came from."""
+
+    header: SessionHeader
+    checked: CheckedLog
+    """The valid stored events and the surface they leave."""
+    closers: tuple[SessionEvent, ...]
+    revision: str
+    """The revision of exactly the bytes read."""
+    cut_at: object | None
+    """Where a torn tail starts (storage's token), or ``None``."""
+    size: int | None
+    """How many bytes the stored artifact has, where the storage says."""
+
+    @property
+    def stored(self) -> EventLog[SessionEvent]:
+        """The stored events."""
+        return self.checked.events
+
+    @property
+    def needs_repair(self) -> bool:
+        """Whether a load must write (cut a torn tail or append closers)."""
+        return self.cut_at is not None or bool(self.closers)
+
+    @property
+    def balanced(self) -> StoredSession:
+        """The stored log with the closers added."""
+        return StoredSession(self.header, self.stored + self.closers)
+
+    def repaired(self, revision: str) -> Inspection:
+        """The inspection of the log once this one's repair is durable at ``revision``."""
+        if not self.closers:
+            checked = self.checked
+        else:
+            checked = validate_log(self.closers, after=self.checked)
+        return Inspection(self.header, checked, (), revision, None, None)
+
+
+class KeyedLocks:
+    """One FIFO lock per id; a failure never poisons it; idle entries are dropped."""
+
+    def __init__(self) -> None:
+        # id -> (lock, [holders and waiters]); the entry is dropped when the count is 0
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, id: str) -> AsyncIterator[None]:
+        """Hold ``id``'s lock, in the order the holders asked."""
+        lock, users = self._locks.setdefault(id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0 and self._locks.get(id, (None,))[0] is lock:
+                del self._locks[id]
+
+    @property
+    def busy(self) -> bool:
+        """Whether anyone holds or waits for any id."""
+        return bool(self._locks)
+
+    def held(self, id: str) -> bool:
+        """Whether anyone holds or waits for ``id``."""
+        return id in self._locks
+
+    async def drain(self) -> None:
+        """Wait until every id is idle."""
+        while self._locks:
+            id = next(iter(self._locks))
+            async with self.hold(id):
+                pass
+
+
+class Ledger:
+    """Per-id state, locks and validated cold reads over one :class:`Storage`.
+
+    Every method that reads or changes an id's state runs inside ``locks.hold(id)``.
+    """
+
+    def __init__(self, storage: Storage, repair: Repair, cache_size: int) -> None:
+        self.storage = storage
+        self.repair = repair
+        """The closers of an interrupted log."""
+        self.locks = KeyedLocks()
+        self._states: dict[str, State] = {}
+        self._cache: OrderedDict[str, Inspection] = OrderedDict()
+        self._cache_size = cache_size
+
+    # --- state ------------------------------------------------------------------------------
+
+    def state(self, id: str) -> State | None:
+        """What is known about ``id``, or ``None``."""
+        return self._states.get(id)
+
+    def record(self, state: State) -> State:
+        """Record ``state`` for its header's id; return it."""
+        self._states[state.header.id] = state
+        return state
+
+    def forget(self, id: str) -> None:
+        """Drop what is known about ``id``: its state and any cached read (the next access
+        reads storage afresh)."""
+        self._states.pop(id, None)
+        self._cache.pop(id, None)
+
+    def cached(self, id: str) -> bool:
+        """Whether a cold inspection of ``id`` is cached."""
+        return id in self._cache
+
+    # --- creation and appends ---------------------------------------------------------------
+
+    async def create(self, header: SessionHeader) -> None:
+        """Register a new id lazily; refuse one known here or stored."""
+        if header.id in self._states:
+            raise SessionCollisionError(f'session "{header.id}" already exists in this backend')
+        if await self.storage.revision(header.id) is not None:
+            raise SessionCollisionError(
+                f'session "{header.id}" already has a persisted log on disk; load/resume it '
+                "instead of creating"
+            )
+        self.record(State(header, 0, False))
+
+    async def append(self, id: str, batch: Sequence[SessionEvent]) -> None:
+        """Durably append a batch that must continue the stored log exactly."""
+        state = self._states.get(id)
+        if state is None:
+            raise SessionNotFoundError(f'session "{id}" not found')
+        for index, event in enumerate(batch):
+            if event.seq != state.cursor + index:
+                raise SessionError(
+                    f'append seq mismatch for "{id}": expected {state.cursor + index} at index '
+                    f"{index}, got {event.seq}"
+                )
+        await self.storage.append(state.header, batch, materialized=state.materialized)
+        self.appended(id, state, len(batch))
+
+    def appended(self, id: str, state: State, count: int) -> None:
+        """Record that ``count`` events reached storage after ``state.cursor``."""
+        state.materialized = True
+        state.cursor += count
+        self._cache.pop(id, None)
+
+    # --- cold path --------------------------------------------------------------------------
+
+    async def commit_cold(self, id: str) -> Inspection:
+        """Make the stored log balanced and durable (cut a torn tail, append closers), record
+        ownerless state, and return the balanced inspection. The log is read and validated
+        once; if another writer changed it between the read and the repair, it is read again
+        (bounded)."""
+        for _ in range(_REPAIR_ROUNDS):
+            inspection = await self.inspect(id)
+            if inspection.needs_repair:
+                await self.storage.acquire(id)
+                if await self.storage.revision(id) != inspection.revision:
+                    self._cache.pop(id, None)  # another writer changed it since we read
+                    continue
+                await self.storage.commit_repair(
+                    inspection.header, inspection.cut_at, inspection.closers
+                )
+                revision = await self.storage.revision(id)
+                inspection = inspection.repaired(revision or "")
+                self._remember(id, inspection)
+            self.record(State(inspection.header, len(inspection.stored), True))
+            return inspection
+        raise SessionError(f'session "{id}" kept changing while it was being repaired')
+
+    async def inspect(self, id: str) -> Inspection:
+        """The validated stored log and its closers (in memory); reuses a cached read while
+        the revision is unchanged. Raises :class:`SessionNotFoundError` when absent."""
+        cached = self._cache.get(id)
+        if cached is not None:
+            if await self.storage.revision(id) == cached.revision:
+                self._cache.move_to_end(id)
+                return cached
+            del self._cache[id]
+        stored = await self.storage.load(id)
+        if stored is None:
+            raise SessionNotFoundError(f'session "{id}" not found')
+        checked = self.check(id, stored)
+        try:
+            closers = tuple(self.repair(checked.events))
+        except Exception as e:
+            raise SessionPersistenceCorruptionError(
+                f'stored session "{id}" failed validation: {e}'
+            ) from e
+        inspection = Inspection(
+            stored.header, checked, closers, stored.revision, stored.cut_at, stored.size
+        )
+        self._remember(id, inspection)
+        return inspection
+
+    def _remember(self, id: str, inspection: Inspection) -> None:
+        self._cache[id] = inspection
+        self._cache.move_to_end(id)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def check(self, id: str, stored: StoredLog) -> CheckedLog:
+        """Identity, version, vocabulary and event validation of a storage read."""
+        header = stored.header
+        problem = version_problem(header)
+        if problem is not None:
+            raise SessionFormatUnsupportedError(problem + self._where(header))
+        if header.id != id:
+            raise SessionPersistenceCorruptionError(
+                f'stored session identity mismatch: requested "{id}", header contains "{header.id}"'
+            )
+        _check_vocabulary(id, stored.events, lambda: self._where(header))
+        try:
+            return validate_log(stored.events)
+        except (SessionError, JsonValueError, ValueError, TypeError) as e:
+            raise SessionPersistenceCorruptionError(
+                f'stored session "{id}" failed validation: {e}'
+            ) from e
+
+    def _where(self, header: SessionHeader) -> str:
+        """`` (raw log: <where>)`` for an error message, when the storage has a location."""
+        location = self.storage.locate(header)
+        return f" (raw log: {location})" if location else ""
+
+
+def _check_vocabulary(
+    id: str, events: Sequence[SessionEvent | Mapping[str, Any]], where: Callable[[], str]
+) -> None:
+    """Refuse a stored event of a type this build does not know and that is not marked
+    ``ignorable``: it was likely written by a newer harness."""
+    index = 0  # the seq of the next item
+    for raw in blocks(events):
+        seq, index = index, index + (len(raw) if type(raw) is LazyRun else 1)
+        if type(raw) is SessionEvent or isinstance(raw, SessionEvent | LazyRun):
+            continue  # built by the storage from a known shape (a packed row)
+        kind = raw.get("type") if isinstance(raw, Mapping) else None
+        if (
+            isinstance(kind, str)
+            and not is_known_event_type(kind)
+            and raw.get("ignorable") is not True
+        ):
+            raise SessionFormatUnsupportedError(
+                f'session "{id}" contains event type "{kind}" (seq {raw.get("seq", seq)}) '
+                "unknown to this harness and not marked ignorable; refusing to interpret the "
+                f"log — it was likely written by a newer harness{where()}"
+            )

@@ -1,0 +1,315 @@
+"""The live writer: how the events of live sessions reach storage.
+
+One :class:`WriteBehindController` per live session buffers its events; a batching window or a
+``flush`` barrier writes them through the :class:`Ledger`. Binding a session to its id (on
+creation or resume) adopts what storage already holds for it, refuses an id collision, and
+writes what storage lacks. A disposed session is flushed, then its id released.
+
+Where the I/O runs is the storage's business (see ``persistence_jsonl.storage``); this module
+decides only whether a checkpoint *may* run inline: when the session is bound, its log exists,
+nothing else holds its id, and it is the only live session (``sole_writer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from session.errors import SessionCollisionError
+from session.events.event import SessionEvent
+from session.events.header import SessionHeader
+from session.live.session import Session
+from session.persistence.ledger import Ledger, State
+from session.persistence.storage import Storage
+from session.persistence.write_behind import Scheduler, WriteBehindController
+
+__all__ = ["LiveWriter"]
+
+log = logging.getLogger("session.persistence")
+
+
+@dataclass(slots=True)
+class _Live:
+    """A live session's write path."""
+
+    controller: WriteBehindController
+    id: str
+    init: asyncio.Future[None] | None = None
+    """The binding of the session to its id (:meth:`LiveWriter._bind`)."""
+    retired: bool = False
+
+    @property
+    def bound(self) -> bool:
+        """The session's binding has completed successfully."""
+        init = self.init
+        return init is not None and init.done() and not init.cancelled() and not init.exception()
+
+
+class LiveWriter:
+    """Writes the live sessions of one runtime through ``ledger`` (see the module
+    docstring). ``name`` labels the backend in log messages."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        delay_ms: int,
+        scheduler: Scheduler | None,
+        name: str,
+    ) -> None:
+        self._ledger = ledger
+        self._storage: Storage = ledger.storage
+        self._delay_ms = delay_ms
+        self._scheduler = scheduler
+        self._name = name
+        self._live: dict[Session, _Live] = {}
+        self._retirements: dict[str, asyncio.Future[None]] = {}
+
+    # --- queries ----------------------------------------------------------------------------
+
+    def session(self, id: str) -> Session | None:
+        """The live (not retiring) session of ``id``, or ``None``."""
+        for session, live in self._live.items():
+            if session.id == id and not live.retired:
+                return session
+        return None
+
+    async def wait_retirement(self, id: str) -> None:
+        """Wait until a disposed session of ``id`` has been flushed and released."""
+        retirement = self._retirements.get(id)
+        if retirement is not None:
+            await asyncio.wait([retirement])
+
+    # --- store hooks ------------------------------------------------------------------------
+
+    def on_created(self, session: Session) -> None:
+        """``session/created``: start writing ``session`` (binding starts now if a loop runs,
+        else at its first flush)."""
+        if session in self._live:
+            return
+        live = _Live(
+            WriteBehindController(
+                lambda batch: self._write(session, batch),
+                write_now=lambda batch: self._write_inline(session, batch),
+                max_delay_ms=self._delay_ms,
+                scheduler=self._scheduler,
+                label=f'"{session.id}"',
+            ),
+            session.id,
+        )
+        self._live[session] = live
+        with contextlib.suppress(RuntimeError):  # no running loop: bind at the first flush
+            live.init = asyncio.ensure_future(self._bind(session))
+            live.init.add_done_callback(_retrieve)
+
+    def on_event(self, session: Session, event: SessionEvent) -> None:
+        """``session/event``: buffer the committed event and let storage prepare it."""
+        live = self._live.get(session)
+        if live is not None:
+            live.controller.enqueue(event)
+            self._storage.prepare(live.id, event)
+
+    def on_flush(self, session: Session) -> asyncio.Future[None] | None:
+        """``session/flush``: the barrier; ``None`` when there is nothing to do."""
+        live = self._live.get(session)
+        if live is None:
+            return None
+        if live.bound:
+            return live.controller.flush()
+        return asyncio.ensure_future(self._flush(session, live))
+
+    def on_disposed(self, session: Session) -> None:
+        """``session/disposed``: flush the session, then release its id."""
+        live = self._live.get(session)
+        if live is None:
+            return
+        live.retired = True
+        try:
+            retirement = asyncio.ensure_future(self._retire(session, live))
+        except RuntimeError:
+            self._live.pop(session, None)
+            return
+        self._retirements[session.id] = retirement
+        retirement.add_done_callback(lambda done: self._retired(session.id, done))
+
+    async def flush_all(self) -> list[Exception]:
+        """Flush every live session that is not retiring, then wait for every retirement;
+        return the flush failures."""
+        errors: list[Exception] = []
+        for session, live in list(self._live.items()):
+            if live.retired:
+                continue  # its retirement flushes it
+            try:
+                await self._flush(session, live)
+            except Exception as e:
+                errors.append(e)
+        for retirement in list(self._retirements.values()):
+            with contextlib.suppress(Exception):
+                await asyncio.shield(retirement)
+        return errors
+
+    # --- the write path ---------------------------------------------------------------------
+
+    async def _flush(self, session: Session, live: _Live) -> None:
+        live.controller.cancel_wait()
+        init = live.init
+        if init is None or (init.done() and (init.cancelled() or init.exception() is not None)):
+            # Not started (no loop at creation) or failed: (re)try; a failure is not sticky.
+            init = live.init = asyncio.ensure_future(self._bind(session))
+            init.add_done_callback(_retrieve)
+        await init
+        barrier = live.controller.flush()
+        if barrier is not None:
+            await barrier
+
+    async def _bind(self, session: Session) -> None:
+        """Make ``session`` the owner of its id and write what storage lacks.
+
+        Three cases: the id is unknown here (adopt a stored log whose events the session
+        starts with, after cutting a torn tail but never adding closers, since the turn may go
+        on; or start a new lazy log); the id was loaded or created here without an owner
+        (the session must start with the stored events); or another live session owns it (a
+        collision, unless that one never wrote and has nothing pending, in which case this
+        session replaces it).
+        """
+        id = session.id
+        ledger = self._ledger
+        async with ledger.locks.hold(id):
+            state = ledger.state(id)
+            if state is not None and state.owner is session:
+                return
+            await self._storage.acquire(id)
+            if state is not None and state.owner is not None:
+                owner = state.owner
+                other = self._live.get(owner) if isinstance(owner, Session) else None
+                if state.materialized or (other is not None and other.controller.has_work):
+                    raise SessionCollisionError(
+                        f'session "{id}" is already bound to a different live session in this '
+                        "backend (id collision)"
+                    )
+                ledger.forget(id)
+                state = None
+            if state is None:
+                state = await self._adopt(session)
+            else:
+                _check_cwd(id, state.header, session)
+                if state.cursor:
+                    inspection = await ledger.inspect(id)
+                    if not _same_prefix(session.events, inspection.stored[: state.cursor]):
+                        raise SessionCollisionError(
+                            f'session "{id}" is already persisted with {state.cursor} event(s) '
+                            "that do not match this live session (id collision)"
+                        )
+            state.owner = session
+            suffix = session.events[state.cursor :]
+            if suffix:
+                await ledger.append(id, suffix)
+
+    async def _adopt(self, session: Session) -> State:
+        """The state of an id unknown to the ledger: its stored log, checked against
+        ``session``, or a new lazy log."""
+        id, ledger = session.id, self._ledger
+        stored = await self._storage.load(id)
+        if stored is None:
+            return ledger.record(State(session.header, 0, False))
+        events = ledger.check(id, stored).events
+        _check_cwd(id, stored.header, session)
+        if not _same_prefix(session.events, events):
+            raise SessionCollisionError(
+                f'session "{id}" already has a persisted log on disk that does not match this '
+                "live session (id collision)"
+            )
+        if stored.cut_at is not None:  # never closers: the turn may go on
+            await self._storage.commit_repair(stored.header, stored.cut_at, ())
+        return ledger.record(State(stored.header, len(events), True))
+
+    async def _write(self, session: Session, batch: list[SessionEvent]) -> None:
+        """The controller's writer: append what storage lacks of ``batch``."""
+        live = self._live.get(session)
+        if live is not None and live.init is not None:
+            await live.init
+        async with self._ledger.locks.hold(session.id):
+            state = self._ledger.state(session.id)
+            fresh = _unwritten(batch, state.cursor if state is not None else 0)
+            if fresh:
+                await self._ledger.append(session.id, fresh)
+
+    def _write_inline(self, session: Session, batch: list[SessionEvent]) -> bool:
+        """The barrier's synchronous path: let storage write ``batch`` now if the session is
+        bound and materialized and nothing else holds its id (so no await can interleave);
+        otherwise decline and let :meth:`_write` do it."""
+        live = self._live.get(session)
+        if live is None or not live.bound:
+            return False
+        id = session.id
+        state = self._ledger.state(id)
+        if (
+            state is None
+            or state.owner is not session
+            or not state.materialized
+            or self._ledger.locks.held(id)
+        ):
+            return False
+        fresh = _unwritten(batch, state.cursor)
+        if not fresh:
+            return True
+        if fresh[0].seq != state.cursor or fresh[-1].seq != state.cursor + len(fresh) - 1:
+            return False  # not contiguous: the async path reports it
+        if not self._storage.append_inline(state.header, fresh, sole_writer=len(self._live) == 1):
+            return False
+        self._ledger.appended(id, state, len(fresh))
+        return True
+
+    # --- retirement -------------------------------------------------------------------------
+
+    async def _retire(self, session: Session, live: _Live) -> None:
+        try:
+            await self._flush(session, live)
+        finally:
+            self._live.pop(session, None)
+            async with self._ledger.locks.hold(session.id):
+                state = self._ledger.state(session.id)
+                if state is not None and state.owner is session:
+                    if state.materialized:
+                        state.owner = None
+                    else:
+                        self._ledger.forget(session.id)
+                await self._storage.release(session.id)
+
+    def _retired(self, id: str, done: asyncio.Future[None]) -> None:
+        if self._retirements.get(id) is done:
+            del self._retirements[id]
+        if not done.cancelled() and done.exception() is not None:
+            log.warning('%s: session "%s" retirement failed: %s', self._name, id, done.exception())
+
+
+def _unwritten(batch: list[SessionEvent], cursor: int) -> list[SessionEvent]:
+    """The tail of a live batch that storage lacks: binding a session may already have written
+    its head (a batch is contiguous by seq)."""
+    skip = cursor - batch[0].seq if batch else 0
+    return batch[skip:] if skip > 0 else batch
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _same_prefix(live: Sequence[SessionEvent], stored: Sequence[SessionEvent]) -> bool:
+    """The live log starts with exactly the stored events (the same objects, or equal as
+    written JSON)."""
+    if len(live) < len(stored):
+        return False
+    return all(a is b or a.encode() == b.encode() for a, b in zip(live, stored, strict=False))
+
+
+def _check_cwd(id: str, stored: SessionHeader, session: Session) -> None:
+    if stored.cwd != session.header.cwd:
+        raise SessionCollisionError(
+            f'session "{id}" is already persisted at a different cwd (persisted: '
+            f"{stored.cwd}, live: {session.header.cwd}) (id collision)"
+        )

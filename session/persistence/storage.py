@@ -1,0 +1,159 @@
+"""``Storage``: the interface a persistence backend implements, held (not inherited) by the
+generic :class:`session.persistence.coordinator.PersistenceCoordinator`.
+
+The coordinator owns everything that is the same for every backend: per-id serialization,
+lazy creation, seq contiguity, collision checks, validation of what was read, repair policy,
+the live write-behind path and teardown. A storage only moves bytes, and states for each
+method what is durable when it returns. The coordinator calls the methods of one id one at a
+time (never two concurrently for the same id), except :meth:`Storage.prepare`, which runs
+on the event loop as events are committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from session.events.event import SessionEvent
+from session.events.header import SessionHeader
+from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+
+__all__ = ["Storage"]
+
+
+class Storage(Protocol):
+    """Where sessions' logs live: one implementation per medium (JSONL files, memory, ...)."""
+
+    name: str
+    """The backend's label, used in log messages and errors (``session-persistence-jsonl``)."""
+
+    def check_id(self, id: str) -> None:
+        """Refuse an id this medium cannot store.
+
+        Args:
+            id: The id of a session about to be created.
+
+        Raises:
+            ValueError: Saying why (empty, too long, unencodable); nothing is reserved.
+        """
+
+    async def load(self, id: str) -> StoredLog | None:
+        """Read the valid stored prefix of one log, and the revision of exactly those bytes.
+
+        Args:
+            id: The session id.
+
+        Returns:
+            The header, the complete events (wire dicts, or events the storage built itself
+            from a shape it checked), the revision and ``cut_at`` (where a torn tail starts);
+            ``None`` when the session is not stored.
+
+        Raises:
+            SessionPersistenceCorruptionError: The stored artifact cannot be read as a log.
+            SessionFormatUnsupportedError: It is a format or layout this storage refuses.
+
+        Never writes.
+        """
+        ...
+
+    async def revision(self, id: str) -> str | None:
+        """The revision :meth:`load` would report now, without reading events (a ``stat``).
+
+        Returns:
+            ``None`` when the session is not stored. Equal revisions mean unchanged bytes.
+        """
+        ...
+
+    async def append(
+        self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
+    ) -> None:
+        """Durably append a contiguous batch that continues the stored log.
+
+        Args:
+            header: The session's header.
+            events: The batch, seq-contiguous with what is stored (the coordinator checked).
+            materialized: Whether the log exists. When ``False``, the header and this first
+                batch appear together, atomically: a crash leaves either no log or both.
+
+        Raises:
+            SessionCollisionError: Another writer holds the session, or (first batch) a log
+                already exists.
+            SessionDurabilityError: The batch could not be written and not rolled back either;
+                the storage refuses further appends to that session.
+            OSError: Any other I/O failure; nothing of the batch is left in the log.
+
+        When it returns, the batch is on stable storage.
+        """
+        ...
+
+    def append_inline(
+        self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
+    ) -> bool:
+        """Optionally append a batch to a materialized log before returning, on the calling
+        (event-loop) thread, sparing a checkpoint a task and a thread hop.
+
+        Args:
+            header: The session's header.
+            events: The batch, contiguous with what is stored.
+            sole_writer: ``True`` when this is the only live session of the coordinator, so no
+                other session's I/O is waiting behind the event loop.
+
+        Returns:
+            ``True`` once the batch is durable; ``False`` to decline at once with nothing
+            written (the coordinator then calls :meth:`append`).
+
+        Raises:
+            As :meth:`append`, with nothing of the batch kept.
+        """
+        ...
+
+    def prepare(self, id: str, event: SessionEvent) -> None:
+        """Called on the event loop with each event a live session commits, in order: encode
+        it now, while the agent streams, instead of on the checkpoint's critical path. Must
+        not block; nothing may depend on it having run."""
+
+    async def commit_repair(
+        self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
+    ) -> None:
+        """Make a repair durable: cut the torn tail, then append the closers.
+
+        Args:
+            header: The stored header.
+            cut_at: The ``cut_at`` of the :meth:`load` the repair was computed from, or
+                ``None`` when nothing is to be cut.
+            closers: Events that balance the log (may be empty).
+
+        When it returns, the cut and the closers are on stable storage. Only a tail past
+        every complete event is ever cut; committed events are never rewritten.
+        """
+        ...
+
+    async def list_snapshots(self) -> list[SessionSnapshot]:
+        """The header and revision of every materialized session (never-appended ones are
+        absent). Never writes."""
+        ...
+
+    async def acquire(self, id: str) -> None:
+        """Become the writer of a stored session before adopting, repairing or appending to
+        it; a no-op for a medium without writer locks or for a session not stored yet.
+
+        Raises:
+            SessionCollisionError: Another writer holds it (naming that writer if known).
+        """
+
+    async def release(self, id: str) -> None:
+        """Give up whatever this instance holds to write ``id`` (its live session left)."""
+
+    def locate(self, header: SessionHeader) -> str | None:
+        """Where the session's log lives (a path for file storage), without any I/O;
+        ``None`` for a medium without locations."""
+        ...
+
+    async def read_raw(self, id: str) -> RawArtifact | None:
+        """The stored bytes of a session verbatim (torn tail included), or ``None`` when it
+        does not exist. Never writes."""
+        ...
+
+    async def close(self) -> None:
+        """Release every resource (locks, descriptors); called once, last, by the
+        coordinator's ``aclose``."""
