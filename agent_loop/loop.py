@@ -11,13 +11,13 @@ per tool call ``tool/call`` and execution, ``tool/result``s in model order, the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from agent_loop.assembler import Assembler, Cancelled, until_cancelled
 from agent_loop.cancel import CancelSignal
 from agent_loop.models import ModelRequest
 from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
@@ -48,10 +48,6 @@ class LlmError(SessionError):
         self.failure = dict(failure)
 
 
-class _Cancelled(Exception):
-    pass
-
-
 @dataclass(slots=True)
 class StepContext:
     """What step hooks see."""
@@ -72,60 +68,6 @@ def user_message(text: str, *, id: str | None = None) -> dict[str, Any]:
         "role": "user",
         "id": id or str(uuid.uuid4()),
     }
-
-
-class _Assembler:
-    """Builds the content blocks of a response from its chunks."""
-
-    def __init__(self) -> None:
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self.usage: Any = None
-        self.finish: Any = None
-
-    def feed(self, chunk: Mapping[str, Any]) -> None:
-        kind = chunk.get("type")
-        index = int(chunk.get("index", 0))
-        if kind == "block-start":
-            if chunk["blockType"] == "tool-call":
-                self.blocks[index] = {
-                    "type": "tool-call",
-                    "id": chunk.get("id"),
-                    "name": chunk.get("name"),
-                    "arguments": "",
-                }
-            else:
-                self.blocks[index] = {"type": chunk["blockType"], "text": ""}
-        elif kind in ("text-delta", "reasoning-delta"):
-            block = self.blocks.setdefault(index, {"type": str(kind)[:-6], "text": ""})
-            block["text"] += chunk["text"]
-        elif kind == "tool-call-delta":
-            block = self.blocks.setdefault(
-                index,
-                {
-                    "type": "tool-call",
-                    "id": chunk["id"],
-                    "name": chunk.get("name"),
-                    "arguments": "",
-                },
-            )
-            block["arguments"] += chunk["argumentsDelta"]
-        elif kind == "block-end":
-            self.blocks[index] = thaw(chunk["block"])
-        elif kind == "usage":
-            self.usage = chunk["usage"]
-        elif kind == "finish":
-            self.finish = chunk["reason"]
-
-    def content(self) -> list[dict[str, Any]]:
-        return [self.blocks[i] for i in sorted(self.blocks)]
-
-    def visible(self) -> list[dict[str, Any]]:
-        """Text and reasoning blocks with something in them (what a cancel keeps)."""
-        return [
-            b
-            for b in self.content()
-            if b["type"] in ("text", "reasoning") and b.get("text", "").strip()
-        ]
 
 
 class Agent:
@@ -215,7 +157,7 @@ class Agent:
                 context = StepContext(self, session, turn, step, claimed)
                 await self._hooks_chain(AGENT_PRE_STEP, context)
                 if cancel.cancelled:
-                    raise _Cancelled
+                    raise Cancelled
                 session.append("step/start", {"turn": turn, "step": step})
                 for message in context.messages:
                     session.append("user/message", message, surface_op="append")
@@ -227,10 +169,10 @@ class Agent:
                 if outcome == "max-tokens":
                     reason = {"kind": "max-tokens"}
                 if cancel.cancelled:
-                    raise _Cancelled
+                    raise Cancelled
                 if outcome is not None and not self._next_step:
                     break
-        except _Cancelled:
+        except Cancelled:
             reason = {"kind": "aborted", "reason": cancel.reason}
         except LlmError as e:
             reason = {"kind": "error", "error": e.failure}
@@ -281,7 +223,7 @@ class Agent:
         if last is None or thaw(last) != context:
             session.append("request/context", context)
         if cancel.cancelled:
-            raise _Cancelled
+            raise Cancelled
         request = ModelRequest(
             self.provider,
             self.model,
@@ -291,17 +233,17 @@ class Agent:
             session.id,
             cancel,
         )
-        assembler, seqs = _Assembler(), []
+        assembler, seqs = Assembler(), []
         stream = self.runtime.models.stream(request)
         try:
-            async for chunk in _until_cancelled(stream, cancel):
+            async for chunk in until_cancelled(stream, cancel):
                 seqs.append(
                     session.append(
                         "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk}
                     ).seq
                 )
                 assembler.feed(chunk)
-        except _Cancelled:
+        except Cancelled:
             visible = assembler.visible()
             if visible:
                 data: dict[str, Any] = {
@@ -433,33 +375,6 @@ class Agent:
 def _is_exclusive(tools: Any, block: Mapping[str, Any]) -> bool:
     spec = tools.get(block["name"])
     return spec is not None and bool(spec.exclusive)
-
-
-async def _until_cancelled(stream: AsyncIterator[Any], cancel: CancelSignal) -> AsyncIterator[Any]:
-    """Yield from ``stream`` until it ends; raise ``_Cancelled`` as soon as ``cancel`` is set,
-    even while the stream is waiting."""
-    iterator = aiter(stream)
-    waiter = asyncio.ensure_future(cancel.wait())
-    try:
-        while True:
-            if cancel.cancelled:
-                raise _Cancelled
-            step = asyncio.ensure_future(anext(iterator))
-            done, _ = await asyncio.wait({step, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if step not in done:
-                step.cancel()
-                raise _Cancelled
-            try:
-                chunk = step.result()
-            except StopAsyncIteration:
-                return
-            yield chunk
-    finally:
-        waiter.cancel()
-        close = getattr(iterator, "aclose", None)
-        if close is not None:
-            with contextlib.suppress(Exception):
-                await close()
 
 
 def _error_chain(error: BaseException) -> str:

@@ -21,6 +21,8 @@ from agent_session.stack import MODEL, SYSTEM, open_stack
 from agent_session.transcript import render
 from persistence_jsonl import JsonlPersistence
 from session import SessionEvent
+from session.events.event import TOOL_RESULT, TURN_START
+from session.persistence.coordinator import Examination
 
 __all__ = ["CRASH_MODES", "run_demo"]
 
@@ -33,6 +35,22 @@ CRASH_MODES = {
     "midstream": "in the middle of the model's answer, after the batching window had written "
     "some of its chunks",
 }
+
+
+class _Narrator:
+    """Prints the demo's story (unless ``--json``) and collects its JSON report."""
+
+    def __init__(self, out: TextIO, as_json: bool, report: dict[str, Any]) -> None:
+        self.out, self.as_json, self.report = out, as_json, report
+
+    def __call__(self, text: str = "") -> None:
+        if not self.as_json:
+            print(text, file=self.out)
+
+    def done(self) -> int:
+        if self.as_json:
+            print(json.dumps(self.report, ensure_ascii=False), file=self.out)
+        return 0
 
 
 async def run_demo(
@@ -48,12 +66,7 @@ async def run_demo(
     """Run the demo; return the exit code."""
     root = os.path.abspath(root)
     session_id = session_id or f"demo-{uuid.uuid4().hex[:8]}"
-    report: dict[str, Any] = {"root": root, "session_id": session_id, "crash": crash}
-
-    def say(text: str = "") -> None:
-        if not as_json:
-            print(text, file=out)
-
+    say = _Narrator(out, as_json, {"root": root, "session_id": session_id, "crash": crash})
     if any(h.id == session_id for h in await JsonlPersistence(root).list_headers()):
         raise ValueError(
             f'session "{session_id}" already exists in {root}; pick another --session-id or --root'
@@ -68,22 +81,38 @@ async def run_demo(
         "request, before every tool body and after every step."
     )
     say()
-    child = [
-        sys.executable,
-        "-m",
-        "agent_session.child",
-        root,
-        session_id,
-        "--mode",
-        crash,
-        "--turns",
-        str(turns - 1),
-    ]
+    if not _run_child(say, root, session_id, crash, turns):
+        return 2
+    backend = JsonlPersistence(root)
+    examined = await backend.examine(session_id)
+    _show_disk(say, examined)
+    if not recover:
+        say()
+        say(f"Left as the crash left it. Check it with: agent-session verify {root}")
+        await backend.aclose()
+        return say.done()
+    await backend.load(session_id)  # the cold load commits the repair durably
+    await backend.aclose()
+    say()
+    say(
+        "3. Recovery (a cold load) appended those closers and fsynced the log. Nothing that "
+        "was durable was changed."
+    )
+    await _resume(say, root, session_id, examined)
+    return say.done()
+
+
+def _run_child(say: _Narrator, root: str, session_id: str, crash: str, turns: int) -> bool:
+    """Run the agent in a child process that is SIGKILLed at the ``crash`` point; tell what
+    it did. ``False`` when it was not killed as expected."""
+    child = [sys.executable, "-m", "agent_session.child", root, session_id]
+    child += ["--mode", crash, "--turns", str(turns - 1)]
     result = subprocess.run(child, capture_output=True, text=True, timeout=300, check=False)
     durable = [
         int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("durable ")
     ]
     killed = result.returncode == -signal.SIGKILL
+    report = say.report
     report.update(
         killed=killed, checkpoints=len(durable), durable_events=durable[-1] if durable else 0
     )
@@ -93,7 +122,7 @@ async def run_demo(
             f"{result.returncode}: {result.stderr.strip()[-500:]}",
             file=sys.stderr,
         )
-        return 2
+        return False
     if killed:
         say(f"1. The agent process ran turn(s) 1..{turns - 1} and started turn {turns}.")
         say(f"   It was killed with SIGKILL {CRASH_MODES[crash]}.")
@@ -103,12 +132,14 @@ async def run_demo(
         )
     else:
         say(f"1. The agent process ran {turns} turn(s) to completion ({len(durable)} checkpoints).")
-    backend = JsonlPersistence(root)
-    examined = await backend.examine(session_id)
-    inspected = examined.session
-    stored_events = examined.stored_events
+    return True
+
+
+def _show_disk(say: _Narrator, examined: Examination) -> None:
+    """Tell what is on disk and what recovery will append."""
+    inspected, stored_events = examined.session, examined.stored_events
     closers = inspected.events[stored_events:]
-    report.update(
+    say.report.update(
         stored_events=stored_events,
         torn_tail=examined.torn_tail,
         closers=[c.to_json() for c in closers],
@@ -120,7 +151,7 @@ async def run_demo(
         + "."
     )
     if closers:
-        last_start = max(i for i, e in enumerate(inspected.events) if e.type == "turn/start")
+        last_start = max(i for i, e in enumerate(inspected.events) if e.type == TURN_START)
         tail = [e.type for e in inspected.events[last_start:stored_events]]
         say(f"   The last turn is open: {_runs(tail)}")
         say(
@@ -129,25 +160,18 @@ async def run_demo(
         )
     else:
         say("   Every turn is closed; nothing to repair.")
-    if not recover:
-        say()
-        say(f"Left as the crash left it. Check it with: agent-session verify {root}")
-        await backend.aclose()
-        if as_json:
-            print(json.dumps(report, ensure_ascii=False), file=out)
-        return 0
-    await backend.load(session_id)  # the cold load commits the repair durably
-    await backend.aclose()
-    say()
-    say(
-        "3. Recovery (a cold load) appended those closers and fsynced the log. Nothing that "
-        "was durable was changed."
-    )
-    next_turn = sum(1 for e in inspected.events if e.type == "turn/start") + 1
+
+
+async def _resume(say: _Narrator, root: str, session_id: str, examined: Examination) -> None:
+    """Resume the repaired session and run one more turn, which checks the write whose
+    outcome is unknown."""
+    inspected = examined.session
+    closers = inspected.events[examined.stored_events :]
+    next_turn = sum(1 for e in inspected.events if e.type == TURN_START) + 1
     unknown = [
         e
         for e in closers
-        if e.type == "tool/result" and e.data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+        if e.type == TOOL_RESULT and e.data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
     ]
     check = ""
     if unknown:  # the resumed model verifies the write whose outcome is unknown
@@ -160,7 +184,7 @@ async def run_demo(
         "Please check whether the interrupted write happened, then continue."
     )
     await stack.close()
-    report.update(resumed_turn=next_turn, resumed_reason=reason, events=len(session.events))
+    say.report.update(resumed_turn=next_turn, resumed_reason=reason, events=len(session.events))
     say(
         f"4. Resumed the session and ran turn {next_turn}: {reason['kind']}. The model saw the "
         "repaired results and was told not to retry blindly."
@@ -168,9 +192,6 @@ async def run_demo(
     say()
     say("Transcript:")
     say(render(session.events))
-    if as_json:
-        print(json.dumps(report, ensure_ascii=False), file=out)
-    return 0
 
 
 def resume_script(turn: int, check: str) -> list[ScriptedStep]:

@@ -146,6 +146,23 @@ _scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstri
 _LITERALS = {"true": True, "false": False, "null": None}
 
 
+def _scalar(text: str, pos: int) -> tuple[Any, int]:
+    """The string, number or literal starting at ``pos``, and the position after it."""
+    if text.startswith('"', pos):
+        value: Any
+        value, end = _scanstring(text, pos + 1, True)
+        return value, end
+    number = _NUMBER.match(text, pos)
+    if number is not None:
+        literal = number.group()
+        is_float = number.group(1) or number.group(2)
+        return (float(literal) if is_float else int(literal)), number.end()
+    for word, literal_value in _LITERALS.items():
+        if text.startswith(word, pos):
+            return literal_value, pos + len(word)
+    raise ValueError(f"invalid JSON: unexpected character at char {pos}")
+
+
 def _decode_deep(text: str) -> Any:
     """An iterative JSON parser for documents nested past orjson's 1,024 levels."""
     pos = 0
@@ -191,21 +208,7 @@ def _decode_deep(text: str) -> Any:
                 keys.append(None)
                 pos += 1
                 continue
-            if char == '"':
-                value, pos = _scanstring(text, pos + 1, True)
-            elif (number := _NUMBER.match(text, pos)) is not None:
-                literal = number.group()
-                is_float = number.group(1) or number.group(2)
-                value = float(literal) if is_float else int(literal)
-                pos = number.end()
-            else:
-                for word, literal_value in _LITERALS.items():
-                    if text.startswith(word, pos):
-                        value = literal_value
-                        pos += len(word)
-                        break
-                else:
-                    raise fail("unexpected character")
+            value, pos = _scalar(text, pos)
         # Attach the completed value to its parent, then consume ',' or the closing bracket.
         while True:
             if not stack:

@@ -1,0 +1,99 @@
+"""Turning a model's chunk stream into a response: the :class:`Assembler` of content blocks,
+and :func:`until_cancelled`, which stops reading a stream the moment a turn is cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from agent_loop.cancel import CancelSignal
+from session.json.lossless import thaw
+
+__all__ = ["Assembler", "Cancelled", "until_cancelled"]
+
+
+class Cancelled(Exception):
+    """The turn was cancelled while a model stream was being read."""
+
+
+class Assembler:
+    """Builds the content blocks of a response from its chunks."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.usage: Any = None
+        self.finish: Any = None
+
+    def feed(self, chunk: Mapping[str, Any]) -> None:
+        kind = chunk.get("type")
+        index = int(chunk.get("index", 0))
+        if kind == "block-start":
+            if chunk["blockType"] == "tool-call":
+                self.blocks[index] = {
+                    "type": "tool-call",
+                    "id": chunk.get("id"),
+                    "name": chunk.get("name"),
+                    "arguments": "",
+                }
+            else:
+                self.blocks[index] = {"type": chunk["blockType"], "text": ""}
+        elif kind in ("text-delta", "reasoning-delta"):
+            block = self.blocks.setdefault(index, {"type": str(kind)[:-6], "text": ""})
+            block["text"] += chunk["text"]
+        elif kind == "tool-call-delta":
+            block = self.blocks.setdefault(
+                index,
+                {
+                    "type": "tool-call",
+                    "id": chunk["id"],
+                    "name": chunk.get("name"),
+                    "arguments": "",
+                },
+            )
+            block["arguments"] += chunk["argumentsDelta"]
+        elif kind == "block-end":
+            self.blocks[index] = thaw(chunk["block"])
+        elif kind == "usage":
+            self.usage = chunk["usage"]
+        elif kind == "finish":
+            self.finish = chunk["reason"]
+
+    def content(self) -> list[dict[str, Any]]:
+        return [self.blocks[i] for i in sorted(self.blocks)]
+
+    def visible(self) -> list[dict[str, Any]]:
+        """Text and reasoning blocks with something in them (what a cancel keeps)."""
+        return [
+            b
+            for b in self.content()
+            if b["type"] in ("text", "reasoning") and b.get("text", "").strip()
+        ]
+
+
+async def until_cancelled(stream: AsyncIterator[Any], cancel: CancelSignal) -> AsyncIterator[Any]:
+    """Yield from ``stream`` until it ends; raise :class:`Cancelled` as soon as ``cancel`` is set,
+    even while the stream is waiting."""
+    iterator = aiter(stream)
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        while True:
+            if cancel.cancelled:
+                raise Cancelled
+            step = asyncio.ensure_future(anext(iterator))
+            done, _ = await asyncio.wait({step, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if step not in done:
+                step.cancel()
+                raise Cancelled
+            try:
+                chunk = step.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        waiter.cancel()
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
