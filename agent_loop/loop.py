@@ -22,6 +22,20 @@ from agent_loop.cancel import CancelSignal
 from agent_loop.models import ModelRequest
 from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
 from session.errors import SessionError
+from session.events.types import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    INBOX_SPLICED,
+    REQUEST_CONTEXT,
+    REQUEST_HEADER,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
 from session.json.codec import encode_json
 from session.json.lossless import snapshot, thaw
 from session.live.session import Session
@@ -132,19 +146,19 @@ class Agent:
         if removed:
             data["removedCount"] = removed
         data["inserted"] = inserted
-        self.session.append("agent/inbox/spliced", data)
+        self.session.append(INBOX_SPLICED, data)
         items[start : start + removed] = inserted
 
     def _next_turn_number(self) -> int:
         for event in reversed(self.session.events):
-            if event.type == "turn/start":
+            if event.type == TURN_START:
                 return int(event.data["turn"]) + 1
         return 1
 
     async def _turn(self) -> dict[str, Any]:
         session = self.session
         turn = self._next_turn_number()
-        session.append("turn/start", {"turn": turn})
+        session.append(TURN_START, {"turn": turn})
         cancel = self._cancel = CancelSignal()
         reason: dict[str, Any] = {"kind": "completed"}
         try:
@@ -158,14 +172,14 @@ class Agent:
                 await self._hooks_chain(AGENT_PRE_STEP, context)
                 if cancel.cancelled:
                     raise Cancelled
-                session.append("step/start", {"turn": turn, "step": step})
+                session.append(STEP_START, {"turn": turn, "step": step})
                 for message in context.messages:
-                    session.append("user/message", message, surface_op="append")
+                    session.append(USER_MESSAGE, message, surface_op="append")
                 try:
                     outcome = await self._step(turn, step, cancel)
                     await self._hooks_chain(AGENT_POST_STEP, StepContext(self, session, turn, step))
                 finally:
-                    session.append("step/end", {"turn": turn, "step": step})
+                    session.append(STEP_END, {"turn": turn, "step": step})
                 if outcome == "max-tokens":
                     reason = {"kind": "max-tokens"}
                 if cancel.cancelled:
@@ -181,7 +195,7 @@ class Agent:
             log.warning('agent on session "%s": turn %d failed: %s', session.id, turn, e)
         finally:
             self._cancel = None
-            session.append("turn/end", {"turn": turn, "reason": reason})
+            session.append(TURN_END, {"turn": turn, "reason": reason})
         await self.runtime.sessions.flush(session)
         return reason
 
@@ -212,16 +226,16 @@ class Agent:
         encoded = encode_json(snapshot(header))
         if self._first_request or encoded != self._last_header:
             if self._first_request:
-                logged = any(e.type == "request/header" for e in session.events)
+                logged = any(e.type == REQUEST_HEADER for e in session.events)
                 why = "resume" if logged else "initial"
             else:
                 why = "change"
-            session.append("request/header", {"header": header, "reason": why})
+            session.append(REQUEST_HEADER, {"header": header, "reason": why})
             self._first_request, self._last_header = False, encoded
         context = {"provider": self.provider, "model": self.model}
-        last = next((e.data for e in reversed(session.events) if e.type == "request/context"), None)
+        last = next((e.data for e in reversed(session.events) if e.type == REQUEST_CONTEXT), None)
         if last is None or thaw(last) != context:
-            session.append("request/context", context)
+            session.append(REQUEST_CONTEXT, context)
         if cancel.cancelled:
             raise Cancelled
         request = ModelRequest(
@@ -239,7 +253,7 @@ class Agent:
             async for chunk in until_cancelled(stream, cancel):
                 seqs.append(
                     session.append(
-                        "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk}
+                        ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}
                     ).seq
                 )
                 assembler.feed(chunk)
@@ -254,9 +268,7 @@ class Agent:
                 if assembler.usage is not None:
                     data["usage"] = assembler.usage
                 data["interrupted"] = True
-                session.append(
-                    "assistant/message", data, surface_op="append", source_event_seqs=seqs
-                )
+                session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=seqs)
             raise
         finish = assembler.finish or {"kind": "stop"}
         kind = finish.get("kind")
@@ -273,7 +285,7 @@ class Agent:
         data = {"turn": turn, "step": step, "message": self._assistant(content)}
         if assembler.usage is not None:
             data["usage"] = assembler.usage
-        session.append("assistant/message", data, surface_op="append", source_event_seqs=seqs)
+        session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=seqs)
         calls = [b for b in content if b["type"] == "tool-call"]
         if not calls:
             return "max-tokens" if kind == "max-tokens" else "completed"
@@ -346,7 +358,7 @@ class Agent:
             "name": block["name"],
             "arguments": block["arguments"],
         }
-        return self.session.append("tool/call", data).seq
+        return self.session.append(TOOL_CALL, data).seq
 
     def _record_result(
         self, turn: int, step: int, call_id: str, call_seq: int, result: ToolResult
@@ -369,7 +381,7 @@ class Agent:
             data["error"] = dict(result.error)
         if result.meta is not None:
             data["meta"] = result.meta
-        self.session.append("tool/result", data, surface_op="append", source_event_seqs=[call_seq])
+        self.session.append(TOOL_RESULT, data, surface_op="append", source_event_seqs=[call_seq])
 
 
 def _is_exclusive(tools: Any, block: Mapping[str, Any]) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from session import Session, SessionError, SessionNotFoundError, __version__
+from session.events.types import REQUEST_HEADER
 from session.persistence.api import StoredSession
 
 __all__ = ["main"]
@@ -326,7 +327,7 @@ async def _export(args: argparse.Namespace) -> int:
         )
     session = Session.create(args.id, seed=inspected.events)
     messages = session.derive_messages()
-    headers = [e for e in inspected.events if e.type == "request/header"]
+    headers = [e for e in inspected.events if e.type == REQUEST_HEADER]
     system = headers[-1].data["header"].get("system") if headers else None
     try:
         check_pairing(messages)

@@ -21,7 +21,7 @@ from agent_session.stack import MODEL, SYSTEM, open_stack
 from agent_session.transcript import render
 from persistence_jsonl import JsonlPersistence
 from session import SessionEvent
-from session.events.event import TOOL_RESULT, TURN_START
+from session.events.types import TOOL_RESULT, TURN_START
 from session.persistence.coordinator import Examination
 
 __all__ = ["CRASH_MODES", "run_demo"]
@@ -219,7 +219,7 @@ def _runs(types: list[str]) -> str:
 
 
 def _describe(event: SessionEvent) -> str:
-    if event.type == "tool/result":
+    if event.type == TOOL_RESULT:
         call = str(event.data["message"]["source"]["callId"])
         code = str(event.data["error"]["code"])
         return f"tool/result {call} ({code})"

@@ -20,6 +20,7 @@ from session import (
     SessionPersistenceCorruptionError,
 )
 from session.events.eventlog import LazyRun, blocks
+from session.events.types import TURN_END, TURN_START
 
 __all__ = ["SessionRow", "Status", "rows", "status_of"]
 
@@ -55,9 +56,9 @@ def _turn_state(events: Sequence[Any]) -> str:
         if type(event) is LazyRun:
             continue  # streaming deltas: never a turn bracket
         kind = event.type if isinstance(event, SessionEvent) else event.get("type")
-        if kind == "turn/start":
+        if kind == TURN_START:
             state = "interrupted"
-        elif kind == "turn/end":
+        elif kind == TURN_END:
             state = "complete"
     return state
 

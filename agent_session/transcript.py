@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from session import SessionEvent
+from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE
 
 __all__ = ["REPAIR_CODES", "render"]
 
@@ -28,11 +29,11 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
     for event in events:
         data = event.data
         pending = pending_from is not None and event.seq >= pending_from
-        if event.type == "turn/start":
+        if event.type == TURN_START:
             lines.append(f"── turn {data['turn']} ──")
-        elif event.type == "user/message":
+        elif event.type == USER_MESSAGE:
             lines.append(f"user: {_text(data.get('content', ()))}")
-        elif event.type == "assistant/message":
+        elif event.type == ASSISTANT_MESSAGE:
             message = data["message"]
             for block in message.get("content", ()):
                 if block.get("type") == "reasoning":
@@ -45,7 +46,7 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
                     )
             if data.get("interrupted"):
                 lines.append("    (interrupted by a cancellation)")
-        elif event.type == "tool/result":
+        elif event.type == TOOL_RESULT:
             block = data["message"]["content"][0]
             code = (data.get("error") or {}).get("code")
             if code in REPAIR_CODES:
@@ -55,7 +56,7 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
                 mark = "[error]" if block.get("isError") else "[ok]"
             lines.append(f"tool {block['toolCallId']} {mark}")
             lines.append(_indent(_text(block.get("content", ()))))
-        elif event.type == "turn/end":
+        elif event.type == TURN_END:
             reason = data["reason"]
             kind = reason.get("kind")
             note = " (closed by crash repair)" if kind == "interrupted" else ""

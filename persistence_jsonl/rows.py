@@ -12,8 +12,9 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from session.events.event import ASSISTANT_CHUNK, SessionEvent, build_plain_events
+from session.events.event import SessionEvent, build_plain_events
 from session.events.eventlog import LazyRun
+from session.events.types import ASSISTANT_CHUNK
 from session.json.codec import encode_json
 from session.json.lossless import MAX_SAFE_INTEGER, FrozenDict, JsFloat, is_safe_int, snapshot
 

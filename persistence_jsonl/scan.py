@@ -16,6 +16,7 @@ from persistence_jsonl.layout import parse_header
 from persistence_jsonl.rows import ROW_TYPES, MalformedRowError, lazy_row_events
 from session import SessionHeader, SessionPersistenceCorruptionError
 from session.events.eventlog import EventLog, LazyRun
+from session.events.types import TURN_END
 from session.json.codec import decode_json
 from session.json.gcpause import gc_paused
 
@@ -66,7 +67,7 @@ def _entry(line: bytes) -> dict[str, Any] | LazyRun | None:
 
 
 def _is_turn_end(entry: dict[str, Any] | LazyRun) -> bool:
-    return (entry.type if isinstance(entry, LazyRun) else entry.get("type")) == "turn/end"
+    return (entry.type if isinstance(entry, LazyRun) else entry.get("type")) == TURN_END
 
 
 def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLog:

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from session.events.event import (
+from session.events.event import SessionEvent, build_event
+from session.events.eventlog import LazyRun, blocks
+from session.events.types import (
     ASSISTANT_MESSAGE,
     STEP_END,
     STEP_START,
@@ -18,10 +20,7 @@ from session.events.event import (
     TOOL_RESULT,
     TURN_END,
     TURN_START,
-    SessionEvent,
-    build_event,
 )
-from session.events.eventlog import LazyRun, blocks
 from session.json.lossless import snapshot
 
 __all__ = [

@@ -19,6 +19,24 @@ from session.events import payloads as p
 from session.events.messages import UserMessage
 from session.events.surface import SURFACE_EVENT_TYPES as _SURFACE_TYPES
 from session.events.surface import SurfaceOp, SurfaceReplace, parse_surface_metadata
+from session.events.types import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    END_SEED,
+    INBOX_SPLICED,
+    LLM_RETRY,
+    LLM_RETRY_STARTED,
+    REQUEST_CONTEXT,
+    REQUEST_HEADER,
+    STEP_END,
+    STEP_START,
+    TODO_WRITE,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
 from session.events.wire import WireModel
 from session.json.codec import decode_json, encode_json
 from session.json.lossless import JsonValue, is_safe_int, snapshot
@@ -36,25 +54,6 @@ __all__ = [
     "is_known_event_type",
     "register_event_type",
 ]
-
-# Event type names (one vocabulary, shared by every module).
-INBOX_SPLICED: Final = "agent/inbox/spliced"
-TURN_START: Final = "turn/start"
-TURN_END: Final = "turn/end"
-STEP_START: Final = "step/start"
-STEP_END: Final = "step/end"
-USER_MESSAGE: Final = "user/message"
-REQUEST_HEADER: Final = "request/header"
-REQUEST_CONTEXT: Final = "request/context"
-ASSISTANT_CHUNK: Final = "assistant/chunk"
-ASSISTANT_MESSAGE: Final = "assistant/message"
-TOOL_CALL: Final = "tool/call"
-TOOL_RESULT: Final = "tool/result"
-LLM_RETRY: Final = "llm/retry"
-LLM_RETRY_STARTED: Final = "llm/retry-started"
-TODO_WRITE: Final = "todo/write"
-END_SEED: Final = "session/end-seed"
-LEGACY_HEADER_DELTA: Final = "request/header-delta"
 
 SURFACE_EVENT_TYPES: Final = _SURFACE_TYPES
 """The only types that enter the surface; they must carry ``surfaceOp``."""

@@ -15,13 +15,20 @@ from session.errors import JsonValueError, SessionEventError
 from session.events.event import SessionEvent, build_event, envelope_problem
 from session.events.eventlog import EventLog, LazyRun, blocks
 from session.events.surface import Surface, SurfaceReplace, parse_surface_metadata
+from session.events.types import (
+    ASSISTANT_MESSAGE,
+    LEGACY_HEADER_DELTA,
+    REQUEST_HEADER,
+    TOOL_RESULT,
+    USER_MESSAGE,
+)
 from session.json.lossless import snapshot
 
 __all__ = ["RULED_TYPES", "CheckedLog", "message_shape_problem", "validate_log"]
 
 _ADAPTER_DEFAULT_KEYS = frozenset({"reasoningEffort", "maxTokens"})
 RULED_TYPES = frozenset(
-    {"user/message", "assistant/message", "tool/result", "request/header", "request/header-delta"}
+    {USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT, REQUEST_HEADER, LEGACY_HEADER_DELTA}
 )
 """Types whose data or surface metadata a rule looks into (surface, message shape, legacy).
 Events of any other type, without surface metadata, have only their envelope to check."""
@@ -33,13 +40,13 @@ def _non_empty_str(value: object) -> bool:
 
 def message_shape_problem(event_type: str, data: Any) -> str | None:
     """What is wrong with the message (or request header) an event carries, or ``None``."""
-    if event_type == "request/header":
+    if event_type == REQUEST_HEADER:
         return _request_header_problem(data)
-    if event_type == "user/message":
+    if event_type == USER_MESSAGE:
         message, role = data, "user"
-    elif event_type in ("assistant/message", "tool/result"):
+    elif event_type in (ASSISTANT_MESSAGE, TOOL_RESULT):
         message = data.get("message") if isinstance(data, Mapping) else None
-        role = "assistant" if event_type == "assistant/message" else "user"
+        role = "assistant" if event_type == ASSISTANT_MESSAGE else "user"
     else:
         return None
     if not isinstance(message, Mapping) or not _non_empty_str(message.get("id")):
@@ -52,12 +59,12 @@ def message_shape_problem(event_type: str, data: Any) -> str | None:
     content = message.get("content")
     if not isinstance(content, Sequence) or isinstance(content, str):
         return "message content must be an array"
-    if event_type == "assistant/message":
+    if event_type == ASSISTANT_MESSAGE:
         if source.get("kind") != "model" or not (
             _non_empty_str(source.get("provider")) and _non_empty_str(source.get("model"))
         ):
             return "message must have model source"
-    elif event_type == "tool/result":
+    elif event_type == TOOL_RESULT:
         call_id = source.get("callId")
         if source.get("kind") != "tool" or not _non_empty_str(call_id):
             return "message must have tool source"
@@ -97,10 +104,10 @@ def _request_header_problem(data: Any) -> str | None:
 
 def legacy_problem(event_type: str, data: Any) -> str | None:
     """Retired header vocabulary the reference refuses everywhere."""
-    if event_type == "request/header-delta":
+    if event_type == LEGACY_HEADER_DELTA:
         return 'uses the retired legacy event type "request/header-delta"'
     if (
-        event_type == "request/header"
+        event_type == REQUEST_HEADER
         and isinstance(data, Mapping)
         and data.get("reason") == "fallback"
     ):

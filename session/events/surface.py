@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from pydantic import ConfigDict
 
 from session.errors import SessionEventError
+from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
 from session.events.wire import WireModel
 from session.json.codec import comparison_key
 from session.json.lossless import is_safe_int
@@ -31,7 +32,7 @@ __all__ = [
     "parse_surface_metadata",
 ]
 
-SURFACE_EVENT_TYPES: Final = frozenset({"user/message", "assistant/message", "tool/result"})
+SURFACE_EVENT_TYPES: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 """The only types that enter the surface; they must carry ``surfaceOp``."""
 
 
@@ -107,7 +108,7 @@ def _parse_sources(event_type: str, seq: int, raw: Any) -> tuple[int, ...] | Non
         return None
     if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
         raise _fail(event_type, "sourceEventSeqs must be an array")
-    if not raw and event_type != "assistant/message":
+    if not raw and event_type != ASSISTANT_MESSAGE:
         raise _fail(event_type, "sourceEventSeqs must not be empty except on assistant/message")
     if not all(is_safe_int(s) and s >= 0 for s in raw):
         raise _fail(event_type, "sourceEventSeqs must contain non-negative safe integers")
@@ -195,12 +196,12 @@ class Surface:
                 "surface replace: sourceEventSeqs must include every shadowed surface node; "
                 f"missing {', '.join(map(str, missing))}"
             )
-        if event_type == "tool/result":
+        if event_type == TOOL_RESULT:
             prefix = "tool/result surface replacement"
             if len(shadowed) != 1:
                 raise SessionEventError(f"{prefix} must rewrite exactly one current node")
             target = events[shadowed[0]]
-            if target.type != "tool/result":
+            if target.type != TOOL_RESULT:
                 raise SessionEventError(f"{prefix} must target a current tool/result")
             before = comparison_key(_without_result_content(target.data))
             if before != comparison_key(_without_result_content(data)):

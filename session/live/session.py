@@ -15,7 +15,7 @@ from session.errors import (
     SessionEventError,
     SessionReentrancyError,
 )
-from session.events.event import END_SEED, SessionEvent, build_event
+from session.events.event import SessionEvent, build_event
 from session.events.header import SessionHeader, now_ms
 from session.events.rules import RULED_TYPES, CheckedLog, legacy_problem, validate_log
 from session.events.surface import (
@@ -25,6 +25,7 @@ from session.events.surface import (
     SurfaceView,
     parse_surface_metadata,
 )
+from session.events.types import ASSISTANT_MESSAGE, END_SEED, TOOL_RESULT, USER_MESSAGE
 from session.events.wire import WireModel
 from session.json.lossless import JsonValue, snapshot
 
@@ -194,11 +195,11 @@ class Session:
     def derive_event_message(event: SessionEvent) -> Any:
         """The message a surface event projects, or ``None``."""
         data = event.data
-        if event.type == "user/message":
+        if event.type == USER_MESSAGE:
             return data
-        if event.type in ("assistant/message", "tool/result") and isinstance(data, Mapping):
+        if event.type in (ASSISTANT_MESSAGE, TOOL_RESULT) and isinstance(data, Mapping):
             message = data.get("message")
-            if event.type == "assistant/message" and isinstance(message, Mapping):
+            if event.type == ASSISTANT_MESSAGE and isinstance(message, Mapping):
                 content = message.get("content")
                 if isinstance(content, Sequence) and len(content) == 0:
                     return None

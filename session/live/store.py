@@ -15,6 +15,7 @@ from session.errors import (
 )
 from session.events.event import SessionEvent
 from session.events.header import now_ms
+from session.events.types import TURN_END, TURN_START
 from session.json.lossless import is_safe_int
 from session.live.hooks import (
     SESSION_CREATED,
@@ -295,9 +296,9 @@ def _open_turn(events: Iterable[SessionEvent]) -> Any:
     """The number of the turn left open at the end of ``events``, or ``None``."""
     open_turn: Any = None
     for event in events:
-        if event.type == "turn/start":
+        if event.type == TURN_START:
             data = event.data
             open_turn = data.get("turn") if isinstance(data, Mapping) else "?"
-        elif event.type == "turn/end":
+        elif event.type == TURN_END:
             open_turn = None
     return open_turn
