@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -24,8 +24,6 @@ from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.rows import encode_batch
 from session import Runtime, Session
-
-Measure = Callable[[str], Awaitable[float]]
 
 
 def stack(root: str) -> tuple[Runtime, JsonlPersistence]:

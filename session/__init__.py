@@ -1,6 +1,8 @@
 """The session runtime core: events, lossless JSON, ``Session``, ``SessionStore``, the hook bus
 and the ``flush`` durability barrier."""
 
+import importlib.metadata as _metadata
+
 from session.errors import (
     JsonValueError,
     SessionCollisionError,
@@ -28,14 +30,17 @@ from session.events.event import (
 from session.events.eventlog import EventLog, LazyRun
 from session.events.header import SESSION_FORMAT_VERSION, SessionHeader
 from session.events.surface import SurfaceView
-from session.json.codec import canonical_json, decode_json, encode_json
+from session.json.codec import decode_json, encode_json
 from session.json.lossless import MAX_SAFE_INTEGER, FrozenDict, FrozenList, JsFloat, snapshot, thaw
 from session.live.hooks import Disposer, HookBus
 from session.live.runtime import Plugin, PluginScope, Runtime
 from session.live.session import Session
 from session.live.store import SessionStore
 
-__version__ = "0.1.0"
+try:
+    __version__ = _metadata.version("agent-session-runtime")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "EVENT_PAYLOADS",
@@ -74,7 +79,6 @@ __all__ = [
     "SurfaceReplace",
     "SurfaceView",
     "__version__",
-    "canonical_json",
     "decode_json",
     "encode_json",
     "register_event_type",

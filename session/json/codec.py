@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from session.json.lossless import JsFloat, JsonValue, js_number_text, snapshot
+from session.json.lossless import JsFloat, JsonValue, js_number_text
 
-__all__ = ["canonical_json", "comparison_key", "decode_json", "encode_json"]
+__all__ = ["comparison_key", "decode_json", "encode_json"]
 
 
 def _default(value: object) -> orjson.Fragment:
@@ -44,11 +44,6 @@ def comparison_key(value: JsonValue) -> bytes:
     """Bytes equal exactly when two snapshot values are deep-equal as JSON: key order does not
     matter, types do (``true`` differs from ``1``)."""
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=_default)
-
-
-def canonical_json(value: object) -> bytes:
-    """Validate any value as lossless JSON and encode it (``encode_json(snapshot(value))``)."""
-    return encode_json(snapshot(value))
 
 
 def _scalar_text(value: object) -> bytes:
