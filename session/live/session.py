@@ -7,6 +7,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
 from session.errors import (
@@ -49,8 +50,14 @@ class Publisher(Protocol):
         """The ``session/validate`` validators and ``session/event`` observers to run."""
         ...
 
+    @property
+    def detach_pending(self) -> AbstractSet[int]:
+        """``id(session)`` of sessions whose detach waits for their append to unwind; an
+        append calls :meth:`appended` only while this is not empty (one read per event)."""
+        ...
+
     def appended(self, session: Session) -> None:
-        """Called after every published append (runs a detach requested meanwhile)."""
+        """Called after a published append while :attr:`detach_pending` is not empty."""
 
 
 class Session:
@@ -124,13 +131,14 @@ class Session:
         :class:`CheckedLog`), without checking it again; followed by ``session/end-seed``
         unless it already ends with one, as :meth:`create`. The header is checked as there."""
         session = cls(SessionHeader.validated(header, header.id), clock=clock)
-        session._seed(log)
+        session._seed(CheckedLog(log.events, log.surface.copy()))  # the caller keeps its log
         return session
 
     def _seed(self, log: CheckedLog) -> None:
+        """Take ``log`` (and its surface, which this session then changes) as the seed."""
         events = self._events = list(log.events)  # builds any lazy run
         self._events_view = None
-        self._surface = log.surface.copy()
+        self._surface = log.surface
         self._first_live_seq = len(events)
         if not events or events[-1].type != END_SEED:
             self.append(END_SEED, {})
@@ -283,7 +291,7 @@ class Session:
                     self._settle_later(result)
         finally:
             self._publishing = False
-        if store is not None:
+        if store is not None and store.detach_pending:
             store.appended(self)
         return event
 

@@ -47,9 +47,9 @@ class SessionStore:
         self._clock = clock
         self._live: dict[str, Session] = {}
         self._announcing: Session | None = None
-        # id(session) of each session whose detach was asked for while it was publishing an
-        # append or being announced; the detach runs when that call unwinds.
-        self._detach_pending: set[int] = set()
+        self.detach_pending: set[int] = set()
+        """``id(session)`` of each session whose detach was asked for while it was publishing
+        an append or being announced; the detach runs when that call unwinds."""
         self._loader: Loader | None = None
         self._hooks_version = -1
         self._hooks_pair: Hooks = ((), ())
@@ -134,12 +134,12 @@ class SessionStore:
                 observer(session)
         except BaseException:
             self._announcing = None
-            self._detach_pending.discard(id(session))
+            self.detach_pending.discard(id(session))
             self._detach(session)
             raise
         self._announcing = None
-        if id(session) in self._detach_pending:
-            self._detach_pending.discard(id(session))
+        if id(session) in self.detach_pending:
+            self.detach_pending.discard(id(session))
             self._detach(session)
 
     async def dispose(self, session: Session) -> None:
@@ -156,7 +156,7 @@ class SessionStore:
         if self._live.get(session.id) is not session:
             return
         if session.publishing or self._announcing is session:
-            self._detach_pending.add(id(session))
+            self.detach_pending.add(id(session))
             return
         self._detach(session)
 
@@ -189,12 +189,8 @@ class SessionStore:
 
     def appended(self, session: Session) -> None:
         """Run a detach of ``session`` requested while it was publishing."""
-        if (
-            self._detach_pending
-            and id(session) in self._detach_pending
-            and self._announcing is not session
-        ):
-            self._detach_pending.discard(id(session))
+        if id(session) in self.detach_pending and self._announcing is not session:
+            self.detach_pending.discard(id(session))
             self._detach(session)
 
     # --- queries ----------------------------------------------------------------------------
