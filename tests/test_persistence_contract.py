@@ -596,3 +596,20 @@ async def test_read_raw_returns_the_stored_bytes(backend: PersistenceCoordinator
     assert lines[0].startswith(b'{"type":"session","version":0,"id":"raw"')
     assert lines[1:-1] == [e.encode() for e in source.events]
     assert lines[-1] == b""
+
+
+async def test_examine_reports_what_is_stored_now(backend: PersistenceCoordinator) -> None:
+    await backend.create(header("ex"))
+    await backend.append("ex", detached("ex", open_turn).events)
+    before = await backend.examine("ex")
+    raw = await backend.read_raw("ex")
+    assert raw is not None
+    assert (before.size, before.torn_tail) == (len(raw.content), False)
+    assert before.closers > 0
+    assert before.stored_events == len(detached("ex", open_turn).events)
+    await backend.load("ex")  # repairs durably: the closers are stored now
+    after = await backend.examine("ex")
+    raw = await backend.read_raw("ex")
+    assert raw is not None
+    assert after.size == len(raw.content)
+    assert (after.closers, after.stored_events) == (0, before.stored_events + before.closers)

@@ -199,7 +199,8 @@ class PersistenceCoordinator(SessionPersistence):
     async def examine(self, id: str) -> Examination:
         """What an operator asks of a stored session: :meth:`inspect`'s log, how many events
         are stored, how many closers a load would add, whether the tail is torn, the stored
-        size and where it lives. Never writes (a live session's writes are not flushed).
+        size and where it lives, from a read of what is stored now. Never writes (a live
+        session's writes are not flushed).
 
         Raises :class:`SessionNotFoundError`, ``SessionPersistenceCorruptionError`` and
         ``SessionFormatUnsupportedError`` as :meth:`inspect`.
@@ -207,7 +208,7 @@ class PersistenceCoordinator(SessionPersistence):
         self._check_open()
         await self.writer.wait_retirement(id)
         async with self.ledger.locks.hold(id):
-            inspection = await self.ledger.inspect(id)
+            inspection = await self.ledger.inspect(id, fresh=True)
         return Examination(
             inspection.balanced,
             len(inspection.stored),

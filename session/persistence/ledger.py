@@ -66,7 +66,8 @@ class Inspection:
     cut_at: object | None
     """Where a torn tail starts (storage's token), or ``None``."""
     size: int | None
-    """How many bytes the stored artifact has, where the storage says."""
+    """How many bytes the stored artifact has, where the storage says; ``None`` also after a
+    repair made here (the bytes were not read again)."""
 
     @property
     def stored(self) -> EventLog[SessionEvent]:
@@ -222,10 +223,11 @@ class Ledger:
             return inspection
         raise SessionError(f'session "{id}" kept changing while it was being repaired')
 
-    async def inspect(self, id: str) -> Inspection:
+    async def inspect(self, id: str, *, fresh: bool = False) -> Inspection:
         """The validated stored log and its closers (in memory); reuses a cached read while
-        the revision is unchanged. Raises :class:`SessionNotFoundError` when absent."""
-        cached = self._cache.get(id)
+        the revision is unchanged, unless ``fresh`` (read what is stored now, with its size).
+        Raises :class:`SessionNotFoundError` when absent."""
+        cached = None if fresh else self._cache.get(id)
         if cached is not None:
             if await self.storage.revision(id) == cached.revision:
                 self._cache.move_to_end(id)

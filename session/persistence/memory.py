@@ -67,7 +67,7 @@ class MemoryStorage:
         if log is None:
             return None
         events = [decode_json(line) for line in log.lines]
-        size = sum(len(line) + 1 for line in log.lines)
+        size = sum(len(line) + 1 for line in [_header_line(log), *log.lines])
         return StoredLog(log.header, events, log.revision, None, size)
 
     async def revision(self, id: str) -> str | None:
@@ -120,12 +120,16 @@ class MemoryStorage:
         log = self.store.logs.get(id)
         if log is None:
             return None
-        header = encode_json({"type": "session", **log.header.to_json()})
-        content = b"".join(line + b"\n" for line in [header, *log.lines])
+        content = b"".join(line + b"\n" for line in [_header_line(log), *log.lines])
         return RawArtifact(log.header, "session.jsonl", content)
 
     async def close(self) -> None:
         return None
+
+
+def _header_line(log: MemoryLog) -> bytes:
+    """The header line of the artifact ``read_raw`` returns, as a JSONL log's first line."""
+    return encode_json({"type": "session", **log.header.to_json()})
 
 
 class MemoryPersistence(PersistenceCoordinator):
