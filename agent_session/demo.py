@@ -67,7 +67,7 @@ async def run_demo(
     root = os.path.abspath(root)
     session_id = session_id or f"demo-{uuid.uuid4().hex[:8]}"
     say = _Narrator(out, as_json, {"root": root, "session_id": session_id, "crash": crash})
-    if any(h.id == session_id for h in await JsonlPersistence(root).list_headers()):
+    if await JsonlPersistence(root).storage.revision(session_id) is not None:
         raise ValueError(
             f'session "{session_id}" already exists in {root}; pick another --session-id or --root'
         )

@@ -20,6 +20,7 @@ from session import (
     SessionPersistenceCorruptionError,
 )
 from session.events.eventlog import LazyRun, blocks
+from session.events.header import SESSION_FORMAT_VERSION
 from session.events.types import TURN_END, TURN_START
 
 __all__ = ["SessionRow", "Status", "rows", "status_of"]
@@ -74,7 +75,7 @@ def rows(root: str) -> Iterator[SessionRow]:
         data = ops.read(path) if found is not None and not found.is_dir else None
         if data is None:
             continue
-        fallback = os.path.basename(os.path.dirname(path))
+        fallback = os.path.basename(entry)
         try:
             scanned = scan_log(data, path, check_version=False)
         except SessionFormatUnsupportedError as e:
@@ -85,7 +86,7 @@ def rows(root: str) -> Iterator[SessionRow]:
             continue
         header = scanned.header
         flags = ["torn tail"] if scanned.torn else []
-        if header.version != 0:
+        if header.version != SESSION_FORMAT_VERSION:
             flags.append("unsupported")
         state = _turn_state(scanned.events)
         if state == "interrupted" and writer_active(ops, entry, held):

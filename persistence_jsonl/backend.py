@@ -46,10 +46,16 @@ class JsonlPersistence(PersistenceCoordinator):
         )
         self.jsonl = storage
         """The JSONL storage this backend holds."""
-        self.root = storage.root
+
+    @property
+    def root(self) -> str:
         """The absolute store root."""
-        self.ops = storage.ops
+        return self.jsonl.root
+
+    @property
+    def ops(self) -> FileOps:
         """The system-call seam."""
+        return self.jsonl.ops
 
     def locate(self, header: SessionHeader) -> str:
         """The transcript path of a session (it may not exist yet)."""

@@ -119,9 +119,7 @@ def append_synced(ops: FileOps, fd: int, data: bytes, point: str = "append:after
             ops.truncate(fd, size)
             ops.fsync(fd)
         except Exception as rollback_error:
-            raise RollbackFailed(error, rollback_error) from ExceptionGroup(
-                "append and rollback failed", [error, rollback_error]
-            )
+            raise RollbackFailed(error, rollback_error) from rollback_error
         raise
 
 

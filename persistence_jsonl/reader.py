@@ -45,9 +45,7 @@ class LogReader:
         if self._swept:
             return
         for entry_path in iter_entries(self.ops, self.root):
-            found = self.ops.stat(entry_path)
-            is_dir = found is not None and found.is_dir
-            if entry_path.endswith((".jsonl", ".jsonl.zstd")) and not is_dir:
+            if entry_path.endswith((".jsonl", ".jsonl.zstd")) and not self._is_dir(entry_path):
                 raise SessionFormatUnsupportedError(
                     f'session artifact "{entry_path}" uses the unsupported flat-file layout; '
                     "use a separate root or move it into a project/session directory "
@@ -61,6 +59,10 @@ class LogReader:
                     "matching compression mode"
                 )
         self._swept = True
+
+    def _is_dir(self, path: str) -> bool:
+        found = self.ops.stat(path)
+        return found is not None and found.is_dir
 
     def find(self, id: str) -> str | None:
         """The one transcript of ``id`` across project directories, or ``None``."""
@@ -175,13 +177,12 @@ class LogReader:
             return None
         data = read[0]
         end = data.find(b"\n")
+        invalid = f'corrupt session log: invalid header line in "{path}"'
+        if end < 0:
+            raise SessionPersistenceCorruptionError(invalid)
         try:
-            if end < 0:
-                raise SessionPersistenceCorruptionError("no header line")
             header = parse_header(data[:end], path, check_version=False)
         except (SessionError, ValidationError) as e:
-            raise SessionPersistenceCorruptionError(
-                f'corrupt session log: invalid header line in "{path}"'
-            ) from e
+            raise SessionPersistenceCorruptionError(invalid) from e
         self.check_identity(path, header, id)
         return RawArtifact(header, LOG_NAME, data)

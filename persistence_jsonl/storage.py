@@ -233,7 +233,9 @@ class JsonlStorage:
                 (failed.error, failed.rollback_error),
             )
             self._poisoned[header.id] = error
-            raise error from failed.__cause__
+            raise error from ExceptionGroup(
+                "append and rollback failed", [failed.error, failed.rollback_error]
+            )
         except BaseException:
             self._drop_fd(header.id, fd)
             raise

@@ -89,7 +89,7 @@ class PersistenceCoordinator(SessionPersistence):
         self.ledger = Ledger(storage, repair, prepared_session_cache_size)
         """Per-id state, locks and validated cold reads (shared by the cold and live paths)."""
         self.writer = LiveWriter(
-            self.ledger, delay_ms=write_batch_max_delay_ms, scheduler=scheduler, name=self.name
+            self.ledger, delay_ms=write_batch_max_delay_ms, scheduler=scheduler
         )
         """The live sessions' write path."""
         self._store: SessionStore | None = None
@@ -255,10 +255,9 @@ class PersistenceCoordinator(SessionPersistence):
         validated once."""
         store = self._require_store()
         self._check_open()
-        if await self._live_or_none(id) is not None or store.get(id) is not None:
-            raise SessionCollisionError(f'cannot resume session "{id}" while it is live')
+        await self.writer.wait_retirement(id)
         async with self.ledger.locks.hold(id):
-            if self.writer.session(id) is not None:
+            if store.get(id) is not None or self.writer.session(id) is not None:
                 raise SessionCollisionError(f'cannot resume session "{id}" while it is live')
             loaded = await self.ledger.commit_cold(id)
         session = Session.restore(loaded.header, loaded.checked, clock=store.clock)

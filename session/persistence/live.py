@@ -5,9 +5,10 @@ One :class:`WriteBehindController` per live session buffers its events; a batchi
 creation or resume) adopts what storage already holds for it, refuses an id collision, and
 writes what storage lacks. A disposed session is flushed, then its id released.
 
-Where the I/O runs is the storage's business (see ``persistence_jsonl.storage``); this module
-decides only whether a checkpoint *may* run inline: when the session is bound, its log exists,
-nothing else holds its id, and it is the only live session (``sole_writer``).
+Where the I/O runs is the storage's business (``Storage.append_inline``); this module decides
+only whether a checkpoint *may* run inline: when the session is bound, its log exists, nothing
+else holds its id; and it tells the storage whether it is the only live session
+(``sole_writer``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class _Live:
 
 class LiveWriter:
     """Writes the live sessions of one runtime through ``ledger`` (see the module
-    docstring). ``name`` labels the backend in log messages."""
+    docstring)."""
 
     def __init__(
         self,
@@ -59,13 +60,11 @@ class LiveWriter:
         *,
         delay_ms: int,
         scheduler: Scheduler | None,
-        name: str,
     ) -> None:
         self._ledger = ledger
         self._storage: Storage = ledger.storage
         self._delay_ms = delay_ms
         self._scheduler = scheduler
-        self._name = name
         self._live: dict[Session, _Live] = {}
         self._retirements: dict[str, asyncio.Future[None]] = {}
 
@@ -284,7 +283,9 @@ class LiveWriter:
         if self._retirements.get(id) is done:
             del self._retirements[id]
         if not done.cancelled() and done.exception() is not None:
-            log.warning('%s: session "%s" retirement failed: %s', self._name, id, done.exception())
+            log.warning(
+                '%s: session "%s" retirement failed: %s', self._storage.name, id, done.exception()
+            )
 
 
 def _unwritten(batch: list[SessionEvent], cursor: int) -> list[SessionEvent]:

@@ -153,5 +153,10 @@ class MemoryPersistence(PersistenceCoordinator):
             prepared_session_cache_size=prepared_session_cache_size,
             scheduler=scheduler,
         )
-        self.store = storage.store
+        self.memory = storage
+        """The memory storage this backend holds."""
+
+    @property
+    def store(self) -> MemoryStore:
         """The logs this backend reads and writes."""
+        return self.memory.store

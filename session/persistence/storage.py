@@ -4,9 +4,11 @@ generic :class:`session.persistence.coordinator.PersistenceCoordinator`.
 The coordinator owns everything that is the same for every backend: per-id serialization,
 lazy creation, seq contiguity, collision checks, validation of what was read, repair policy,
 the live write-behind path and teardown. A storage only moves bytes, and states for each
-method what is durable when it returns. The coordinator calls the methods of one id one at a
-time (never two concurrently for the same id), except :meth:`Storage.prepare`, which runs
-on the event loop as events are committed.
+method what is durable when it returns. The coordinator never runs two writes of one id at
+once: ``append``, ``append_inline``, ``commit_repair``, ``acquire`` and ``release`` of an id
+are serialized (``append_inline`` only runs while nothing else holds the id), and so are the
+reads a write depends on. :meth:`Storage.prepare` runs on the event loop as events are
+committed; ``list_snapshots``, ``read_raw`` and ``locate`` may run at any time.
 """
 
 from __future__ import annotations
