@@ -135,6 +135,33 @@ def test_generated_hostile_inputs(name: str, data: bytes, expected: str) -> None
     assert kind == expected, f"{name}: {kind} {result}"
 
 
+def test_an_open_call_without_an_id_is_refused_and_nothing_is_written() -> None:
+    """Found by ``test_mutated_real_logs``: an open turn whose tool-call block lost its
+    id. The closer a repair would write for it is no valid tool result, so the load
+    refuses the log as corrupt before writing anything."""
+    start = SAMPLE.rindex(b'"type":"tool-call",') + len(b'"type":"tool-call"')
+    end = SAMPLE.index(b',"name"', start)
+    damaged = SAMPLE[:start] + b" " * (end - start) + SAMPLE[end:]
+    with tempfile.TemporaryDirectory() as root:
+        path = Path(root, "_no-cwd", "h", "session.jsonl")
+        path.parent.mkdir(parents=True)
+        path.write_bytes(damaged)
+
+        async def run() -> BaseException:
+            backend = JsonlPersistence(root)
+            try:
+                with pytest.raises(SessionPersistenceCorruptionError) as caught:
+                    await backend.load("h")
+                return caught.value
+            finally:
+                await backend.aclose()
+
+        error = asyncio.run(run())
+        assert "failed validation" in str(error), error
+        assert "tool source" in str(error), error
+        assert path.read_bytes() == damaged
+
+
 def test_a_hundred_thousand_deep_line_is_read_without_recursion_errors() -> None:
     deep = b"[" * 100_000 + b"]" * 100_000
     line = b'{"type":"x/deep","seq":0,"time":1,"ignorable":true,"data":' + deep + b"}\n"

@@ -61,6 +61,9 @@ class Inspection:
     checked: CheckedLog
     """The valid stored events and the surface they leave."""
     closers: tuple[SessionEvent, ...]
+    closed: CheckedLog
+    """``checked`` with the closers appended and validated (``checked`` when there are
+    none): a repair never writes a closer the load rules would refuse."""
     revision: str
     """The revision of exactly the bytes read."""
     cut_at: object | None
@@ -82,15 +85,12 @@ class Inspection:
     @property
     def balanced(self) -> StoredSession:
         """The stored log with the closers added."""
-        return StoredSession(self.header, self.stored + self.closers)
+        return StoredSession(self.header, self.closed.events)
 
     def repaired(self, revision: str) -> Inspection:
         """The inspection of the log once this one's repair is durable at ``revision``."""
-        if not self.closers:
-            checked = self.checked
-        else:
-            checked = validate_log(self.closers, after=self.checked)
-        return Inspection(self.header, checked, (), revision, None, None)
+        closed = self.closed
+        return Inspection(self.header, closed, (), closed, revision, None, None)
 
 
 class KeyedLocks:
@@ -239,12 +239,13 @@ class Ledger:
         checked = self.check(id, stored)
         try:
             closers = tuple(self.repair(checked.events))
+            closed = validate_log(closers, after=checked) if closers else checked
         except Exception as e:
             raise SessionPersistenceCorruptionError(
                 f'stored session "{id}" failed validation: {e}'
             ) from e
         inspection = Inspection(
-            stored.header, checked, closers, stored.revision, stored.cut_at, stored.size
+            stored.header, checked, closers, closed, stored.revision, stored.cut_at, stored.size
         )
         self._remember(id, inspection)
         return inspection
