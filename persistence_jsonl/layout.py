@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from persistence_jsonl.fileio import FileOps
 from session import SessionFormatUnsupportedError, SessionHeader, SessionPersistenceCorruptionError
-from session.events.header import SESSION_FORMAT_VERSION, version_message
+from session.events.header import SESSION_FORMAT_VERSION, header_problem, version_message
 from session.json.codec import decode_json, encode_json
 from session.json.lossless import is_safe_int, snapshot
 
@@ -190,22 +190,9 @@ def parse_header(line: bytes, path: str, *, check_version: bool = True) -> Sessi
     return SessionHeader.model_validate(fields)
 
 
-def _non_negative(value: object) -> bool:
-    return is_safe_int(value) and value >= 0
-
-
 def _is_header(raw: Any) -> bool:
-    if not isinstance(raw, Mapping) or raw.get("type") != "session":
-        return False
-    if raw.get("version") != SESSION_FORMAT_VERSION or not isinstance(raw.get("id"), str):
-        return False
-    if not _non_negative(raw.get("createdAt")) or not _non_negative(raw.get("delegationDepth")):
-        return False
-    if "origin" in raw and raw["origin"] != "subagent":
-        return False
-    if "agentPreset" in raw and not isinstance(raw["agentPreset"], str):
-        return False
-    for key in ("cwd", "parentSession"):
-        if key in raw and not isinstance(raw[key], str):
-            return False
-    return not ("seedLength" in raw and not _non_negative(raw["seedLength"]))
+    return (
+        isinstance(raw, Mapping)
+        and raw.get("type") == "session"
+        and header_problem(raw, stored=True) is None
+    )

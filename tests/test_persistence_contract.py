@@ -90,6 +90,27 @@ async def test_case_2_3_bad_metadata_reserves_nothing(backend: PersistenceCoordi
     await backend.create(header())
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"version": 3}, "session metadata version must be 0, got 3"),
+        ({"cwd": "relative/dir"}, 'session metadata cwd must be an absolute path, got "relative'),
+        ({"origin": "user"}, 'session metadata origin must be "subagent"'),
+        ({"delegationDepth": -1}, "session metadata delegationDepth must be a non-negative"),
+        ({"agentPreset": 7}, "session metadata agentPreset must be a string"),
+    ],
+)
+async def test_metadata_the_load_would_refuse_is_refused_at_create(
+    backend: PersistenceCoordinator, change: dict[str, Any], message: str
+) -> None:
+    """Create checks the header with the same rules a session's header is held to, so no
+    header written through the API can make its log unreadable later."""
+    with pytest.raises(TypeError, match=message):
+        await backend.create(header(**change))
+    assert await backend.list_headers() == []
+    assert await backend.create(header()) is None
+
+
 async def test_case_4_5_lazy_materialization(backend: PersistenceCoordinator) -> None:
     await backend.create(header())
     await backend.append("s", [])

@@ -16,6 +16,7 @@ from session.json.lossless import is_safe_int, snapshot
 __all__ = [
     "SESSION_FORMAT_VERSION",
     "SessionHeader",
+    "header_problem",
     "now_ms",
     "version_message",
     "version_problem",
@@ -98,34 +99,57 @@ class SessionHeader(WireModel):
             raise SessionHeaderError(
                 f"session header is not losslessly JSON-serializable: {e}"
             ) from e
-        problem = _header_problem(value, session_id)
+        problem = header_problem(value, session_id=session_id)
         if problem is not None:
-            raise SessionHeaderError(problem)
+            raise SessionHeaderError(f"session header {problem}")
         return cls.model_validate(value)
 
 
-def _header_problem(value: Mapping[str, Any], session_id: str) -> str | None:
+def header_problem(
+    value: Mapping[str, Any], *, session_id: str | None = None, stored: bool = False
+) -> str | None:
+    """The first header rule ``value`` (raw wire keys) breaks, as ``"<field> must …"`` text for
+    the caller to prefix with its subject; ``None`` when it is a valid header.
+
+    This is the only header validator; its three users differ only by these flags:
+
+    - ``session_id``: the id the header must carry; ``None`` asks for any non-empty string
+      (creating a session), or any string when ``stored`` (the identity check comes later).
+    - ``stored``: a header read from storage, with the reference reader's rules:
+      ``delegationDepth`` is required (its writer always writes it) and ``cwd`` need not be
+      absolute (its reader never checked that).
+    """
     version = value.get("version")
-    if version != SESSION_FORMAT_VERSION or type(version) is not int:
-        return f"session header version must be {SESSION_FORMAT_VERSION}, got {version!r}"
-    if value.get("id") != session_id:
-        return f'session header id "{value.get("id")}" does not match session id "{session_id}"'
+    if (
+        version != SESSION_FORMAT_VERSION
+        or not isinstance(version, int | float)
+        or (isinstance(version, bool))
+    ):
+        return f"version must be {SESSION_FORMAT_VERSION}, got {version!r}"
+    ident = value.get("id")
+    if session_id is not None:
+        if ident != session_id:
+            return f'id "{ident}" does not match session id "{session_id}"'
+    elif not isinstance(ident, str) or not (ident or stored):
+        return "id must be a string" if stored else "id must be a non-empty string"
     created = value.get("createdAt")
     if not is_safe_int(created) or created < 0:
-        return "session header createdAt must be a non-negative safe integer"
+        return "createdAt must be a non-negative safe integer"
     if "cwd" in value:
         cwd = value["cwd"]
         if not isinstance(cwd, str):
-            return "session header cwd must be a string"
-        if not os.path.isabs(cwd):
-            return f'session header cwd must be an absolute path, got "{cwd}"'
+            return "cwd must be a string"
+        if not stored and not os.path.isabs(cwd):
+            return f'cwd must be an absolute path, got "{cwd}"'
     if "parentSession" in value and not isinstance(value["parentSession"], str):
-        return "session header parentSession must be a string"
+        return "parentSession must be a string"
+    if stored and "delegationDepth" not in value:
+        return "delegationDepth must be a non-negative safe integer"
     for key in ("seedLength", "delegationDepth"):
         if key in value and (not is_safe_int(value[key]) or value[key] < 0):
-            return f"session header {key} must be a non-negative safe integer"
+            return f"{key} must be a non-negative safe integer"
     if "origin" in value and value["origin"] != "subagent":
-        return 'session header origin must be "subagent"'
+        return 'origin must be "subagent"'
     if "agentPreset" in value and not isinstance(value["agentPreset"], str):
-        return "session header agentPreset must be a string"
+        return "agentPreset must be a string"
     return None

@@ -20,7 +20,7 @@ from session.errors import (
     SessionNotFoundError,
 )
 from session.events.event import SessionEvent
-from session.events.header import SessionHeader
+from session.events.header import SessionHeader, header_problem
 from session.json.lossless import is_safe_int, snapshot
 from session.live.hooks import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
 from session.live.session import Session
@@ -306,11 +306,9 @@ def _checked_header(header: SessionHeader | Mapping[str, Any]) -> SessionHeader:
         raise TypeError(f"session metadata must be losslessly JSON-serializable: {e}") from e
     if not isinstance(value, Mapping):
         raise TypeError("session metadata must be a JSON object")
-    created = value.get("createdAt")
-    if not is_safe_int(created) or created < 0:
-        raise TypeError("session metadata createdAt must be a non-negative safe integer")
-    if not isinstance(value.get("id"), str) or not value["id"]:
-        raise TypeError("session metadata id must be a non-empty string")
+    problem = header_problem(value)
+    if problem is not None:
+        raise TypeError(f"session metadata {problem}")
     return SessionHeader.model_validate(value)
 
 
