@@ -22,6 +22,7 @@ from agent_loop.cancel import CancelSignal
 from agent_loop.models import ModelRequest
 from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
 from session.errors import SessionError
+from session.events.turns import next_turn_number
 from session.events.types import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -149,15 +150,9 @@ class Agent:
         self.session.append(INBOX_SPLICED, data)
         items[start : start + removed] = inserted
 
-    def _next_turn_number(self) -> int:
-        for event in reversed(self.session.events):
-            if event.type == TURN_START:
-                return int(event.data["turn"]) + 1
-        return 1
-
     async def _turn(self) -> dict[str, Any]:
         session = self.session
-        turn = self._next_turn_number()
+        turn = next_turn_number(session.events)
         session.append(TURN_START, {"turn": turn})
         cancel = self._cancel = CancelSignal()
         reason: dict[str, Any] = {"kind": "completed"}

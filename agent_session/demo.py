@@ -21,7 +21,8 @@ from agent_session.stack import MODEL, SYSTEM, open_stack
 from agent_session.transcript import render
 from persistence_jsonl import JsonlPersistence
 from session import SessionEvent
-from session.events.types import TOOL_RESULT, TURN_START
+from session.events.turns import brackets, next_turn_number
+from session.events.types import TOOL_RESULT
 from session.persistence.coordinator import Examination
 
 __all__ = ["CRASH_MODES", "run_demo"]
@@ -151,7 +152,7 @@ def _show_disk(say: _Narrator, examined: Examination) -> None:
         + "."
     )
     if closers:
-        last_start = max(i for i, e in enumerate(inspected.events) if e.type == TURN_START)
+        last_start = brackets(inspected.events).start_index
         tail = [e.type for e in inspected.events[last_start:stored_events]]
         say(f"   The last turn is open: {_runs(tail)}")
         say(
@@ -167,7 +168,7 @@ async def _resume(say: _Narrator, root: str, session_id: str, examined: Examinat
     outcome is unknown."""
     inspected = examined.session
     closers = inspected.events[examined.stored_events :]
-    next_turn = sum(1 for e in inspected.events if e.type == TURN_START) + 1
+    next_turn = next_turn_number(inspected.events)
     unknown = [
         e
         for e in closers

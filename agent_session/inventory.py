@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from persistence_jsonl import FileOps, JsonlPersistence
 from persistence_jsonl.layout import LOG_NAME, iter_entries
@@ -14,14 +14,12 @@ from persistence_jsonl.locks import held_locks, writer_active
 from persistence_jsonl.scan import scan_log
 from session import (
     SessionError,
-    SessionEvent,
     SessionFormatUnsupportedError,
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
 )
-from session.events.eventlog import LazyRun, blocks
 from session.events.header import SESSION_FORMAT_VERSION
-from session.events.types import TURN_END, TURN_START
+from session.events.turns import brackets
 
 __all__ = ["SessionRow", "Status", "rows", "status_of"]
 
@@ -51,17 +49,12 @@ class SessionRow:
         return asdict(self)
 
 
+_TURN_STATES: Final[dict[str | None, str]] = {None: "-", "start": "interrupted", "end": "complete"}
+"""The state column, by the log's last turn bracket."""
+
+
 def _turn_state(events: Sequence[Any]) -> str:
-    state = "-"
-    for event in blocks(events):
-        if type(event) is LazyRun:
-            continue  # streaming deltas: never a turn bracket
-        kind = event.type if isinstance(event, SessionEvent) else event.get("type")
-        if kind == TURN_START:
-            state = "interrupted"
-        elif kind == TURN_END:
-            state = "complete"
-    return state
+    return _TURN_STATES[brackets(events).last]
 
 
 def rows(root: str) -> Iterator[SessionRow]:

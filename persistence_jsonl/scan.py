@@ -16,7 +16,7 @@ from persistence_jsonl.layout import parse_header
 from persistence_jsonl.rows import ROW_TYPES, MalformedRowError, lazy_row_events
 from session import SessionHeader, SessionPersistenceCorruptionError
 from session.events.eventlog import EventLog, LazyRun
-from session.events.types import TURN_END
+from session.events.turns import bracket
 from session.json.codec import decode_json
 from session.json.gcpause import gc_paused
 
@@ -66,10 +66,6 @@ def _entry(line: bytes) -> dict[str, Any] | LazyRun | None:
     return raw
 
 
-def _is_turn_end(entry: dict[str, Any] | LazyRun) -> bool:
-    return (entry.type if isinstance(entry, LazyRun) else entry.get("type")) == TURN_END
-
-
 def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLog:
     """Scan a whole log file. Raises :class:`SessionPersistenceCorruptionError` (naming
     ``path`` and the line, counted from 1 after the header) for a damaged committed region,
@@ -99,7 +95,7 @@ def _scan_log(data: bytes, path: str, check_version: bool) -> ScannedLog:
         entry = _entry(data[pos:end])
         pos = end + 1
         if defect is not None:
-            if entry is not None and _is_turn_end(entry):
+            if entry is not None and bracket(entry) == "end":
                 raise defect
             continue
         if entry is None:
@@ -112,7 +108,7 @@ def _scan_log(data: bytes, path: str, check_version: bool) -> ScannedLog:
                 path,
                 f"seq gap in committed region at line {line_number} (expected {count}, got {seq})",
             )
-            if _is_turn_end(entry):
+            if bracket(entry) == "end":
                 raise defect
             continue
         if isinstance(entry, LazyRun):

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from session.events.event import SessionEvent, build_event
-from session.events.eventlog import LazyRun, blocks
+from session.events.eventlog import LazyRun, iter_parts
+from session.events.turns import brackets
 from session.events.types import (
     ASSISTANT_MESSAGE,
     STEP_END,
@@ -19,7 +20,6 @@ from session.events.types import (
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
-    TURN_START,
 )
 from session.json.lossless import snapshot
 
@@ -64,10 +64,8 @@ class _Pending:
         self.call_seq: int | None = None
 
 
-_BRACKET_TYPES = frozenset(
+_STEP_TYPES = frozenset(
     {
-        TURN_START,
-        TURN_END,
         STEP_START,
         STEP_END,
         ASSISTANT_MESSAGE,
@@ -75,28 +73,27 @@ _BRACKET_TYPES = frozenset(
         TOOL_RESULT,
     }
 )
-"""The event types :func:`_scan` reads; it skips every other event."""
+"""The event types :func:`_scan` reads inside the open turn; it skips every other event."""
 
 
 def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[Any, _Pending]]:
-    open_turn: Any = None
+    """The open turn's number, its open step and its unanswered calls; ``(None, None, {})``
+    when every turn is closed. Only the open turn is read."""
+    turns = brackets(events)
+    start = turns.open_start
+    if start is None:
+        return None, None, {}
     open_step: Any = None
     pending: dict[Any, _Pending] = {}
-    for event in blocks(events):
+    for event in iter_parts(events[start + 1 :]):
         if type(event) is LazyRun:
-            continue  # unbuilt packed deltas: never a bracket
+            continue  # unbuilt packed deltas: never a step bracket or a call
         kind = event.type
-        if kind not in _BRACKET_TYPES:
+        if kind not in _STEP_TYPES:
             continue  # streaming deltas and the like: the bulk of a log
         data = event.data
         mapping = data if isinstance(data, Mapping) else {}
-        if kind == TURN_START:
-            open_turn, open_step = mapping.get("turn"), None
-            pending = {}
-        elif kind == TURN_END:
-            open_turn, open_step = None, None
-            pending = {}
-        elif kind == STEP_START:
+        if kind == STEP_START:
             open_step = mapping.get("step")
         elif kind == STEP_END:
             open_step = None
@@ -116,12 +113,12 @@ def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[Any, _Pending]
             source = message.get("source") if isinstance(message, Mapping) else None
             if isinstance(source, Mapping):
                 pending.pop(source.get("callId"), None)
-    return open_turn, open_step, pending
+    return turns.open_turn, open_step, pending
 
 
 def is_balanced(events: Sequence[SessionEvent]) -> bool:
     """True when the log is empty or its last turn bracket is closed."""
-    return _scan(events)[0] is None
+    return brackets(events).open_turn is None
 
 
 def closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from persistence_jsonl import JsonlPersistence
 from session import Runtime, Session, SessionEvent
-from session.events.eventlog import EventLog, LazyRun, blocks
+from session.events.eventlog import EventLog, LazyRun, iter_parts
 
 
 def flat_events(count: int) -> list[SessionEvent]:
@@ -84,13 +84,13 @@ def test_a_run_is_built_once_on_first_read_and_whole_slices_keep_it_unbuilt() ->
     assert log[:2] == events[:2]
     assert log[2:].parts == (run,)
     assert built == []
-    assert [type(item) for item in blocks(log)] == [SessionEvent, SessionEvent, LazyRun]
+    assert [type(item) for item in iter_parts(log)] == [SessionEvent, SessionEvent, LazyRun]
     first = log[3]
     assert built == [1]
     assert first is log[3]
     assert log[2:] == events[2:]
     assert built == [1]
-    assert [type(item) for item in blocks(log)] == [SessionEvent] * 6
+    assert [type(item) for item in iter_parts(log)] == [SessionEvent] * 6
     assert log != events[:5]
     assert log != "not a log"
     assert log != 6

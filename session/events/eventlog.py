@@ -23,7 +23,7 @@ from typing import Any, TypeVar, overload
 from session.events.event import SessionEvent
 from session.json.gcpause import gc_paused
 
-__all__ = ["EventLog", "LazyRun", "blocks"]
+__all__ = ["EventLog", "LazyRun", "iter_parts"]
 
 _T = TypeVar("_T")
 
@@ -165,7 +165,7 @@ class EventLog(Sequence[_T]):
         return f"<EventLog of {self._len} events in {len(self._parts)} parts>"
 
 
-def blocks(events: Iterable[Any]) -> Iterator[Any]:
+def iter_parts(events: Iterable[Any]) -> Iterator[Any]:
     """The items of ``events``, except that an unbuilt :class:`LazyRun` part of an
     :class:`EventLog` comes as one item: readers that need only some event types skip it
     whole (check ``type(item) is LazyRun``)."""

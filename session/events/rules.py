@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from session.errors import JsonValueError, SessionEventError
 from session.events.event import SessionEvent, build_event, envelope_problem
-from session.events.eventlog import EventLog, LazyRun, blocks
+from session.events.eventlog import EventLog, LazyRun, iter_parts
 from session.events.surface import Surface, SurfaceReplace, parse_surface_metadata
 from session.events.types import (
     ASSISTANT_MESSAGE,
@@ -138,7 +138,7 @@ def validate_log(
     events: list[SessionEvent] = []  # the open part
     surface = Surface() if after is None else after.surface.copy()
     index = -1 if after is None else len(after.events) - 1
-    for item in blocks(seed):
+    for item in iter_parts(seed):
         index += 1
         if type(item) is LazyRun:
             _check_run(item, index)

@@ -15,7 +15,7 @@ from session.errors import (
 )
 from session.events.event import SessionEvent
 from session.events.header import now_ms
-from session.events.types import TURN_END, TURN_START
+from session.events.turns import brackets
 from session.json.lossless import is_safe_int
 from session.live.hooks import (
     SESSION_CREATED,
@@ -269,7 +269,7 @@ class SessionStore:
                     "INVALID_BOUNDARY",
                 )
             prefix = events[: boundary + 1]
-        open_turn = _open_turn(prefix)
+        open_turn = brackets(prefix).open_turn
         if open_turn is not None:
             shown = len(prefix) - 1 if boundary is None else boundary
             raise SessionForkError(
@@ -286,15 +286,3 @@ class SessionStore:
 
     def _now(self) -> int:
         return self._clock() if self._clock is not None else now_ms()
-
-
-def _open_turn(events: Iterable[SessionEvent]) -> Any:
-    """The number of the turn left open at the end of ``events``, or ``None``."""
-    open_turn: Any = None
-    for event in events:
-        if event.type == TURN_START:
-            data = event.data
-            open_turn = data.get("turn") if isinstance(data, Mapping) else "?"
-        elif event.type == TURN_END:
-            open_turn = None
-    return open_turn

@@ -25,7 +25,7 @@ from session.errors import (
     SessionPersistenceCorruptionError,
 )
 from session.events.event import SessionEvent, is_known_event_type
-from session.events.eventlog import EventLog, LazyRun, blocks
+from session.events.eventlog import EventLog, LazyRun, iter_parts
 from session.events.header import SessionHeader, version_problem
 from session.events.rules import CheckedLog, validate_log
 from session.persistence.api import StoredLog, StoredSession
@@ -286,7 +286,7 @@ def _check_vocabulary(
     """Refuse a stored event of a type this build does not know and that is not marked
     ``ignorable``: it was likely written by a newer harness."""
     index = 0  # the seq of the next item
-    for raw in blocks(events):
+    for raw in iter_parts(events):
         seq, index = index, index + (len(raw) if type(raw) is LazyRun else 1)
         if type(raw) is SessionEvent or isinstance(raw, SessionEvent | LazyRun):
             continue  # built by the storage from a known shape (a packed row)
