@@ -20,17 +20,14 @@ boundaries call ``runtime.sessions.flush(session)``; without a backend that flus
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final
+from typing import Any
 
 from agent_loop.loop import AGENT_POST_STEP, StepContext
 from agent_loop.models import LLM_STREAM, ModelRequest
 from agent_loop.tools import TOOLS_EXECUTE, ToolCall, ToolResult, aborted_before_dispatch
 from session.live.runtime import PluginScope
 
-__all__ = ["NAME", "checkpoint_policy"]
-
-NAME: Final = "session-checkpoint-policy"
-"""The plugin's name."""
+__all__ = ["checkpoint_policy"]
 
 
 def checkpoint_policy(scope: PluginScope) -> None:

@@ -23,8 +23,6 @@ __all__ = [
     "BatchEncoder",
     "MalformedRowError",
     "encode_batch",
-    "expand_row",
-    "expand_row_events",
     "lazy_row_events",
 ]
 
@@ -269,18 +267,6 @@ class BatchEncoder:
 
     def __len__(self) -> int:
         return len(self._events)
-
-
-def expand_row(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The ``assistant/chunk`` wire events a packed row stands for. Raises
-    :class:`MalformedRowError` naming what is wrong."""
-    return [e.to_json() for e in expand_row_events(raw)]
-
-
-def expand_row_events(raw: Mapping[str, Any]) -> list[SessionEvent]:
-    """The ``assistant/chunk`` events a packed row stands for, built frozen directly (the row's
-    shape is checked here, so their data needs no further walk)."""
-    return list(lazy_row_events(raw).events())
 
 
 def lazy_row_events(raw: Mapping[str, Any]) -> LazyRun:

@@ -10,9 +10,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from persistence_jsonl.rows import BatchEncoder, _run_key, encode_batch, expand_row_events
+from persistence_jsonl.rows import BatchEncoder, _run_key, encode_batch
 from session import Session, SessionEvent, decode_json
 from session.json.codec import encode_json
+from tests.rows import expand_row_events
 
 KINDS = ("text-delta", "reasoning-delta", "tool-call-delta")
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from persistence_jsonl import JsonlPersistence, encode_segment, project_key
-from persistence_jsonl.rows import encode_batch, expand_row
+from persistence_jsonl.rows import encode_batch
 from persistence_jsonl.scan import scan_log
 from session import (
     Runtime,
@@ -25,6 +25,7 @@ from session import (
     decode_json,
 )
 from tests.corpus import case_bytes, cases, complete_lines
+from tests.rows import expand_row
 from tests.test_persistence_contract import closed_turn, detached, header
 
 

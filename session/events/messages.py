@@ -42,7 +42,6 @@ __all__ = [
     "UsageChunk",
     "UserMessage",
     "UserSource",
-    "parse_message",
 ]
 
 
@@ -182,17 +181,6 @@ class ToolResultMessage(WireModel):
 
 Message = UserMessage | AssistantMessage | ToolResultMessage
 """Any message the surface projects."""
-
-
-def parse_message(value: Any) -> Message:
-    """A typed view of a stored message (``role`` and ``source.kind`` decide the class)."""
-    role = value.get("role") if isinstance(value, dict) else None
-    if role == "assistant":
-        return AssistantMessage.from_json(value)
-    source = value.get("source") if isinstance(value, dict) else None
-    if isinstance(source, dict) and source.get("kind") == "tool":
-        return ToolResultMessage.from_json(value)
-    return UserMessage.from_json(value)
 
 
 # --- usage, failures, stream chunks ---------------------------------------------------------
