@@ -3,17 +3,13 @@ store in memory), without writing anything."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from persistence_jsonl import FileOps, JsonlPersistence
-from persistence_jsonl.layout import LOG_NAME, iter_entries
-from persistence_jsonl.locks import held_locks, writer_active
-from persistence_jsonl.scan import scan_log
+from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.reader import survey
 from session import (
-    SessionError,
     SessionFormatUnsupportedError,
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
@@ -60,39 +56,27 @@ def _turn_state(events: Sequence[Any]) -> str:
 def rows(root: str) -> Iterator[SessionRow]:
     """A row per session log under ``root``, from a scan of its bytes (header, events,
     torn tail); one log is in memory at a time."""
-    ops = FileOps()
-    held = held_locks(ops)
-    for entry in iter_entries(ops, root):
-        path = os.path.join(entry, LOG_NAME)
-        found = ops.stat(path)
-        data = ops.read(path) if found is not None and not found.is_dir else None
-        if data is None:
-            continue
-        fallback = os.path.basename(entry)
-        try:
-            scanned = scan_log(data, path, check_version=False)
-        except SessionFormatUnsupportedError as e:
-            yield SessionRow(fallback, None, None, 0, "-", len(data), path, ["unsupported"], str(e))
-            continue
-        except SessionError as e:
-            yield SessionRow(fallback, None, None, 0, "-", len(data), path, ["corrupt"], str(e))
+    for found in survey(root):
+        scanned, path, size = found.scanned, found.path, found.size
+        if scanned is None:
+            flag = (
+                "unsupported"
+                if isinstance(found.error, SessionFormatUnsupportedError)
+                else "corrupt"
+            )
+            yield SessionRow(
+                found.fallback_id, None, None, 0, "-", size, path, [flag], str(found.error)
+            )
             continue
         header = scanned.header
         flags = ["torn tail"] if scanned.torn else []
         if header.version != SESSION_FORMAT_VERSION:
             flags.append("unsupported")
         state = _turn_state(scanned.events)
-        if state == "interrupted" and writer_active(ops, entry, held):
+        if state == "interrupted" and found.writer_active:
             state = "open"  # a live writer holds the session: its turn is still running
         yield SessionRow(
-            header.id,
-            header.cwd,
-            header.created_at,
-            len(scanned.events),
-            state,
-            len(data),
-            path,
-            flags,
+            header.id, header.cwd, header.created_at, len(scanned.events), state, size, path, flags
         )
 
 

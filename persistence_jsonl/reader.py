@@ -4,6 +4,8 @@ operator tools. Nothing here writes."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -16,7 +18,8 @@ from persistence_jsonl.layout import (
     parse_header,
     session_dir,
 )
-from persistence_jsonl.scan import scan_log
+from persistence_jsonl.locks import held_locks, writer_active
+from persistence_jsonl.scan import ScannedLog, scan_log
 from session import (
     SessionError,
     SessionFormatUnsupportedError,
@@ -25,7 +28,7 @@ from session import (
 )
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 
-__all__ = ["LogReader"]
+__all__ = ["LogReader", "Surveyed", "survey"]
 
 _STABLE_READ_ATTEMPTS = 100
 _FIRST_READ = 1 << 16
@@ -186,3 +189,42 @@ class LogReader:
             raise SessionPersistenceCorruptionError(invalid) from e
         self.check_identity(path, header, id)
         return RawArtifact(header, LOG_NAME, data)
+
+
+@dataclass(frozen=True, slots=True)
+class Surveyed:
+    """One session log under a root, as found on disk, for operator tools."""
+
+    path: str
+    """The log file."""
+    fallback_id: str
+    """The id its directory names (what to show when the header cannot be read)."""
+    size: int
+    """Its length in bytes."""
+    scanned: ScannedLog | None
+    """The header and committed events (a header of any version), or ``None`` when unreadable."""
+    error: SessionError | None
+    """Why it is unreadable: a corruption or an unsupported format."""
+    writer_active: bool
+    """Whether a live writer (any process) holds its writer lock now."""
+
+
+def survey(root: str, ops: FileOps | None = None) -> Iterator[Surveyed]:
+    """Every session log under ``root``, scanned one at a time (never the whole store in
+    memory), without writing or taking any lock. One unreadable log is reported, not raised."""
+    ops = ops or FileOps()
+    held = held_locks(ops)
+    for entry in iter_entries(ops, root):
+        path = os.path.join(entry, LOG_NAME)
+        found = ops.stat(path)
+        data = ops.read(path) if found is not None and not found.is_dir else None
+        if data is None:
+            continue
+        scanned: ScannedLog | None = None
+        error: SessionError | None = None
+        try:
+            scanned = scan_log(data, path, check_version=False)
+        except SessionError as e:
+            error = e
+        active = scanned is not None and writer_active(ops, entry, held)
+        yield Surveyed(path, os.path.basename(entry), len(data), scanned, error, active)
