@@ -1,5 +1,5 @@
 """The reference agent loop: drives turns against a model adapter and registered tools, and
-records exactly the reference's event sequence (core semantics §3).
+records exactly the reference's event sequence.
 
 A turn: ``agent/inbox/spliced`` (the prompt enters the next-turn inbox), ``turn/start``, then
 per step the claim splice, ``step/start``, ``user/message``s, ``request/header`` (first request

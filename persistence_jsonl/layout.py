@@ -1,5 +1,4 @@
-"""On-disk names and the header line, exactly as the reference lays them out
-(persistence semantics §6.2-6.3).
+"""On-disk names and the header line, exactly as the reference lays them out.
 
 ``<root>/<project dir>/<encoded id>/session.jsonl``: the project dir is ``_no-cwd`` or
 ``--<cwd slug>--``; ids are escaped injectively per UTF-16 code unit.

@@ -1,5 +1,6 @@
-"""Packed chunk rows (persistence semantics §7): runs of three or more streaming deltas are
-stored as one row; reading expands them back to the exact ``assistant/chunk`` events.
+"""Packed chunk rows: runs of three or more streaming deltas are stored as one row (the
+reference's storage compaction, byte for byte); reading expands them back to the exact
+``assistant/chunk`` events.
 
 Packing is only an encoding: every chunk event keeps its seq and time.
 """

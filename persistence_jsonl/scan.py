@@ -1,5 +1,4 @@
-"""The raw scanner: which bytes of a log are committed, and what they say
-(persistence semantics §6.9).
+"""The raw scanner: which bytes of a log are committed, and what they say.
 
 A final fragment without a newline is a torn tail: ignored, and cut by the next repair. A
 complete line that does not parse, or whose seq breaks contiguity, is tolerated only when no

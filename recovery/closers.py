@@ -1,4 +1,4 @@
-"""Closers for an interrupted turn (reference core semantics §2).
+"""Closers for an interrupted turn.
 
 :func:`closers` is pure: given a loaded log, it returns the synthetic events that balance an
 open last turn, or nothing for a balanced log. Nothing is truncated or rewritten: an interrupted

@@ -1,4 +1,4 @@
-"""The checkpoint policy (core semantics §4; acceptance cases 68-73). Flushes are held open on
+"""The checkpoint policy (the reference's acceptance cases 68-73). Flushes are held open on
 gates the test releases, so ordering is proven without sleeping."""
 
 from __future__ import annotations

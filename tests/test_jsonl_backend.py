@@ -1,5 +1,5 @@
 """``JsonlPersistence`` beyond the shared contract: layout, encoding in both directions, the
-scanner's torn-vs-corrupt rules, hostile ids, file modes (persistence semantics §6-7)."""
+scanner's torn-vs-corrupt rules, hostile ids, file modes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reference loop (core semantics §3; acceptance cases 43-45, 50, 52, 54-58, 61-62)."""
+"""The reference loop (the reference's acceptance cases 43-45, 50, 52, 54-58, 61-62)."""
 
 from __future__ import annotations
 

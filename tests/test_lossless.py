@@ -1,4 +1,4 @@
-"""The lossless-JSON boundary and the encoder (DESIGN "Lossless JSON", core semantics §1.9)."""
+"""The lossless-JSON boundary and the encoder (DESIGN "Lossless JSON")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The persistence contract every backend passes (persistence semantics §9.1-9.2, acceptance
+"""The persistence contract every backend passes (the reference's acceptance
 cases 1-17, 22, 65-67, 74-77, 84-98 that apply; legacy-format imports and HMR do not).
 
 Parametrized by backend kit (tests/backends.py): a new backend joins by adding one kit.

@@ -1,4 +1,4 @@
-"""``recovery.closers`` (core semantics §2; acceptance cases 29-36)."""
+"""``recovery.closers`` (the reference's acceptance cases 29-36)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""``Session``: append, immutability, seeds and headers (core semantics §1.4, §1.6-1.10).
+"""``Session``: append, immutability, seeds and headers.
 
-Acceptance cases of upstream-core-semantics §6 that concern ``session/``, and where each is
+The reference's core acceptance cases that concern ``session/``, and where each is
 ticked (the others live in tests/test_surface.py and tests/test_store.py):
 
 - [x] 1  derive roles user, assistant, user; chunk not projected — ``test_case_1_...``

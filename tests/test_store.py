@@ -1,6 +1,6 @@
-"""``SessionStore``, the hook bus and ``Runtime`` (core semantics §1.8, §1.11).
+"""``SessionStore``, the hook bus and ``Runtime``.
 
-Acceptance cases 14-17 and 24-28 of upstream-core-semantics §6, plus the flush barrier.
+Acceptance cases 14-17 and 24-28 of the reference's core acceptance list, plus the flush barrier.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Surface rules (core semantics §1.5) through ``Session.append``, with the reference's texts.
+"""Surface rules through ``Session.append``, with the reference's texts.
 
 Acceptance cases covered here: 2, 4 (append half), 5, 19, 20, 21, 22.
 """

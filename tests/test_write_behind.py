@@ -1,4 +1,4 @@
-"""The write-behind controller (persistence semantics §3.12, acceptance cases 99-106).
+"""The write-behind controller (the reference's acceptance cases 99-106).
 
 Time is driven by a manual scheduler, never by sleeping: ``clock.advance(ms)`` fires the
 timers that are due. Writes are gated futures the test resolves, so every interleaving is

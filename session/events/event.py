@@ -1,5 +1,5 @@
 """The event envelope: ``{type, seq, time, data}`` plus optional ``surfaceOp``,
-``sourceEventSeqs`` and ``ignorable`` (reference core semantics §1.1).
+``sourceEventSeqs`` and ``ignorable``.
 
 A :class:`SessionEvent` is immutable. Its ``data`` is the frozen lossless-JSON payload, kept in
 the key order it was written with, so an event read from a log is written back byte for byte.
@@ -313,7 +313,9 @@ def _rebuild(wire: Mapping[str, Any]) -> SessionEvent:
 
 
 def envelope_problem(value: Any) -> str | None:
-    """What is wrong with a raw event's envelope (§1.1), or ``None`` when it is well formed.
+    """What is wrong with a raw event's envelope, or ``None`` when it is well formed: a JSON
+    object of the envelope keys only, a string ``type``, a non-negative safe-integer ``seq``, a
+    safe-integer ``time``, ``data`` present, and ``ignorable`` absent or literally ``true``.
 
     Surface rules (which types carry ``surfaceOp``) are checked separately, by the surface.
     """

@@ -1,4 +1,5 @@
-"""The session header: out-of-log metadata (reference core semantics §1.10)."""
+"""The session header: the metadata written as the first line of a log, outside the event
+sequence (it has no seq and never enters the surface)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed payloads of the known event types (reference core semantics §1.3).
+"""Typed payloads of the known event types.
 
 ``event.payload`` returns one of these for a known type; producers may pass one to
 ``Session.append`` instead of a dict. ``to_json()`` writes the reference's key order.

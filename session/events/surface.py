@@ -1,4 +1,4 @@
-"""The surface: the ordered list of events the model sees (reference core semantics §1.5).
+"""The surface: the ordered list of events the model sees.
 
 Only ``user/message``, ``assistant/message`` and ``tool/result`` enter it, each with a
 ``surfaceOp``: ``"append"`` pushes the event, ``{op: "replace", start, end}`` swaps a range of

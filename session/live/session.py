@@ -1,5 +1,4 @@
-"""``Session``: one append-only event log with its surface and derived model history
-(reference core semantics §1.4-1.8)."""
+"""``Session``: one append-only event log with its surface and derived model history."""
 
 from __future__ import annotations
 
@@ -110,8 +109,8 @@ class Session:
         """A detached session, validated from an optional header and seed.
 
         Without a header: ``{version: 0, id, createdAt: now}``. A given seed (even empty) is
-        validated event by event (§1.7) and, unless it already ends with ``session/end-seed``,
-        followed by one; ``first_live_seq`` is the seed's length.
+        validated event by event with the rules of a stored log and, unless it already ends
+        with ``session/end-seed``, followed by one; ``first_live_seq`` is the seed's length.
         """
         clock = clock or now_ms
         if header is None:
@@ -179,7 +178,8 @@ class Session:
         return self._surface.view()
 
     def derive_messages(self) -> list[Any]:
-        """The model history: a new list of the stored, frozen message objects (§1.6).
+        """The model history: a new list of the stored, frozen message objects, in surface
+        order.
 
         ``user/message`` projects its data, ``assistant/message`` and ``tool/result`` their
         ``data.message``; an assistant message with empty content projects nothing. Computed
@@ -226,7 +226,7 @@ class Session:
     ) -> SessionEvent:
         """Validate, commit and publish one event; return the frozen logged event.
 
-        Order (§1.8): snapshot ``data`` (a :class:`SessionDataError`, a ``TypeError``, names the
+        Order: snapshot ``data`` (a :class:`SessionDataError`, a ``TypeError``, names the
         path of a non-JSON value), refuse retired vocabulary, snapshot the surface metadata,
         refuse reentrant appends from an observer, check the surface rules, run pre-commit
         validators, commit, then notify ``session/event`` observers one by one, logging (never

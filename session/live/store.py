@@ -1,5 +1,5 @@
 """``SessionStore``: the live sessions of one runtime, their lifecycle hooks, ``fork`` and the
-``flush`` durability barrier (reference core semantics §1.11)."""
+``flush`` durability barrier."""
 
 from __future__ import annotations
 

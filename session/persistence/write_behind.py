@@ -1,4 +1,4 @@
-"""The write-behind controller: one per live session (persistence semantics §3.12).
+"""The write-behind controller: one per live session.
 
 Appended events are buffered and written in batches. The first pending event opens a fixed
 batching window; later events join the batch without extending it. When the window expires the
