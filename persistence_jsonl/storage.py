@@ -46,6 +46,7 @@ from persistence_jsonl.rows import BatchEncoder, encode_batch
 from session import (
     SessionCollisionError,
     SessionDurabilityError,
+    SessionError,
     SessionEvent,
     SessionHeader,
 )
@@ -115,16 +116,19 @@ class JsonlStorage:
 
     # --- the writer lock --------------------------------------------------------------------
 
-    async def acquire(self, id: str) -> None:
+    async def acquire(self, id: str) -> bool:
         """Take the writer lock of a stored session before adopting, repairing or appending
         to it (a new session is locked when it materializes)."""
-        if not self._locks.holds(id):
-            await asyncio.to_thread(self._acquire, id)
+        if self._locks.holds(id):
+            return False
+        return await asyncio.to_thread(self._acquire, id)
 
-    def _acquire(self, id: str) -> None:
+    def _acquire(self, id: str) -> bool:
         path = self.reader.find(id)
-        if path is not None:
-            self._locks.take(id, os.path.dirname(path))
+        if path is None:
+            return False
+        self._locks.take(id, os.path.dirname(path))
+        return True
 
     def _own(self, header: SessionHeader) -> None:
         """Hold the session's writer lock from the first write or repair until the session
@@ -138,6 +142,16 @@ class JsonlStorage:
                 self.ops.fsync_dir(parent)
             parent = path
         self._locks.take(header.id, directory)
+
+    def _require_lock(self, id: str) -> None:
+        """Refuse to change a stored log without holding its writer lock: the lock is taken by
+        ``acquire`` (which lets the caller check what it knows) or by materializing, never
+        silently on the way to a write."""
+        if not self._locks.holds(id):
+            raise SessionError(
+                f'session "{id}" is not held by this writer (acquire it first, or load/resume '
+                "it again): refusing to write"
+            )
 
     async def release(self, id: str) -> None:
         """Release the writer lock of ``id`` and close its append descriptor."""
@@ -220,7 +234,7 @@ class JsonlStorage:
         """Append to the session's log under its writer lock. The append descriptor stays
         open while this instance owns the session (saves an open and a close per checkpoint);
         it is closed on failure, release and close."""
-        self._own(header)
+        self._require_lock(header.id)
         cached = self._fds.get(header.id)
         path = cached[1] if cached else self.locate(header)
         fd = cached[0] if cached else self.ops.open_append(path)
@@ -254,7 +268,7 @@ class JsonlStorage:
     def _commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: list[SessionEvent]
     ) -> None:
-        self._own(header)
+        self._require_lock(header.id)
         if cut_at is not None:
             assert isinstance(cut_at, int)
             truncate_synced(self.ops, self.locate(header), cut_at)

@@ -151,7 +151,7 @@ class PersistenceCoordinator(SessionPersistence):
             return
         await self.writer.wait_retirement(id)
         async with self.ledger.locks.hold(id):
-            await self.storage.acquire(id)
+            await self.ledger.claim(id)
             if self.ledger.state(id) is None:
                 await self.ledger.commit_cold(id)
             await self.ledger.append(id, batch)
@@ -273,6 +273,7 @@ class PersistenceCoordinator(SessionPersistence):
         errors = await self.writer.flush_all()
         await self.ledger.locks.drain()
         self._closed = True
+        self.writer.close(self.name)
         try:
             await self.storage.close()
         finally:

@@ -193,6 +193,39 @@ class Ledger:
         await self.storage.append(state.header, batch, materialized=state.materialized)
         self.appended(id, state, len(batch))
 
+    async def claim(self, id: str) -> None:
+        """Become the writer of ``id`` and make sure what is known of it is still what is
+        stored. A cursor learned before the writer lock was taken is never used after it:
+        when the lock is newly taken, the stored log is read again (a cached read if its
+        revision is unchanged) and must hold exactly the known events; a torn tail another
+        writer left is cut.
+
+        Raises:
+            SessionCollisionError: Another writer holds the lock, or changed the log since it
+                was read here. Then the state is forgotten and the lock given back, so a retry
+                reads the log afresh and can never append at the stale seq.
+        """
+        taken = await self.storage.acquire(id)
+        state = self._states.get(id)
+        if not taken or state is None or not state.materialized:
+            return
+        try:
+            inspection = await self.inspect(id)
+            stored = len(inspection.stored)
+            if stored != state.cursor:
+                raise SessionCollisionError(
+                    f'session "{id}" was changed by another writer since it was read here '
+                    f"({state.cursor} events known, {stored} stored); load or resume it again"
+                )
+        except BaseException:
+            if state.owner is None:
+                self.forget(id)
+                await self.storage.release(id)
+            raise
+        if inspection.cut_at is not None:
+            await self.storage.commit_repair(state.header, inspection.cut_at, ())
+            self._cache.pop(id, None)
+
     def appended(self, id: str, state: State, count: int) -> None:
         """Record that ``count`` events reached storage after ``state.cursor``."""
         state.materialized = True

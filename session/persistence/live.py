@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from session.errors import SessionCollisionError
+from session.errors import SessionCollisionError, SessionError
 from session.events.event import SessionEvent
 from session.events.header import SessionHeader
 from session.live.session import Session
@@ -67,6 +67,8 @@ class LiveWriter:
         self._scheduler = scheduler
         self._live: dict[Session, _Live] = {}
         self._retirements: dict[str, asyncio.Future[None]] = {}
+        self._closed_by: str | None = None
+        """The name of the closed backend, once :meth:`close` ran: nothing is written after."""
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -113,10 +115,17 @@ class LiveWriter:
             self._storage.prepare(live.id, event)
 
     def on_flush(self, session: Session) -> asyncio.Future[None] | None:
-        """``session/flush``: the barrier; ``None`` when there is nothing to do."""
+        """``session/flush``: the barrier; ``None`` when there is nothing to do. After
+        :meth:`close`, a flush with events to write fails (the backend is closed)."""
         live = self._live.get(session)
         if live is None:
             return None
+        if self._closed_by is not None:
+            if live.bound and not live.controller.has_work:
+                return None  # everything acknowledged is durable: nothing to refuse
+            refused = asyncio.get_running_loop().create_future()
+            refused.set_exception(self._refusal())
+            return refused
         if live.bound:
             return live.controller.flush()
         return asyncio.ensure_future(self._flush(session, live))
@@ -151,6 +160,18 @@ class LiveWriter:
                 await asyncio.shield(retirement)
         return errors
 
+    def close(self, name: str) -> None:
+        """Stop writing: later flushes with events to write fail naming the closed backend
+        ``name``, and no batching window writes in the background any more."""
+        self._closed_by = name
+        for live in self._live.values():
+            live.controller.cancel_wait()
+
+    def _refusal(self) -> SessionError:
+        return SessionError(
+            f"{self._closed_by} is closed; events appended after it closed were not written"
+        )
+
     # --- the write path ---------------------------------------------------------------------
 
     async def _flush(self, session: Session, live: _Live) -> None:
@@ -181,7 +202,8 @@ class LiveWriter:
             state = ledger.state(id)
             if state is not None and state.owner is session:
                 return
-            await self._storage.acquire(id)
+            await ledger.claim(id)
+            state = ledger.state(id)
             if state is not None and state.owner is not None:
                 owner = state.owner
                 other = self._live.get(owner) if isinstance(owner, Session) else None
@@ -219,8 +241,9 @@ class LiveWriter:
         _check_cwd(id, stored.header, session)
         if not _same_prefix(session.events, events):
             raise SessionCollisionError(
-                f'session "{id}" already has a persisted log on disk that does not match this '
-                "live session (id collision)"
+                f'session "{id}" already has a persisted log on disk that this live session '
+                "does not continue: another writer changed it, or another session has its id "
+                "(id collision)"
             )
         if stored.cut_at is not None:  # never closers: the turn may go on
             await self._storage.commit_repair(stored.header, stored.cut_at, ())
@@ -228,6 +251,8 @@ class LiveWriter:
 
     async def _write(self, session: Session, batch: list[SessionEvent]) -> None:
         """The controller's writer: append what storage lacks of ``batch``."""
+        if self._closed_by is not None:
+            raise self._refusal()
         live = self._live.get(session)
         if live is not None and live.init is not None:
             await live.init
@@ -242,7 +267,7 @@ class LiveWriter:
         bound and materialized and nothing else holds its id (so no await can interleave);
         otherwise decline and let :meth:`_write` do it."""
         live = self._live.get(session)
-        if live is None or not live.bound:
+        if live is None or not live.bound or self._closed_by is not None:
             return False
         id = session.id
         state = self._ledger.state(id)

@@ -107,8 +107,8 @@ class MemoryStorage:
     async def list_snapshots(self) -> list[SessionSnapshot]:
         return [SessionSnapshot(log.header, log.revision) for log in self.store.logs.values()]
 
-    async def acquire(self, id: str) -> None:
-        return None
+    async def acquire(self, id: str) -> bool:
+        return False
 
     async def release(self, id: str) -> None:
         return None

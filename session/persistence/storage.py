@@ -135,9 +135,14 @@ class Storage(Protocol):
         absent). Never writes."""
         ...
 
-    async def acquire(self, id: str) -> None:
+    async def acquire(self, id: str) -> bool:
         """Become the writer of a stored session before adopting, repairing or appending to
         it; a no-op for a medium without writer locks or for a session not stored yet.
+
+        Returns:
+            ``True`` when this call made this instance the writer (it was not before): what
+            the caller learned of the log earlier may be stale and must be checked again.
+            ``False`` when it already was, or when the medium has no writer locks.
 
         Raises:
             SessionCollisionError: Another writer holds it (naming that writer if known).

@@ -1,0 +1,206 @@
+"""A writer never appends at a cursor it learned before taking the writer lock.
+
+Two writers resume one session. Whatever the order in which they read, take the lock, append
+and flush, afterwards: the log loads, its seqs are contiguous, and every event whose flush
+returned is in it exactly once. A writer that learned the log before the other moved it on is
+refused with :class:`SessionCollisionError`, on its first flush and on every retry."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.scan import scan_log
+from session import Runtime, Session, SessionCollisionError, SessionError, register_event_type
+
+REPO = Path(__file__).resolve().parents[1]
+END: dict[str, Any] = {"reason": {"kind": "completed"}}
+register_event_type("hook/note")
+
+
+def turn(session: Session, number: int, note: str) -> None:
+    session.append("turn/start", {"turn": number})
+    session.append("hook/note", {"who": note})
+    session.append("turn/end", {"turn": number, **END})
+
+
+async def seed(root: Path) -> None:
+    runtime, backend = Runtime(), JsonlPersistence(str(root))
+    runtime.install(backend)
+    session = runtime.sessions.create("s")
+    turn(session, 1, "seed")
+    await runtime.sessions.flush(session)
+    await backend.aclose()
+
+
+def stored(root: Path) -> list[dict[str, Any]]:
+    data = (root / "_no-cwd" / "s" / "session.jsonl").read_bytes()
+    scanned = scan_log(data, "s")
+    assert not scanned.torn
+    events = [dict(e) for e in scanned.events]
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    return events
+
+
+def notes(events: list[dict[str, Any]]) -> list[str]:
+    return [e["data"]["who"] for e in events if e["type"] == "hook/note"]
+
+
+async def test_a_refused_writer_stays_refused_after_the_other_moved_the_log(
+    tmp_path: Path,
+) -> None:
+    """The adversary's D1 (b): B is refused while A holds the lock, A appends a turn and
+    closes, then B retries. B's cursor is stale: its retry must be refused, not appended."""
+    await seed(tmp_path)
+    run_a, run_b = Runtime(), Runtime()
+    back_a, back_b = JsonlPersistence(str(tmp_path)), JsonlPersistence(str(tmp_path))
+    run_a.install(back_a)
+    run_b.install(back_b)
+    a = await run_a.sessions.resume("s")
+    await run_a.sessions.flush(a)  # A holds the lock
+    b = await run_b.sessions.resume("s")  # B reads without it
+    with pytest.raises(SessionCollisionError):
+        await run_b.sessions.flush(b)
+    turn(a, 2, "a")
+    await run_a.sessions.flush(a)
+    await back_a.aclose()  # A acknowledged, lock released
+    turn(b, 2, "b")
+    for _ in range(2):  # the retry and a second one: both refused
+        with pytest.raises(SessionCollisionError, match="another writer"):
+            await run_b.sessions.flush(b)
+    with pytest.raises(ExceptionGroup) as closing:  # B's batch can never be written
+        await back_b.aclose()
+    assert closing.group_contains(SessionCollisionError)
+    events = stored(tmp_path)
+    assert notes(events) == ["seed", "a"]
+    run_c, back_c = Runtime(), JsonlPersistence(str(tmp_path))
+    run_c.install(back_c)
+    c = await run_c.sessions.resume("s")  # nobody kept the lock
+    turn(c, 3, "c")
+    await run_c.sessions.flush(c)
+    await back_c.aclose()
+    assert notes(stored(tmp_path)) == ["seed", "a", "c"]
+
+
+async def test_a_cold_append_at_a_cursor_learned_before_the_lock_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The same through the cold API: B loads (learning the length), A appends, B appends
+    at the length it learned."""
+    await seed(tmp_path)
+    back_b = JsonlPersistence(str(tmp_path))
+    learned = len((await back_b.load("s")).events)
+    run_a, back_a = Runtime(), JsonlPersistence(str(tmp_path))
+    run_a.install(back_a)
+    a = await run_a.sessions.resume("s")
+    turn(a, 2, "a")
+    await run_a.sessions.flush(a)
+    await back_a.aclose()
+    event = {"type": "hook/note", "seq": learned, "time": 1, "data": {"who": "b"}}
+    with pytest.raises(SessionError):
+        await back_b.append("s", [event])
+    await back_b.aclose()
+    assert notes(stored(tmp_path)) == ["seed", "a"]
+
+
+CHILD = """
+import asyncio, sys, os
+from session import Runtime, SessionError, register_event_type
+from persistence_jsonl import JsonlPersistence
+register_event_type("hook/note")
+async def main(root, who, ready, go):
+    runtime, backend = Runtime(), JsonlPersistence(root)
+    runtime.install(backend)
+    s = await runtime.sessions.resume("s")
+    open(ready, "w").close()
+    while not os.path.exists(go):
+        await asyncio.sleep(0.001)
+    number = 1 + sum(1 for e in s.events if e.type == "turn/start")
+    s.append("turn/start", {"turn": number})
+    s.append("hook/note", {"who": who})
+    s.append("turn/end", {"turn": number, "reason": {"kind": "completed"}})
+    try:
+        await runtime.sessions.flush(s)
+        print("acked", flush=True)
+    except SessionError as e:
+        print("refused", type(e).__name__, e, flush=True)
+    try:
+        await backend.aclose()  # raises when the refused batch cannot be written: expected
+    except Exception:
+        pass
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("order", ["b-first", "a-first", "together"])
+def test_two_processes_resuming_one_session_never_duplicate_or_lose(
+    tmp_path: Path, order: str
+) -> None:
+    """The adversary's D1 (a), with real processes: both resume, then each appends a turn and
+    flushes, in three orders. Whatever is acknowledged is stored once; nothing is corrupt."""
+    root = tmp_path / "root"
+    asyncio.run(seed(root))
+    procs: dict[str, subprocess.Popen[str]] = {}
+    for who in ("a", "b"):
+        procs[who] = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                str(root),
+                who,
+                str(tmp_path / f"ready-{who}"),
+                str(tmp_path / f"go-{who}"),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    for who in ("a", "b"):
+        while not (tmp_path / f"ready-{who}").exists():
+            assert procs[who].poll() is None, procs[who].communicate()
+    sequence = {"b-first": ["b", "a"], "a-first": ["a", "b"], "together": ["ab"]}[order]
+    outputs: dict[str, str] = {}
+    for step in sequence:
+        for who in step:
+            (tmp_path / f"go-{who}").touch()
+        for who in step:
+            out, err = procs[who].communicate(timeout=60)
+            assert procs[who].returncode == 0, err
+            outputs[who] = out.strip()
+    acked = sorted(who for who, out in outputs.items() if out == "acked")
+    assert acked, outputs  # at least one writer wins
+    assert sorted(notes(stored(root))) == sorted(["seed", *acked]), outputs
+    for who, out in outputs.items():
+        assert out == "acked" or out.startswith("refused SessionCollisionError"), (who, out)
+    loaded = asyncio.run(JsonlPersistence(str(root)).load("s"))
+    assert json.dumps([e.seq for e in loaded.events]) == json.dumps(list(range(len(loaded.events))))
+
+
+async def test_a_closed_backend_refuses_to_write_and_holds_no_lock(tmp_path: Path) -> None:
+    """The adversary's D12: after ``aclose()`` a flush with events to write is refused (the
+    backend is closed) instead of re-taking the writer lock it will never release."""
+    await seed(tmp_path)
+    runtime, backend = Runtime(), JsonlPersistence(str(tmp_path))
+    runtime.install(backend)
+    session = await runtime.sessions.resume("s")
+    await runtime.sessions.flush(session)
+    await backend.aclose()
+    turn(session, 2, "after close")
+    with pytest.raises(SessionError, match="closed"):
+        await runtime.sessions.flush(session)
+    run_c, back_c = Runtime(), JsonlPersistence(str(tmp_path))
+    run_c.install(back_c)
+    other = await run_c.sessions.resume("s")  # the closed backend holds no lock
+    turn(other, 2, "c")
+    await run_c.sessions.flush(other)
+    await back_c.aclose()
+    assert notes(stored(tmp_path)) == ["seed", "c"]
