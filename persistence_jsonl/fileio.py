@@ -5,6 +5,12 @@ The backend makes no system call of its own (only path arithmetic): it calls the
 records or blocks the k-th call, so fault injection exercises the real code paths without
 mocking the filesystem.
 
+Nothing here follows a symbolic link or opens anything but a regular file where a file
+belongs: a link, FIFO, device or directory planted in a store is refused with
+:class:`SessionStoreEntryError` (only the store root itself, which its user names, may be a
+link). Opens never block (a FIFO is refused, not waited on), and a failure after a descriptor
+was opened closes it.
+
 Every method is synchronous and blocking. The backend runs reads, repairs and most writes in a
 worker thread; on the event loop stay cheap calls (the root check at construction, closing
 descriptors, releasing locks) and, while a single session is live and the disk is fast, its
@@ -20,6 +26,9 @@ import os
 import signal
 import stat as stat_module
 from dataclasses import dataclass
+from typing import Final, Literal
+
+from session.errors import SessionStoreEntryError
 
 __all__ = ["FAILPOINT_ENV", "FileOps", "Stat", "failpoint"]
 
@@ -56,7 +65,18 @@ class Stat:
     size: int
     mtime_ns: int
     ctime_ns: int
-    is_dir: bool
+    kind: Literal["file", "dir", "symlink", "other"]
+    """What the entry itself is (a link is never followed)."""
+
+    @property
+    def is_dir(self) -> bool:
+        """A real directory (not a link to one)."""
+        return self.kind == "dir"
+
+    @property
+    def is_file(self) -> bool:
+        """A regular file (not a link to one)."""
+        return self.kind == "file"
 
     @property
     def revision(self) -> str:
@@ -67,11 +87,12 @@ class Stat:
 class FileOps:
     """The real system calls. Subclass and override to inject faults."""
 
-    def stat(self, path: str) -> Stat | None:
-        """Stat ``path``; ``None`` when it does not exist, including when a component of it
-        is not a directory (other errors propagate)."""
+    def stat(self, path: str, *, follow: bool = False) -> Stat | None:
+        """Stat the entry ``path`` names, without following a final link unless ``follow``
+        (for the store root its user names); ``None`` when it does not exist, including when
+        a component of it is not a directory (other errors propagate)."""
         try:
-            st = os.stat(path)
+            st = os.stat(path) if follow else os.lstat(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
         return Stat(
@@ -80,24 +101,27 @@ class FileOps:
             st.st_size,
             st.st_mtime_ns,
             st.st_ctime_ns,
-            stat_module.S_ISDIR(st.st_mode),
+            _kind(st.st_mode),
         )
 
     def read(self, path: str) -> bytes | None:
-        """The whole file; ``None`` when it does not exist."""
+        """The whole regular file; ``None`` when it does not exist."""
         try:
-            with open(path, "rb") as f:
-                return f.read()
+            fd = self._open_regular(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
+        with open(fd, "rb") as f:
+            return f.read()
 
     def read_prefix(self, path: str, limit: int) -> bytes | None:
-        """Up to ``limit`` bytes from the start; ``None`` when the file does not exist."""
+        """Up to ``limit`` bytes from the start of a regular file; ``None`` when it does not
+        exist."""
         try:
-            with open(path, "rb") as f:
-                return f.read(limit)
+            fd = self._open_regular(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
+        with open(fd, "rb") as f:
+            return f.read(limit)
 
     def listdir(self, path: str) -> list[str]:
         """Entry names of a directory; ``[]`` when it does not exist."""
@@ -107,26 +131,59 @@ class FileOps:
             return []
 
     def mkdir(self, path: str) -> bool:
-        """Create a 0700 directory; ``False`` if it already existed."""
+        """Create a 0700 directory; ``False`` if a real directory is already there. Any other
+        existing entry (a link to a directory too) is refused."""
         try:
             os.mkdir(path, DIR_MODE)
         except FileExistsError:
-            if not os.path.isdir(path):
-                raise
+            st = os.lstat(path)
+            if not stat_module.S_ISDIR(st.st_mode):
+                raise SessionStoreEntryError(
+                    f'"{path}" is {_KIND_NAMES[_kind(st.st_mode)]}, not a directory: refusing '
+                    "to use it"
+                ) from None
             return False
         return True
 
     def open_exclusive(self, path: str) -> int:
-        """Create a new 0600 file for writing; fails if it exists."""
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+        """Create a new 0600 file for writing; fails if anything (a link too) is there."""
+        return os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE
+        )
 
     def open_append(self, path: str) -> int:
-        """Open an existing file for appending."""
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        """Open an existing regular file for appending."""
+        return self._open_regular(path, os.O_WRONLY | os.O_APPEND)
 
     def open_readwrite(self, path: str) -> int:
-        """Open an existing file for reading and writing (used by truncation)."""
-        return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        """Open an existing regular file for reading and writing (used by truncation)."""
+        return self._open_regular(path, os.O_RDWR)
+
+    def _open_regular(self, path: str, flags: int, mode: int = 0) -> int:
+        """Open ``path`` only if it is a regular file: never through a final link, never
+        waiting on a FIFO. Raises :class:`SessionStoreEntryError` for anything else."""
+        try:
+            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise
+            found = self.stat(path)
+            kind = _KIND_NAMES[found.kind if found is not None else "other"]
+            raise SessionStoreEntryError(
+                f'"{path}" is {kind}, not a regular file: refusing to open it'
+            ) from None
+        try:
+            mode_now = os.fstat(fd).st_mode
+            if not stat_module.S_ISREG(mode_now):
+                raise SessionStoreEntryError(
+                    f'"{path}" is {_KIND_NAMES[_kind(mode_now)]}, not a regular file: '
+                    "refusing to open it"
+                )
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def write(self, fd: int, data: bytes | memoryview) -> int:
         """One ``write`` call; returns how many bytes were written (may be short)."""
@@ -180,7 +237,7 @@ class FileOps:
         """Take an exclusive advisory lock on ``path`` (created 0600 if missing) without
         waiting; return its descriptor, or ``None`` if another process holds it. The lock
         is released by :meth:`unlock`, by closing, or by the OS when the process dies."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        fd = self._open_regular(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -189,8 +246,12 @@ class FileOps:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:  # the holder's pid, for the collision message of the next writer
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except BaseException:  # a full disk: give the lock back, never leak it
+            os.close(fd)
+            raise
         return fd
 
     def unlock(self, fd: int) -> None:
@@ -201,7 +262,7 @@ class FileOps:
         """``(major, minor, inode)`` of the file at ``path`` (as ``/proc/locks`` names files),
         or ``None`` when it cannot be stat'ed."""
         try:
-            info = os.stat(path)
+            info = os.lstat(path)
         except OSError:
             return None
         return os.major(info.st_dev), os.minor(info.st_dev), info.st_ino
@@ -209,3 +270,21 @@ class FileOps:
     def realpath(self, path: str) -> str:
         """Canonical path (symlinks resolved)."""
         return os.path.realpath(path)
+
+
+def _kind(mode: int) -> Literal["file", "dir", "symlink", "other"]:
+    if stat_module.S_ISREG(mode):
+        return "file"
+    if stat_module.S_ISDIR(mode):
+        return "dir"
+    if stat_module.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+_KIND_NAMES: Final = {
+    "file": "a regular file",
+    "dir": "a directory",
+    "symlink": "a symbolic link",
+    "other": "a FIFO, socket or device",
+}

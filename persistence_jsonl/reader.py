@@ -25,6 +25,7 @@ from session import (
     SessionFormatUnsupportedError,
     SessionHeader,
     SessionPersistenceCorruptionError,
+    SessionStoreEntryError,
 )
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 
@@ -75,6 +76,7 @@ class LogReader:
         for project in self.ops.listdir(self.root):
             candidate = os.path.join(self.root, project, segment, LOG_NAME)
             if self.ops.stat(candidate) is not None:
+                self._check_confined(candidate)
                 found.append(candidate)
         if len(found) > 1:
             raise SessionPersistenceCorruptionError(
@@ -82,6 +84,19 @@ class LogReader:
                 + ", ".join(found)
             )
         return found[0] if found else None
+
+    def _check_confined(self, path: str) -> None:
+        """Refuse a log reached through a planted link: every directory between the root and
+        ``path`` must be a real directory (the log itself is opened without following)."""
+        directory = os.path.dirname(path)
+        while directory != self.root and directory.startswith(self.root):
+            found = self.ops.stat(directory)
+            if found is None or not found.is_dir:
+                raise SessionStoreEntryError(
+                    f'"{directory}" is not a real directory (a symbolic link?): refusing to '
+                    f'follow it to "{path}"'
+                )
+            directory = os.path.dirname(directory)
 
     def load(self, id: str) -> StoredLog | None:
         """The valid stored prefix of ``id``'s log (see ``Storage.load``)."""
@@ -152,8 +167,13 @@ class LogReader:
         snapshots: list[SessionSnapshot] = []
         seen: dict[str, str] = {}
         for entry_path in iter_entries(self.ops, self.root):
+            if not self._is_dir(entry_path):
+                continue  # a file or a link planted beside the sessions: not one
             path = os.path.join(entry_path, LOG_NAME)
-            line = self.first_line(path)
+            try:
+                line = self.first_line(path)
+            except SessionStoreEntryError:
+                continue  # a FIFO or link where the log belongs: unreadable, like a bad header
             if line is None:
                 continue
             try:

@@ -79,7 +79,7 @@ class JsonlStorage:
         """Whether appends pack runs of streaming deltas into rows (reading always unpacks)."""
         self.ops = ops or FileOps()
         """The system-call seam (replace it to inject faults)."""
-        existing = self.ops.stat(self.root)
+        existing = self.ops.stat(self.root, follow=True)
         if existing is not None and not existing.is_dir:
             raise NotADirectoryError(f'session store root "{self.root}" is not a directory')
         self.reader = LogReader(self.root, self.ops)
@@ -136,9 +136,14 @@ class JsonlStorage:
         if self._locks.holds(header.id):
             return
         directory = session_dir(self.root, header)
-        parent = os.path.dirname(self.root)
-        for path in (self.root, os.path.join(self.root, project_dir(header.cwd)), directory):
-            if self.ops.mkdir(path):
+        project = os.path.join(self.root, project_dir(header.cwd))
+        root = self.ops.stat(self.root, follow=True)  # the root may be a link its user made
+        paths = [project, directory]
+        if root is None or not root.is_dir:
+            paths.insert(0, self.root)
+        parent = os.path.dirname(paths[0])
+        for path in paths:
+            if self.ops.mkdir(path):  # a link planted below the root is refused
                 self.ops.fsync_dir(parent)
             parent = path
         self._locks.take(header.id, directory)

@@ -17,6 +17,7 @@ from session.errors import (
     SessionNotLiveError,
     SessionPersistenceCorruptionError,
     SessionReentrancyError,
+    SessionStoreEntryError,
 )
 from session.events.event import (
     EVENT_PAYLOADS,
@@ -75,6 +76,7 @@ __all__ = [
     "SessionPersistenceCorruptionError",
     "SessionReentrancyError",
     "SessionStore",
+    "SessionStoreEntryError",
     "SurfaceOp",
     "SurfaceReplace",
     "SurfaceView",

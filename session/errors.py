@@ -23,6 +23,7 @@ __all__ = [
     "SessionNotLiveError",
     "SessionPersistenceCorruptionError",
     "SessionReentrancyError",
+    "SessionStoreEntryError",
 ]
 
 
@@ -83,6 +84,12 @@ class SessionForkError(SessionError):
 
 class SessionPersistenceCorruptionError(SessionError):
     """A stored log is damaged in its committed region; the message names the file and line."""
+
+
+class SessionStoreEntryError(SessionPersistenceCorruptionError):
+    """An entry of a store is not what its layout says: a symbolic link, FIFO, device or
+    directory where a regular file or a directory belongs. It is refused without being
+    followed, opened for writing or read, and only that session is affected."""
 
 
 class SessionFormatUnsupportedError(SessionError):
