@@ -225,10 +225,10 @@ class LiveWriter:
                             f'session "{id}" is already persisted with {state.cursor} event(s) '
                             "that do not match this live session (id collision)"
                         )
-            state.owner = session
             suffix = session.events[state.cursor :]
-            if suffix:
-                await ledger.append(id, suffix)
+            if suffix:  # e.g. a resumed session's end-seed: written before the session owns
+                await ledger.append(id, suffix)  # the id, so a failed write is retried whole
+            state.owner = session
 
     async def _adopt(self, session: Session) -> State:
         """The state of an id unknown to the ledger: its stored log, checked against
