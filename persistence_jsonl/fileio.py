@@ -247,8 +247,8 @@ class FileOps:
             os.close(fd)
             raise
         try:  # the holder's pid, for the collision message of the next writer
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+            self.truncate(fd, 0)
+            self.write_all(fd, f"{os.getpid()}\n".encode())
         except BaseException:  # a full disk: give the lock back, never leak it
             os.close(fd)
             raise

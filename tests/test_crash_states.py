@@ -71,7 +71,8 @@ class RecordingOps(FileOps):
 
     def write(self, fd: int, data: bytes | memoryview) -> int:
         written = super().write(fd, data)
-        self.trace.append(("write", self.paths[fd], bytes(data[:written])))
+        if fd in self.paths:  # not the writer lock's pid: no crash state depends on it
+            self.trace.append(("write", self.paths[fd], bytes(data[:written])))
         return written
 
     def fsync(self, fd: int) -> None:
@@ -84,7 +85,8 @@ class RecordingOps(FileOps):
 
     def truncate(self, fd: int, length: int) -> None:
         super().truncate(fd, length)
-        self.trace.append(("truncate", self.paths[fd], length))
+        if fd in self.paths:  # not the writer lock's pid
+            self.trace.append(("truncate", self.paths[fd], length))
 
     def link(self, source: str, target: str) -> None:
         super().link(source, target)
