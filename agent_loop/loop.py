@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from agent_loop.assembler import Assembler, Cancelled, until_cancelled
 from agent_loop.cancel import CancelSignal
 from agent_loop.models import ModelRequest
-from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
+from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch, outcome_unknown
 from session.errors import SessionError
 from session.events.turns import next_turn_number
 from session.events.types import (
@@ -156,6 +156,7 @@ class Agent:
         session.append(TURN_START, {"turn": turn})
         cancel = self._cancel = CancelSignal()
         reason: dict[str, Any] = {"kind": "completed"}
+        torn_down = False
         try:
             step, outcome = 0, None
             while True:
@@ -188,11 +189,29 @@ class Agent:
         except Exception as e:
             reason = {"kind": "error", "error": {"message": _error_chain(e), "code": "UNKNOWN"}}
             log.warning('agent on session "%s": turn %d failed: %s', session.id, turn, e)
+        except BaseException as e:
+            # Torn down from outside (task cancellation, a deadline, Ctrl-C, exit): end the
+            # turn as a cancel would, then let the exception go on.
+            reason = {"kind": "aborted", "reason": {"kind": "user", "reason": type(e).__name__}}
+            torn_down = True
+            raise
         finally:
             self._cancel = None
             session.append(TURN_END, {"turn": turn, "reason": reason})
+            if torn_down:
+                await self._flush_quietly()
         await self.runtime.sessions.flush(session)
         return reason
+
+    async def _flush_quietly(self) -> None:
+        """Try to make a torn-down turn durable before its exception goes on; a failure is
+        logged (the exception in flight matters more, and crash repair closes what is lost)."""
+        try:
+            await self.runtime.sessions.flush(self.session)
+        except Exception as e:
+            log.warning(
+                'agent on session "%s": flush after a torn-down turn failed: %s', self.session.id, e
+            )
 
     def _claim(self, *, first: bool) -> list[Any]:
         claimed = list(self._next_step)
@@ -252,7 +271,7 @@ class Agent:
                     ).seq
                 )
                 assembler.feed(chunk)
-        except Cancelled:
+        except (Cancelled, asyncio.CancelledError, KeyboardInterrupt, SystemExit):
             visible = assembler.visible()
             if visible:
                 data: dict[str, Any] = {
@@ -302,7 +321,6 @@ class Agent:
     ) -> None:
         """Start calls in model order (a rolling pool of parallel calls, exclusive calls
         alone), commit results strictly in model order."""
-        session, tools = self.session, self.runtime.tools
         started: list[tuple[dict[str, Any], int, asyncio.Future[ToolResult]]] = []
         committed = 0
 
@@ -314,6 +332,34 @@ class Agent:
                 committed += 1
 
         not_started = list(calls)
+        try:
+            await self._dispatch(turn, step, cancel, started, not_started, commit_ready)
+        except BaseException:
+            # Torn down from outside: stop the bodies still running and answer every call
+            # before the exception goes on (the results that exist, else unknown outcome).
+            for _, _, task in started[committed:]:
+                task.cancel()
+            for block, call_seq, task in started[committed:]:
+                self._record_result(turn, step, block["id"], call_seq, _settled(task))
+            committed = len(started)
+            raise
+        finally:
+            for block in not_started:  # never dispatched: a synthetic pair each
+                call_seq = self._record_call(turn, step, block)
+                self._record_result(turn, step, block["id"], call_seq, aborted_before_dispatch())
+
+    async def _dispatch(
+        self,
+        turn: int,
+        step: int,
+        cancel: CancelSignal,
+        started: list[tuple[dict[str, Any], int, asyncio.Future[ToolResult]]],
+        not_started: list[dict[str, Any]],
+        commit_ready: Callable[[], None],
+    ) -> None:
+        """Start ``not_started`` calls in order (popping each), and wait for every started one
+        to finish, committing results as they become ready."""
+        session, tools = self.session, self.runtime.tools
         while not_started and not cancel.cancelled:
             block = not_started[0]
             running = [t for _, _, t in started if not t.done()]
@@ -340,9 +386,6 @@ class Agent:
         if started:
             await asyncio.wait([t for _, _, t in started])
         commit_ready()
-        for block in not_started:  # cancelled before dispatch: a synthetic pair each
-            call_seq = self._record_call(turn, step, block)
-            self._record_result(turn, step, block["id"], call_seq, aborted_before_dispatch())
 
     def _record_call(self, turn: int, step: int, block: Mapping[str, Any]) -> int:
         """Log ``tool/call`` for a tool-call block; return its seq."""
@@ -377,6 +420,14 @@ class Agent:
         if result.meta is not None:
             data["meta"] = result.meta
         self.session.append(TOOL_RESULT, data, surface_op="append", source_event_seqs=[call_seq])
+
+
+def _settled(task: asyncio.Future[ToolResult]) -> ToolResult:
+    """The result of a started call whose turn is being torn down: its own if the body
+    returned one, else the unknown outcome (the body ran, or may have)."""
+    if task.done() and not task.cancelled() and task.exception() is None:
+        return task.result()
+    return outcome_unknown()
 
 
 def _is_exclusive(tools: Any, block: Mapping[str, Any]) -> bool:

@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from agent_loop.cancel import CancelSignal
+from session.events.outcomes import (
+    TOOL_OUTCOME_UNKNOWN,
+    TOOL_OUTCOME_UNKNOWN_NAME,
+    TOOL_OUTCOME_UNKNOWN_TEXT,
+)
 from session.live.hooks import Disposer, HookBus
 
 if TYPE_CHECKING:
@@ -30,6 +35,7 @@ __all__ = [
     "ToolService",
     "ToolSpec",
     "aborted_before_dispatch",
+    "outcome_unknown",
 ]
 
 TOOLS_EXECUTE: Final = "tools/execute"
@@ -68,6 +74,16 @@ def aborted_before_dispatch() -> ToolResult:
     return ToolResult.failure(
         "tool call aborted before dispatch",
         {"name": "AbortError", "code": ABORTED_BEFORE_DISPATCH},
+    )
+
+
+def outcome_unknown() -> ToolResult:
+    """The result of a recorded call whose body started and was torn down before it returned
+    (its side effects may or may not have happened): the text crash repair gives it too."""
+    return ToolResult(
+        [{"type": "text", "text": TOOL_OUTCOME_UNKNOWN_TEXT}],
+        True,
+        {"name": TOOL_OUTCOME_UNKNOWN_NAME, "code": TOOL_OUTCOME_UNKNOWN},
     )
 
 

@@ -12,6 +12,14 @@ from typing import Any, Final
 
 from session.events.event import SessionEvent, build_event
 from session.events.eventlog import LazyRun, iter_parts
+from session.events.outcomes import (
+    TOOL_NOT_STARTED,
+    TOOL_NOT_STARTED_NAME,
+    TOOL_NOT_STARTED_TEXT,
+    TOOL_OUTCOME_UNKNOWN,
+    TOOL_OUTCOME_UNKNOWN_NAME,
+    TOOL_OUTCOME_UNKNOWN_TEXT,
+)
 from session.events.turns import brackets
 from session.events.types import (
     ASSISTANT_MESSAGE,
@@ -31,26 +39,6 @@ __all__ = [
     "closers",
     "is_balanced",
 ]
-
-TOOL_NOT_STARTED: Final = "TOOL_NOT_STARTED"
-"""Code of the result given to a call the model asked for but that was never recorded."""
-TOOL_NOT_STARTED_NAME: Final = "ToolNotStartedError"
-TOOL_NOT_STARTED_TEXT: Final = (
-    "The tool call was interrupted before the Harness recorded it as started. "
-    "Retry it if it is still needed."
-)
-"""What the model reads for a call that never durably started."""
-
-TOOL_OUTCOME_UNKNOWN: Final = "TOOL_OUTCOME_UNKNOWN"
-"""Code of the result given to a durably recorded call that has no durable result."""
-TOOL_OUTCOME_UNKNOWN_NAME: Final = "ToolOutcomeUnknownError"
-TOOL_OUTCOME_UNKNOWN_TEXT: Final = (
-    "The tool call was interrupted after it was recorded, but no result was durably recorded. "
-    "Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the "
-    "operation is read-only or idempotent; if it may have side effects, first verify external "
-    "state or ask the user. Do not retry blindly."
-)
-"""What the model reads for a call whose side effect may or may not have happened."""
 
 # The reference writes closers with this envelope key order.
 _CLOSER_ORDER: Final = ("type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs")
