@@ -101,11 +101,21 @@ class LogReader:
     def load(self, id: str) -> StoredLog | None:
         """The valid stored prefix of ``id``'s log (see ``Storage.load``)."""
         path = self.find(id)
-        read = None if path is None else self.stable_read(path)
-        if path is None or read is None:
+        if path is None:
             return None
-        data, revision = read
-        scanned = scan_log(data, path)
+        for attempt in range(_STABLE_READ_ATTEMPTS):
+            read = self.stable_read(path)
+            if read is None:
+                return None
+            data, revision = read
+            try:
+                scanned = scan_log(data, path)
+                break
+            except SessionPersistenceCorruptionError:
+                # A repair that cut a torn tail and appended while we read can splice a
+                # line; a damage that is really stored is still there when nothing moved.
+                if attempt + 1 == _STABLE_READ_ATTEMPTS or self._unchanged(path, revision):
+                    raise
         self.check_identity(path, scanned.header, id)
         cut_at = scanned.committed_bytes if scanned.torn else None
         return StoredLog(scanned.header, scanned.events, revision, cut_at, len(data))
@@ -117,19 +127,27 @@ class LogReader:
         return None if found is None else found.revision
 
     def stable_read(self, path: str) -> tuple[bytes, str] | None:
-        """The file's bytes and the revision of exactly those bytes (stat, read, stat until
-        the two stats agree)."""
+        """The file's first ``size`` bytes for the size a ``stat`` saw, and that stat's
+        revision. A log only grows while it is written (committed bytes are never rewritten),
+        so a writer appending meanwhile does not disturb the read: the bytes past that size
+        are simply not read. Only a file that shrank or was replaced meanwhile is read again.
+        """
         for _ in range(_STABLE_READ_ATTEMPTS):
             before = self.ops.stat(path)
             if before is None:
                 return None
-            data = self.ops.read(path)
+            data = self.ops.read_prefix(path, before.size)
             after = self.ops.stat(path)
             if data is None or after is None:
                 return None
-            if before.revision == after.revision and len(data) == after.size:
-                return data, after.revision
-        raise SessionError(f'"{path}" kept changing while it was being read')
+            same_file = (before.dev, before.ino) == (after.dev, after.ino)
+            if same_file and len(data) == before.size <= after.size:
+                return data, before.revision
+        raise SessionError(f'"{path}" kept shrinking or being replaced while it was being read')
+
+    def _unchanged(self, path: str, revision: str) -> bool:
+        found = self.ops.stat(path)
+        return found is not None and found.revision == revision
 
     def check_identity(self, path: str, header: SessionHeader, id: str | None) -> None:
         """Refuse a log whose header names another session or belongs at another path."""
