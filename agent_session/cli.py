@@ -157,10 +157,24 @@ async def _dispatch(args: argparse.Namespace) -> int:
     return await handlers[args.command](args)
 
 
+MAX_LOG_BYTES_ENV = "AGENT_SESSION_MAX_LOG_BYTES"
+"""Environment variable: the largest log the commands read into memory (bytes)."""
+
+
+def _max_log_bytes() -> int:
+    from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
+
+    limit = os.environ.get(MAX_LOG_BYTES_ENV, "")
+    try:
+        return int(limit) if limit else DEFAULT_MAX_LOG_BYTES
+    except ValueError:
+        raise UserError(f"{MAX_LOG_BYTES_ENV} must be a number of bytes, not {limit!r}") from None
+
+
 def _backend(root: str) -> Any:
     from persistence_jsonl import JsonlPersistence
 
-    return JsonlPersistence(_root(root))
+    return JsonlPersistence(_root(root), max_log_bytes=_max_log_bytes())
 
 
 def _created(ms: int | None) -> str:
@@ -175,7 +189,7 @@ async def _ls(args: argparse.Namespace) -> int:
 
     found = False
     table: list[list[str]] = []
-    for row in rows(_root(args.root)):
+    for row in rows(_root(args.root), _max_log_bytes()):
         found = True
         if args.json:
             print(json.dumps(row.to_json(), ensure_ascii=False))
@@ -245,7 +259,7 @@ async def _targets(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     if args.ids:
         return [(id, None) for id in args.ids]
     out: list[tuple[str, str | None]] = []
-    for row in rows(_root(args.root)):
+    for row in rows(_root(args.root), _max_log_bytes()):
         bad = "corrupt" in row.flags or "unsupported" in row.flags
         out.append((row.id, (row.flags[0] + ": " + (row.problem or "")) if bad else None))
     return out

@@ -3,19 +3,18 @@ store in memory), without writing anything."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.reader import survey
+from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, survey
 from session import (
     SessionFormatUnsupportedError,
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
 )
 from session.events.header import SESSION_FORMAT_VERSION
-from session.events.turns import brackets
 
 __all__ = ["SessionRow", "Status", "rows", "status_of"]
 
@@ -49,16 +48,14 @@ _TURN_STATES: Final[dict[str | None, str]] = {None: "-", "start": "interrupted",
 """The state column, by the log's last turn bracket."""
 
 
-def _turn_state(events: Sequence[Any]) -> str:
-    return _TURN_STATES[brackets(events).last]
-
-
-def rows(root: str) -> Iterator[SessionRow]:
-    """A row per session log under ``root``, from a scan of its bytes (header, events,
-    torn tail); one log is in memory at a time."""
-    for found in survey(root):
-        scanned, path, size = found.scanned, found.path, found.size
-        if scanned is None:
+def rows(root: str, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[SessionRow]:
+    """A row per session directory under ``root`` (and per entry planted beside them), from
+    a streaming pass over each log (header, event count, last turn bracket, torn tail): memory
+    stays bounded whatever the logs' sizes; a log over ``max_log_bytes`` is reported, not
+    read."""
+    for found in survey(root, max_log_bytes=max_log_bytes):
+        summary, path, size = found.summary, found.path, found.size
+        if summary is None:
             flag = (
                 "unsupported"
                 if isinstance(found.error, SessionFormatUnsupportedError)
@@ -68,15 +65,15 @@ def rows(root: str) -> Iterator[SessionRow]:
                 found.fallback_id, None, None, 0, "-", size, path, [flag], str(found.error)
             )
             continue
-        header = scanned.header
-        flags = ["torn tail"] if scanned.torn else []
+        header = summary.header
+        flags = ["torn tail"] if summary.torn else []
         if header.version != SESSION_FORMAT_VERSION:
             flags.append("unsupported")
-        state = _turn_state(scanned.events)
+        state = _TURN_STATES[summary.last_bracket]
         if state == "interrupted" and found.writer_active:
             state = "open"  # a live writer holds the session: its turn is still running
         yield SessionRow(
-            header.id, header.cwd, header.created_at, len(scanned.events), state, size, path, flags
+            header.id, header.cwd, header.created_at, summary.events, state, size, path, flags
         )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from persistence_jsonl.fileio import FileOps
+from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
 from persistence_jsonl.storage import JsonlStorage
 from recovery import closers as default_repair
 from session import SessionHeader
@@ -33,9 +34,14 @@ class JsonlPersistence(PersistenceCoordinator):
         ops: FileOps | None = None,
         scheduler: Scheduler | None = None,
         inline_fsync_budget_ms: float = 2.0,
+        max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
     ) -> None:
         storage = JsonlStorage(
-            root, pack_chunks=pack_chunks, ops=ops, inline_fsync_budget_ms=inline_fsync_budget_ms
+            root,
+            pack_chunks=pack_chunks,
+            ops=ops,
+            inline_fsync_budget_ms=inline_fsync_budget_ms,
+            max_log_bytes=max_log_bytes,
         )
         super().__init__(
             storage,

@@ -25,6 +25,7 @@ import fcntl
 import os
 import signal
 import stat as stat_module
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -79,6 +80,12 @@ class Stat:
         return self.kind == "file"
 
     @property
+    def kind_name(self) -> str:
+        """``a regular file``, ``a directory``, ``a symbolic link`` or ``a FIFO, socket or
+        device``: for messages."""
+        return _KIND_NAMES[self.kind]
+
+    @property
     def revision(self) -> str:
         """``dev:ino:size:mtime_ns:ctime_ns``: changes whenever the file's bytes may have."""
         return f"{self.dev}:{self.ino}:{self.size}:{self.mtime_ns}:{self.ctime_ns}"
@@ -122,6 +129,22 @@ class FileOps:
             return None
         with open(fd, "rb") as f:
             return f.read(limit)
+
+    def read_chunks(self, path: str, limit: int, chunk: int = 1 << 20) -> Iterator[bytes]:
+        """The first ``limit`` bytes of a regular file, ``chunk`` bytes at a time (fewer if it
+        is shorter); nothing when it does not exist. The file is closed when the iteration
+        ends or is abandoned."""
+        try:
+            fd = self._open_regular(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        with open(fd, "rb") as f:
+            while limit > 0:
+                data = f.read(min(chunk, limit))
+                if not data:
+                    return
+                limit -= len(data)
+                yield data
 
     def listdir(self, path: str) -> list[str]:
         """Entry names of a directory; ``[]`` when it does not exist."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Final
 
 from pydantic import ValidationError
 
@@ -19,17 +20,23 @@ from persistence_jsonl.layout import (
     session_dir,
 )
 from persistence_jsonl.locks import held_locks, writer_active
-from persistence_jsonl.scan import ScannedLog, scan_log
+from persistence_jsonl.scan import LogSummary, scan_log, summarize_log
 from session import (
     SessionError,
     SessionFormatUnsupportedError,
     SessionHeader,
+    SessionLogTooLargeError,
     SessionPersistenceCorruptionError,
     SessionStoreEntryError,
 )
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 
-__all__ = ["LogReader", "Surveyed", "survey"]
+__all__ = ["DEFAULT_MAX_LOG_BYTES", "LogReader", "Surveyed", "survey"]
+
+DEFAULT_MAX_LOG_BYTES: Final = 1 << 30
+"""The largest log a backend reads into memory by default (1 GiB): a load holds every event,
+so a larger (or runaway, or planted) file is refused with a clear error instead of
+exhausting memory. Listing a store streams and has no such limit."""
 
 _STABLE_READ_ATTEMPTS = 100
 _FIRST_READ = 1 << 16
@@ -38,9 +45,11 @@ _FIRST_READ = 1 << 16
 class LogReader:
     """The read side of one store root through one :class:`FileOps`."""
 
-    def __init__(self, root: str, ops: FileOps) -> None:
+    def __init__(self, root: str, ops: FileOps, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> None:
         self.root = root
         self.ops = ops
+        self.max_log_bytes = max_log_bytes
+        """The largest log read into memory; a larger one is refused before any read."""
         self._swept = False
 
     def sweep(self) -> None:
@@ -136,6 +145,8 @@ class LogReader:
             before = self.ops.stat(path)
             if before is None:
                 return None
+            if before.size > self.max_log_bytes:
+                raise _too_large(path, before.size, self.max_log_bytes)
             data = self.ops.read_prefix(path, before.size)
             after = self.ops.stat(path)
             if data is None or after is None:
@@ -231,38 +242,70 @@ class LogReader:
 
 @dataclass(frozen=True, slots=True)
 class Surveyed:
-    """One session log under a root, as found on disk, for operator tools."""
+    """One entry of a project directory, as found on disk, for operator tools: a session's
+    log, or whatever else was planted where a session directory belongs."""
 
     path: str
-    """The log file."""
+    """The log file (or the entry itself, when it is not a session directory)."""
     fallback_id: str
     """The id its directory names (what to show when the header cannot be read)."""
     size: int
     """Its length in bytes."""
-    scanned: ScannedLog | None
-    """The header and committed events (a header of any version), or ``None`` when unreadable."""
+    summary: LogSummary | None
+    """The header, event count, last turn bracket and torn tail (a header of any version),
+    or ``None`` when unreadable."""
     error: SessionError | None
-    """Why it is unreadable: a corruption or an unsupported format."""
+    """Why it is unreadable: a corruption, an unsupported format, or an entry that is not a
+    directory or not a regular file."""
     writer_active: bool
     """Whether a live writer (any process) holds its writer lock now."""
 
 
-def survey(root: str, ops: FileOps | None = None) -> Iterator[Surveyed]:
-    """Every session log under ``root``, scanned one at a time (never the whole store in
-    memory), without writing or taking any lock. One unreadable log is reported, not raised."""
+def _too_large(path: str, size: int, limit: int) -> SessionLogTooLargeError:
+    return SessionLogTooLargeError(
+        f'session log "{path}" has {size:,} bytes, more than max_log_bytes ({limit:,}); '
+        "nothing was read: open it with a larger max_log_bytes"
+    )
+
+
+def survey(
+    root: str, ops: FileOps | None = None, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
+) -> Iterator[Surveyed]:
+    """Every session directory under ``root`` and anything planted beside them, one at a
+    time, in memory bounded by :data:`~persistence_jsonl.scan.MAX_SUMMARY_LINE` whatever the
+    logs' sizes, without writing, following a link, opening a FIFO or taking any lock. An
+    unreadable entry is reported, not raised; so is a log over ``max_log_bytes``, which a
+    load would refuse (it is not read). A directory without a log (a session that never
+    wrote) is not listed."""
     ops = ops or FileOps()
     held = held_locks(ops)
     for entry in iter_entries(ops, root):
-        path = os.path.join(entry, LOG_NAME)
-        found = ops.stat(path)
-        data = ops.read(path) if found is not None and not found.is_dir else None
-        if data is None:
+        fallback = os.path.basename(entry)
+        found = ops.stat(entry)
+        if found is None:
+            continue  # removed while listing
+        if not found.is_dir:
+            problem = f'"{entry}" is {found.kind_name}, not a session directory'
+            yield Surveyed(
+                entry, fallback, found.size, None, SessionStoreEntryError(problem), False
+            )
             continue
-        scanned: ScannedLog | None = None
+        path = os.path.join(entry, LOG_NAME)
+        log = ops.stat(path)
+        if log is None:
+            continue
+        if not log.is_file:
+            refused = SessionStoreEntryError(f'"{path}" is {log.kind_name}, not a regular file')
+            yield Surveyed(path, fallback, log.size, None, refused, False)
+            continue
+        summary: LogSummary | None = None
         error: SessionError | None = None
         try:
-            scanned = scan_log(data, path, check_version=False)
+            if log.size > max_log_bytes:
+                raise _too_large(path, log.size, max_log_bytes)
+            summary = summarize_log(ops.read_chunks(path, log.size), path)
         except SessionError as e:
             error = e
-        active = scanned is not None and writer_active(ops, entry, held)
-        yield Surveyed(path, os.path.basename(entry), len(data), scanned, error, active)
+        active = summary is not None and writer_active(ops, entry, held)
+        size = summary.size if summary is not None else log.size
+        yield Surveyed(path, fallback, size, summary, error, active)

@@ -41,7 +41,7 @@ from persistence_jsonl.layout import (
     session_dir,
 )
 from persistence_jsonl.locks import WriterLocks
-from persistence_jsonl.reader import LogReader
+from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, LogReader
 from persistence_jsonl.rows import BatchEncoder, encode_batch
 from session import (
     SessionCollisionError,
@@ -50,6 +50,7 @@ from session import (
     SessionEvent,
     SessionHeader,
 )
+from session.json.lossless import is_safe_int
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 
 __all__ = ["JsonlStorage"]
@@ -68,11 +69,14 @@ class JsonlStorage:
         pack_chunks: bool = True,
         ops: FileOps | None = None,
         inline_fsync_budget_ms: float = 2.0,
+        max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
     ) -> None:
         if not isinstance(inline_fsync_budget_ms, int | float) or not (
             0 <= inline_fsync_budget_ms < float("inf")
         ):
             raise TypeError("inline_fsync_budget_ms must be a finite number >= 0")
+        if not is_safe_int(max_log_bytes) or max_log_bytes < 1:
+            raise TypeError("max_log_bytes must be a positive safe integer")
         self.root = os.path.abspath(os.fspath(root))
         """The absolute store root."""
         self.pack_chunks = pack_chunks
@@ -82,7 +86,7 @@ class JsonlStorage:
         existing = self.ops.stat(self.root, follow=True)
         if existing is not None and not existing.is_dir:
             raise NotADirectoryError(f'session store root "{self.root}" is not a directory')
-        self.reader = LogReader(self.root, self.ops)
+        self.reader = LogReader(self.root, self.ops, max_log_bytes)
         """Finds, reads and lists the logs of the root."""
         self.inline_fsync_budget_ms = float(inline_fsync_budget_ms)
         """Longest latest write-and-fsync (ms) for which a single live session's checkpoint

@@ -19,6 +19,7 @@ __all__ = [
     "SessionForkError",
     "SessionFormatUnsupportedError",
     "SessionHeaderError",
+    "SessionLogTooLargeError",
     "SessionNotFoundError",
     "SessionNotLiveError",
     "SessionPersistenceCorruptionError",
@@ -95,6 +96,11 @@ class SessionStoreEntryError(SessionPersistenceCorruptionError):
 class SessionFormatUnsupportedError(SessionError):
     """A stored log uses a format this build does not read (newer or older); nothing is
     damaged, and the message names the direction."""
+
+
+class SessionLogTooLargeError(SessionFormatUnsupportedError):
+    """A stored log is larger than the backend is configured to read into memory
+    (``max_log_bytes``); nothing is damaged, and nothing was read."""
 
 
 class SessionDurabilityError(SessionError):

@@ -15,11 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.scan import LogSummary, ScannedLog, scan_log, summarize_log
 from session import (
     SessionError,
     SessionFormatUnsupportedError,
     SessionPersistenceCorruptionError,
 )
+from session.events.turns import brackets
 from tests.corpus import case_bytes, cases
 
 HEADER = b'{"type":"session","version":0,"id":"h","createdAt":1,"delegationDepth":0}\n'
@@ -189,3 +191,48 @@ def test_a_50_mb_line_in_bounded_memory_and_time() -> None:
     kind, result = read(torn)
     assert kind == "ok"
     assert result.events == ()  # type: ignore[attr-defined]
+
+
+def chunked(data: bytes, sizes: list[int]) -> list[bytes]:
+    """``data`` cut into chunks of the given sizes (cycled)."""
+    out, pos, index = [], 0, 0
+    while pos < len(data):
+        size = sizes[index % len(sizes)]
+        out.append(data[pos : pos + size])
+        pos, index = pos + size, index + 1
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(min_value=0, max_value=len(SAMPLE)),
+    st.binary(max_size=20),
+    st.lists(st.integers(min_value=1, max_value=700), min_size=1, max_size=5),
+)
+def test_the_streaming_summary_agrees_with_the_scan(
+    position: int, patch: bytes, sizes: list[int]
+) -> None:
+    """``ls`` streams a log (``summarize_log``) where a load scans it whole (``scan_log``):
+    on any damage, in any chunking, both give the same verdict."""
+    mutated = SAMPLE[:position] + patch + SAMPLE[position + len(patch) :]
+    outcomes: list[object] = []
+    for read in (
+        lambda: scan_log(mutated, "h", check_version=False),
+        lambda: summarize_log(chunked(mutated, sizes), "h"),
+    ):
+        try:
+            outcomes.append(read())
+        except SessionError as e:
+            outcomes.append(e)
+    scanned, summary = outcomes
+    if isinstance(scanned, SessionError):
+        assert type(summary) is type(scanned)
+        assert str(summary) == str(scanned)
+        return
+    assert isinstance(scanned, ScannedLog)
+    assert isinstance(summary, LogSummary)
+    assert summary.header == scanned.header
+    assert summary.events == len(scanned.events)
+    assert summary.committed_bytes == scanned.committed_bytes
+    assert summary.size == len(mutated)
+    assert summary.last_bracket == brackets(scanned.events).last

@@ -1,0 +1,127 @@
+"""The command line on stores with planted or huge entries (the adversary's D4 and D5): every
+session directory is reported, whatever sits where its log belongs; no command reads a
+whole huge file into memory; one bad entry never hides or aborts the others."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
+
+HEADER = b'{"type":"session","version":0,"id":"%s","createdAt":1,"delegationDepth":0}\n'
+TURN = (
+    b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
+    b'{"type":"turn/end","seq":1,"time":1,"data":{"turn":1,"reason":{"kind":"completed"}}}\n'
+)
+
+
+MEASURE = """
+import resource, subprocess, sys
+code = subprocess.run(sys.argv[1:]).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def run(*args: str) -> tuple[int, str, str, int]:
+    """Run the CLI in a child of a measuring child (whose only child it is): its exit code,
+    stdout, stderr and peak resident set in MiB."""
+    script = shutil.which("agent-session", path=os.path.dirname(sys.executable))
+    command = [script] if script else [sys.executable, "-m", "agent_session.cli"]
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, *command, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    *err, rss = done.stderr.splitlines()
+    return done.returncode, done.stdout, "\n".join(err), int(rss)
+
+
+def session(root: Path, id: str, body: bytes = TURN) -> Path:
+    directory = root / "_no-cwd" / id
+    directory.mkdir(parents=True)
+    (directory / "session.jsonl").write_bytes(HEADER % id.encode() + body)
+    return directory
+
+
+def test_verify_and_ls_report_every_planted_entry_and_exit_2(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    session(root, "good")
+    fifo = root / "_no-cwd" / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "session.jsonl")
+    (root / "_no-cwd" / "dir" / "session.jsonl").mkdir(parents=True)
+    (root / "_no-cwd" / "link").symlink_to(tmp_path)
+    code, out, err, _ = run("verify", str(root))
+    assert code == 2, (out, err)
+    lines = dict(line.split(": ", 1) for line in out.splitlines()[:-1])
+    assert lines["good"].startswith("balanced"), out
+    for name, kind in (("fifo", "FIFO"), ("dir", "a directory"), ("link", "symbolic link")):
+        assert lines[name].startswith("corrupt"), out
+        assert kind in lines[name], out
+    assert out.splitlines()[-1] == "verified 4 session(s): 1 balanced, 3 corrupt", out
+    code, out, err, _ = run("ls", str(root), "--json")
+    assert code == 0, err
+    listed = {json.loads(line)["id"]: json.loads(line)["flags"] for line in out.splitlines()}
+    assert listed == {"good": [], "fifo": ["corrupt"], "dir": ["corrupt"], "link": ["corrupt"]}
+
+
+def sparse(path: Path, size: int) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(size)
+
+
+def test_a_huge_sparse_log_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """A 2 GiB and a 40 GiB sparse log (a header and an open turn, then NULs): ls, verify and
+    verify ID refuse them in bounded memory and report the healthy session beside them."""
+    root = tmp_path / "root"
+    session(root, "good")
+    for name, size in (("two", 2 << 30), ("forty", 40 << 30)):
+        directory = session(
+            root, name, b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
+        )
+        sparse(directory / "session.jsonl", size)
+    code, out, err, rss = run("verify", str(root))
+    assert code == 2, (out, err)
+    assert "good: balanced" in out, out
+    for name in ("two", "forty"):
+        assert f"{name}: unsupported" in out, out
+        assert "max_log_bytes" in out, out
+    assert rss < 300, f"verify peaked at {rss} MiB"
+    code, out, err, rss = run("verify", str(root), "two")
+    assert code == 2, (out, err)
+    assert "more than max_log_bytes" in out, out
+    code, out, err, rss = run("ls", str(root))
+    assert code == 0, err
+    assert "good" in out, out
+    assert rss < 300, f"ls peaked at {rss} MiB"
+
+
+def test_a_long_log_under_the_limit_is_listed_in_bounded_memory(tmp_path: Path) -> None:
+    """ls streams a log: a 300 MB log of small events is summarised with memory far below
+    its size."""
+    root = tmp_path / "root"
+    line = b'{"type":"turn/start","seq":%d,"time":1,"data":{"turn":%d}}\n'
+    end = b'{"type":"turn/end","seq":%d,"time":1,"data":{"turn":%d,"reason":{"kind":"completed"},"pad":"%s"}}\n'
+    pad = b"x" * 3000
+    body = bytearray()
+    seq = 0
+    while len(body) < 300 * 1024 * 1024:
+        turn = seq // 2 + 1
+        body += line % (seq, turn) + end % (seq + 1, turn, pad)
+        seq += 2
+    session(root, "long", bytes(body))
+    assert len(body) < DEFAULT_MAX_LOG_BYTES
+    code, out, err, rss = run("ls", str(root), "--json")
+    assert code == 0, err
+    row = json.loads(out)
+    assert row["events"] == seq
+    assert row["state"] == "complete"
+    assert rss < 150, f"ls peaked at {rss} MiB for a {len(body) >> 20} MiB log"
