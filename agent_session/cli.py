@@ -311,6 +311,9 @@ async def _recover(args: argparse.Namespace) -> int:
                 f"{id}: repaired ({status}): {len(loaded.events) - before} closer(s) "
                 "appended" + (", torn tail cut" if "torn" in detail else "")
             )
+        elif status == "invalid" and await _answer_calls(backend, id):
+            repaired += 1
+            print(f"{id}: repaired (invalid): {detail.split('; ', 1)[-1]}: answered")
         elif status == "balanced":
             intact += 1
         else:
@@ -322,15 +325,30 @@ async def _recover(args: argparse.Namespace) -> int:
         print(f"nothing to do: {intact} session(s) intact")
     else:
         print(
-            f"recovered {repaired} session(s); {intact} already intact; {broken} corrupt or "
-            "unsupported (left untouched)"
+            f"recovered {repaired} session(s); {intact} already intact; {broken} corrupt, "
+            "unsupported or invalid beyond repair (left untouched)"
         )
     await backend.aclose()
     return 2 if broken else 0
 
 
+async def _answer_calls(backend: Any, id: str) -> bool:
+    """Append the results the last assistant message's calls lack (unknown outcome for a
+    recorded call, not started otherwise), if that makes the history valid; ``False`` (and
+    nothing written) when it would not."""
+    from agent_session.inventory import transcript_problem
+    from recovery import answers
+
+    events = (await backend.load(id)).events
+    extra = answers(events)
+    if not extra or transcript_problem(id, [*events, *extra]) is not None:
+        return False
+    await backend.append(id, extra)
+    return True
+
+
 async def _export(args: argparse.Namespace) -> int:
-    from agent_session.export import PairingError, check_pairing, to_anthropic, to_openai
+    from agent_session.export import TranscriptError, check_transcript, to_anthropic, to_openai
 
     stored, inspected = await _inspect(args.root, args.id)
     if len(inspected.events) > stored:
@@ -344,8 +362,8 @@ async def _export(args: argparse.Namespace) -> int:
     headers = [e for e in inspected.events if e.type == REQUEST_HEADER]
     system = headers[-1].data["header"].get("system") if headers else None
     try:
-        check_pairing(messages)
-    except PairingError as e:
+        check_transcript(messages)
+    except TranscriptError as e:
         print(f"agent-session: error: {args.id} cannot be exported: {e}", file=sys.stderr)
         return 1
     if args.format == "openai":

@@ -21,6 +21,7 @@ from agent_session.stack import MODEL, SYSTEM, open_stack
 from agent_session.transcript import render
 from persistence_jsonl import JsonlPersistence
 from session import SessionEvent
+from session.events.outcomes import TOOL_OUTCOME_UNKNOWN
 from session.events.turns import brackets, next_turn_number
 from session.events.types import TOOL_RESULT
 from session.persistence.coordinator import Examination
@@ -172,7 +173,7 @@ async def _resume(say: _Narrator, root: str, session_id: str, examined: Examinat
     unknown = [
         e
         for e in closers
-        if e.type == TOOL_RESULT and e.data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+        if e.type == TOOL_RESULT and e.data["error"]["code"] == TOOL_OUTCOME_UNKNOWN
     ]
     check = ""
     if unknown:  # the resumed model verifies the write whose outcome is unknown

@@ -1,4 +1,4 @@
-"""The derived message history in provider request shapes, after a pairing check.
+"""The derived message history in provider request shapes, after a validity check.
 
 ``openai``: Chat Completions ``messages`` (``tool_calls`` on assistant messages, one
 ``role: "tool"`` message per result). ``anthropic``: Messages API ``{system, messages}`` with
@@ -12,11 +12,32 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["PairingError", "check_pairing", "to_anthropic", "to_openai"]
+__all__ = ["TranscriptError", "check_transcript", "to_anthropic", "to_openai", "tool_calls"]
 
 
-class PairingError(ValueError):
-    """The history has a tool call without exactly one result, or a stray result."""
+class TranscriptError(ValueError):
+    """The history is not one a provider accepts: a tool-call block not in this format's
+    shape, a tool call without exactly one result, or a result that answers no call."""
+
+
+def tool_calls(message: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """``(id, name, arguments)`` of each tool-call block of an assistant message. Raises
+    :class:`TranscriptError` for a block without those three strings (another SDK's shape,
+    such as ``toolCallId``/``toolName``/``input``)."""
+    calls: list[tuple[str, str, str]] = []
+    for index, block in enumerate(message.get("content", ())):
+        if not isinstance(block, Mapping) or block.get("type") != "tool-call":
+            continue
+        id, name, arguments = (block.get(key) for key in ("id", "name", "arguments"))
+        if not (isinstance(id, str) and isinstance(name, str) and isinstance(arguments, str)):
+            keys = ", ".join(sorted(str(key) for key in block))
+            raise TranscriptError(
+                f"assistant message {message.get('id')!r} has a tool-call block (#{index}) "
+                f"without string id, name and arguments (it has: {keys}): not this format's "
+                "tool-call shape"
+            )
+        calls.append((id, name, arguments))
+    return calls
 
 
 def _text(blocks: Sequence[Mapping[str, Any]]) -> str:
@@ -28,15 +49,16 @@ def _is_tool_result(message: Mapping[str, Any]) -> bool:
     return isinstance(source, Mapping) and source.get("kind") == "tool"
 
 
-def check_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
-    """Every tool call must be followed by exactly one result before the next assistant
-    message, and every result must answer such a call. Raises :class:`PairingError`."""
+def check_transcript(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Every tool-call block must have this format's shape, every tool call must be followed
+    by exactly one result before the next assistant message, and every result must answer
+    such a call. Raises :class:`TranscriptError` naming the first violation."""
     pending: dict[str, int] = {}
 
     def close() -> None:
         for call, count in pending.items():
             if count != 1:
-                raise PairingError(
+                raise TranscriptError(
                     f"tool call {call} has {count} results before the next "
                     "assistant message (exactly 1 is required)"
                 )
@@ -44,13 +66,11 @@ def check_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
     for message in messages:
         if message.get("role") == "assistant":
             close()
-            pending = {
-                str(b["id"]): 0 for b in message.get("content", ()) if b.get("type") == "tool-call"
-            }
+            pending = {id: 0 for id, _, _ in tool_calls(message)}
         elif _is_tool_result(message):
             call = str(message["source"]["callId"])
             if call not in pending:
-                raise PairingError(f"tool result for {call} answers no open tool call")
+                raise TranscriptError(f"tool result for {call} answers no open tool call")
             pending[call] += 1
     close()
 
@@ -67,13 +87,8 @@ def to_openai(messages: Sequence[Mapping[str, Any]], system: str | None) -> list
         if message.get("role") == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": _text(content) or None}
             calls = [
-                {
-                    "id": b["id"],
-                    "type": "function",
-                    "function": {"name": b["name"], "arguments": b["arguments"]},
-                }
-                for b in content
-                if b.get("type") == "tool-call"
+                {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
+                for id, name, arguments in tool_calls(message)
             ]
             if calls:
                 entry["tool_calls"] = calls
@@ -106,19 +121,16 @@ def to_anthropic(messages: Sequence[Mapping[str, Any]], system: str | None) -> d
     for message in messages:
         content = message.get("content", ())
         if message.get("role") == "assistant":
-            role, blocks = "assistant", []
-            for b in content:
-                if b.get("type") == "text" and b.get("text"):
-                    blocks.append({"type": "text", "text": b["text"]})
-                elif b.get("type") == "tool-call":
-                    blocks.append(
-                        {
-                            "type": "tool_use",
-                            "id": b["id"],
-                            "name": b["name"],
-                            "input": _arguments(b["arguments"]),
-                        }
-                    )
+            role = "assistant"
+            blocks = [
+                {"type": "text", "text": b["text"]}
+                for b in content
+                if b.get("type") == "text" and b.get("text")
+            ]
+            blocks += [
+                {"type": "tool_use", "id": id, "name": name, "input": _arguments(arguments)}
+                for id, name, arguments in tool_calls(message)
+            ]
         elif _is_tool_result(message):
             block = _result_block(message)
             role = "user"

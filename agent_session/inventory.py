@@ -3,23 +3,27 @@ store in memory), without writing anything."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from agent_session.export import TranscriptError, check_transcript
 from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, survey
 from session import (
+    Session,
+    SessionEvent,
     SessionFormatUnsupportedError,
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
 )
 from session.events.header import SESSION_FORMAT_VERSION
 
-__all__ = ["SessionRow", "Status", "rows", "status_of"]
+__all__ = ["SessionRow", "Status", "rows", "status_of", "transcript_problem"]
 
 Status = str
-"""``balanced``, ``interrupted``, ``torn tail``, ``corrupt`` or ``unsupported``."""
+"""``balanced``, ``interrupted``, ``torn tail``, ``invalid`` (balanced, but not a history a
+provider accepts), ``corrupt`` or ``unsupported``."""
 
 
 @dataclass
@@ -96,4 +100,18 @@ async def status_of(backend: JsonlPersistence, id: str) -> tuple[Status, str]:
         return "interrupted", detail
     if examined.torn_tail:
         return "torn tail", f"{count} events; a torn final fragment to cut"
+    problem = transcript_problem(id, examined.session.events)
+    if problem is not None:
+        return "invalid", f"{count} events; {problem}"
     return "balanced", f"{count} events"
+
+
+def transcript_problem(id: str, events: Sequence[SessionEvent]) -> str | None:
+    """Why the model history of a balanced log is not one a provider accepts (a tool call
+    without exactly one result, a result answering no call, a tool-call block of another
+    shape), or ``None``."""
+    try:
+        check_transcript(Session.create(id, seed=events).derive_messages())
+    except TranscriptError as e:
+        return str(e)
+    return None

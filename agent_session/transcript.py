@@ -3,20 +3,30 @@ results, and which results were written by crash repair."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from session import SessionEvent
+from session.events.outcomes import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE
 
 __all__ = ["REPAIR_CODES", "render"]
 
-REPAIR_CODES = frozenset({"TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN"})
+REPAIR_CODES = frozenset({TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN})
 """Error codes of tool results written by crash repair."""
 
 
 def _text(blocks: Sequence[Any]) -> str:
     return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+
+
+def _call(block: Mapping[str, Any]) -> str:
+    """A tool-call block as ``name(arguments)  [id]``; a block of another shape as its JSON."""
+    id, name, arguments = (block.get(key) for key in ("id", "name", "arguments"))
+    if isinstance(id, str) and isinstance(name, str) and isinstance(arguments, str):
+        return f"{name}({arguments})  [{id}]"
+    return f"(a tool-call block of another shape) {json.dumps(block, ensure_ascii=False)}"
 
 
 def _indent(text: str, prefix: str = "    ") -> str:
@@ -41,9 +51,7 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
                 elif block.get("type") == "text":
                     lines.append(f"assistant: {block.get('text', '')}")
                 elif block.get("type") == "tool-call":
-                    lines.append(
-                        f"assistant → {block['name']}({block['arguments']})  [{block['id']}]"
-                    )
+                    lines.append(f"assistant → {_call(block)}")
             if data.get("interrupted"):
                 lines.append("    (interrupted by a cancellation)")
         elif event.type == TOOL_RESULT:

@@ -5,6 +5,7 @@ from recovery.closers import (
     TOOL_NOT_STARTED_TEXT,
     TOOL_OUTCOME_UNKNOWN,
     TOOL_OUTCOME_UNKNOWN_TEXT,
+    answers,
     closers,
     is_balanced,
 )
@@ -14,6 +15,7 @@ __all__ = [
     "TOOL_NOT_STARTED_TEXT",
     "TOOL_OUTCOME_UNKNOWN",
     "TOOL_OUTCOME_UNKNOWN_TEXT",
+    "answers",
     "closers",
     "is_balanced",
 ]

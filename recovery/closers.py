@@ -36,6 +36,7 @@ __all__ = [
     "TOOL_NOT_STARTED_TEXT",
     "TOOL_OUTCOME_UNKNOWN",
     "TOOL_OUTCOME_UNKNOWN_TEXT",
+    "answers",
     "closers",
     "is_balanced",
 ]
@@ -104,6 +105,76 @@ def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[Any, _Pending]
     return turns.open_turn, open_step, pending
 
 
+def _missing_result(turn: Any, entry: _Pending, call_id: Any, seq: int, time: int) -> SessionEvent:
+    """The error result of a call that has none: outcome unknown when its ``tool/call`` was
+    recorded (the body may have run), not started otherwise."""
+    call_seq = entry.call_seq
+    recorded = call_seq is not None
+    text = TOOL_OUTCOME_UNKNOWN_TEXT if recorded else TOOL_NOT_STARTED_TEXT
+    data = {
+        "turn": turn,
+        "step": entry.step,
+        "message": {
+            "id": f"interrupted-tool-result-{call_id}-{seq}",
+            "role": "user",
+            "source": {"kind": "tool", "callId": call_id},
+            "content": [
+                {
+                    "type": "tool-result",
+                    "toolCallId": call_id,
+                    "isError": True,
+                    "content": [{"type": "text", "text": text}],
+                }
+            ],
+        },
+        "error": {
+            "name": TOOL_OUTCOME_UNKNOWN_NAME if recorded else TOOL_NOT_STARTED_NAME,
+            "code": TOOL_OUTCOME_UNKNOWN if recorded else TOOL_NOT_STARTED,
+        },
+    }
+    sources = (call_seq,) if call_seq is not None else None
+    return build_event(
+        TOOL_RESULT, seq, time, snapshot(data, "data"), "append", sources, key_order=_CLOSER_ORDER
+    )
+
+
+def answers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
+    """The results a *balanced* log lacks for the calls of its last assistant message (a turn
+    that ended with calls unanswered, as an older harness recorded a cancelled turn), to be
+    appended after it; ``[]`` when every such call has a result or the last turn is open
+    (then :func:`closers` answers them). Only the last assistant message can be answered
+    this way: a result must come before the next assistant message."""
+    if not events or brackets(events).open_turn is not None:
+        return []
+    index = next(
+        (i for i in range(len(events) - 1, -1, -1) if events[i].type == ASSISTANT_MESSAGE), None
+    )
+    if index is None:
+        return []
+    message = events[index]
+    data = message.data
+    content = data["message"].get("content", ())
+    pending = {  # a block without a string id (another SDK's shape) cannot be answered
+        block["id"]: _Pending(data.get("step"))
+        for block in content
+        if isinstance(block, Mapping)
+        and block.get("type") == "tool-call"
+        and isinstance(block.get("id"), str)
+    }
+    for event in events[index + 1 :]:
+        mapping = event.data if isinstance(event.data, Mapping) else {}
+        if event.type == TOOL_CALL and mapping.get("callId") in pending:
+            pending[mapping["callId"]].call_seq = event.seq
+        elif event.type == TOOL_RESULT:
+            source = mapping.get("message", {}).get("source", {})
+            pending.pop(source.get("callId"), None)
+    last = events[-1]
+    return [
+        _missing_result(data.get("turn"), entry, call_id, last.seq + 1 + offset, last.time)
+        for offset, (call_id, entry) in enumerate(pending.items())
+    ]
+
+
 def is_balanced(events: Sequence[SessionEvent]) -> bool:
     """True when the log is empty or its last turn bracket is closed."""
     return brackets(events).open_turn is None
@@ -123,44 +194,11 @@ def closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
         return []
     last = events[-1]
     seq, time = last.seq + 1, last.time
-    out: list[SessionEvent] = []
-    for call_id, entry in pending.items():
-        recorded = entry.call_seq is not None
-        text = TOOL_OUTCOME_UNKNOWN_TEXT if recorded else TOOL_NOT_STARTED_TEXT
-        data = {
-            "turn": open_turn,
-            "step": entry.step,
-            "message": {
-                "id": f"interrupted-tool-result-{call_id}-{seq}",
-                "role": "user",
-                "source": {"kind": "tool", "callId": call_id},
-                "content": [
-                    {
-                        "type": "tool-result",
-                        "toolCallId": call_id,
-                        "isError": True,
-                        "content": [{"type": "text", "text": text}],
-                    }
-                ],
-            },
-            "error": {
-                "name": TOOL_OUTCOME_UNKNOWN_NAME if recorded else TOOL_NOT_STARTED_NAME,
-                "code": TOOL_OUTCOME_UNKNOWN if recorded else TOOL_NOT_STARTED,
-            },
-        }
-        sources = (entry.call_seq,) if entry.call_seq is not None else None
-        out.append(
-            build_event(
-                TOOL_RESULT,
-                seq,
-                time,
-                snapshot(data, "data"),
-                "append",
-                sources,
-                key_order=_CLOSER_ORDER,
-            )
-        )
-        seq += 1
+    out = [
+        _missing_result(open_turn, entry, call_id, seq + index, time)
+        for index, (call_id, entry) in enumerate(pending.items())
+    ]
+    seq += len(out)
     if open_step is not None:
         out.append(
             build_event(

@@ -9,6 +9,7 @@ from recovery import (
     TOOL_NOT_STARTED_TEXT,
     TOOL_OUTCOME_UNKNOWN,
     TOOL_OUTCOME_UNKNOWN_TEXT,
+    answers,
     closers,
     is_balanced,
 )
@@ -155,3 +156,48 @@ def test_case_36_times_ids_and_order() -> None:
     assert list(out[1].to_json()) == ["type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs"]
     balanced = Session.create("x", seed=[*events, *out])
     assert [m["role"] for m in balanced.derive_messages()] == ["user", "assistant", "user", "user"]
+
+
+END = ("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+STEP_END = ("step/end", {"turn": 1, "step": 1})
+
+
+def test_answers_give_the_last_messages_unanswered_calls_their_results() -> None:
+    """A closed turn whose last assistant message left calls unanswered (what an older harness
+    wrote for a cancelled turn): c1 was recorded, c2 never was, c3 has its result."""
+    events = log(
+        START,
+        STEP,
+        calls("c1", "c2", "c3"),
+        call("c1"),
+        call("c3"),
+        ("tool/result", {"turn": 1, "step": 1, "message": tool_result("c3")}),
+        STEP_END,
+        END,
+    )
+    extra = answers(events)
+    assert [(e.type, e.seq) for e in extra] == [("tool/result", 8), ("tool/result", 9)]
+    first, second = (e.data for e in extra)
+    assert first["message"]["source"]["callId"] == "c1"
+    assert first["error"]["code"] == TOOL_OUTCOME_UNKNOWN
+    assert first["message"]["content"][0]["content"][0]["text"] == TOOL_OUTCOME_UNKNOWN_TEXT
+    assert extra[0].source_event_seqs == (3,)
+    assert second["message"]["source"]["callId"] == "c2"
+    assert second["error"]["code"] == TOOL_NOT_STARTED
+    assert extra[1].source_event_seqs is None
+    assert all(e.time == events[-1].time for e in extra)
+    Session.create("r", seed=[*events, *extra])  # the answered log is valid
+
+
+def test_answers_leave_open_turns_and_answered_logs_to_the_closers() -> None:
+    assert answers(()) == []
+    assert answers(log(START, STEP, calls("c1"), call("c1"))) == []  # open: closers' job
+    answered = log(
+        START,
+        STEP,
+        calls("c1"),
+        ("tool/result", {"turn": 1, "step": 1, "message": tool_result("c1")}),
+        STEP_END,
+        END,
+    )
+    assert answers(answered) == []
