@@ -260,8 +260,8 @@ async def _targets(args: argparse.Namespace) -> list[tuple[str, str | None]]:
         return [(id, None) for id in args.ids]
     out: list[tuple[str, str | None]] = []
     for row in rows(_root(args.root), _max_log_bytes()):
-        bad = "corrupt" in row.flags or "unsupported" in row.flags
-        out.append((row.id, (row.flags[0] + ": " + (row.problem or "")) if bad else None))
+        bad = next((f for f in row.flags if f in ("corrupt", "unsupported")), None)
+        out.append((row.id, f"{bad}: {row.problem or ''}" if bad else None))
     return out
 
 

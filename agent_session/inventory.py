@@ -17,7 +17,7 @@ from session import (
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
 )
-from session.events.header import SESSION_FORMAT_VERSION
+from session.events.header import version_problem
 
 __all__ = ["SessionRow", "Status", "rows", "status_of", "transcript_problem"]
 
@@ -71,13 +71,22 @@ def rows(root: str, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[Sess
             continue
         header = summary.header
         flags = ["torn tail"] if summary.torn else []
-        if header.version != SESSION_FORMAT_VERSION:
+        problem = version_problem(header)
+        if problem is not None:
             flags.append("unsupported")
         state = _TURN_STATES[summary.last_bracket]
         if state == "interrupted" and found.writer_active:
             state = "open"  # a live writer holds the session: its turn is still running
         yield SessionRow(
-            header.id, header.cwd, header.created_at, summary.events, state, size, path, flags
+            header.id,
+            header.cwd,
+            header.created_at,
+            summary.events,
+            state,
+            size,
+            path,
+            flags,
+            problem,
         )
 
 

@@ -125,3 +125,17 @@ def test_a_long_log_under_the_limit_is_listed_in_bounded_memory(tmp_path: Path) 
     assert row["events"] == seq
     assert row["state"] == "complete"
     assert rss < 150, f"ls peaked at {rss} MiB for a {len(body) >> 20} MiB log"
+
+
+def test_verify_names_why_a_foreign_version_is_unsupported(tmp_path: Path) -> None:
+    """A newer harness's log with a torn tail: verify calls it unsupported (not torn), and
+    says why."""
+    root = tmp_path / "root"
+    directory = root / "_no-cwd" / "v1"
+    directory.mkdir(parents=True)
+    header = b'{"type":"session","version":1,"id":"v1","createdAt":1,"delegationDepth":0}\n'
+    (directory / "session.jsonl").write_bytes(header + TURN + b'{"torn')
+    code, out, err, _ = run("verify", str(root))
+    assert code == 2, (out, err)
+    assert out.splitlines()[0].startswith("v1: unsupported — "), out
+    assert "uses log format v1" in out, out
