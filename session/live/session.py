@@ -15,9 +15,15 @@ from session.errors import (
     SessionEventError,
     SessionReentrancyError,
 )
-from session.events.event import SessionEvent, build_event
+from session.events.event import SessionEvent, build_event, is_known_event_type
 from session.events.header import SessionHeader, now_ms
-from session.events.rules import RULED_TYPES, CheckedLog, legacy_problem, validate_log
+from session.events.rules import (
+    RULED_TYPES,
+    CheckedLog,
+    legacy_problem,
+    message_shape_problem,
+    validate_log,
+)
 from session.events.surface import (
     Surface,
     SurfaceOp,
@@ -267,10 +273,12 @@ class Session:
         seq = len(events)
         if plain:
             op = None
+            _check_loadable(type, frozen)
             event = build_event(type, seq, self._clock(), frozen)
         else:
             op, sources = parse_surface_metadata(type, seq, raw_op, raw_sources)
             self._surface.check(type, op, sources, frozen, events)
+            _check_loadable(type, frozen)
             event = build_event(type, seq, self._clock(), frozen, op, sources)
         validators, observers = _NO_HOOKS if store is None else store.append_hooks()
         self._publishing = store is not None
@@ -334,3 +342,19 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} seq={self.seq}>"
+
+
+def _check_loadable(type: str, data: Any) -> None:
+    """The load's rules an append could break, applied before the commit, so that nothing
+    appended makes the log unreadable: a type readers refuse (neither known nor registered),
+    or a message the load would refuse. (The reference's append is laxer; a log written here
+    must load here and there.)"""
+    if not is_known_event_type(type):
+        raise SessionEventError(
+            f'session event type "{type}" is unknown to this build: call '
+            f'register_event_type("{type}") first, or readers refuse the log'
+        )
+    if type in RULED_TYPES:
+        shape = message_shape_problem(type, data)
+        if shape is not None:
+            raise SessionEventError(f'session event "{type}" {shape}')
