@@ -12,7 +12,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from session import Session, SessionError, SessionNotFoundError, __version__
+from session import (
+    Session,
+    SessionCollisionError,
+    SessionError,
+    SessionNotFoundError,
+    __version__,
+)
 from session.events.types import REQUEST_HEADER
 from session.persistence.api import StoredSession
 
@@ -290,7 +296,7 @@ async def _recover(args: argparse.Namespace) -> int:
     backend = _backend(args.root)
     targets = await _targets(args)
     progress = sys.stderr.isatty() and len(targets) > 20
-    repaired = intact = broken = 0
+    repaired = intact = broken = skipped = 0
     for index, (id, problem) in enumerate(targets, start=1):
         if progress:
             done = int(30 * index / len(targets))
@@ -305,7 +311,12 @@ async def _recover(args: argparse.Namespace) -> int:
         )
         if status in ("interrupted", "torn tail"):
             before = len(await backend.read_from(id, 0))
-            loaded = await backend.load(id)
+            try:
+                loaded = await backend.load(id)
+            except SessionCollisionError as e:  # a live writer holds it: its turn goes on
+                skipped += 1
+                print(f"{id}: skipped (live): {e}")
+                continue
             repaired += 1
             print(
                 f"{id}: repaired ({status}): {len(loaded.events) - before} closer(s) "
@@ -321,11 +332,12 @@ async def _recover(args: argparse.Namespace) -> int:
             print(f"{id}: not repaired ({status}): {detail}")
     if progress:
         print(file=sys.stderr)
-    if repaired == 0 and broken == 0:
+    if repaired == 0 and broken == 0 and skipped == 0:
         print(f"nothing to do: {intact} session(s) intact")
     else:
+        live = f"; {skipped} skipped (live)" if skipped else ""
         print(
-            f"recovered {repaired} session(s); {intact} already intact; {broken} corrupt, "
+            f"recovered {repaired} session(s); {intact} already intact{live}; {broken} corrupt, "
             "unsupported or invalid beyond repair (left untouched)"
         )
     await backend.aclose()

@@ -139,3 +139,44 @@ def test_verify_names_why_a_foreign_version_is_unsupported(tmp_path: Path) -> No
     assert code == 2, (out, err)
     assert out.splitlines()[0].startswith("v1: unsupported — "), out
     assert "uses log format v1" in out, out
+
+
+def test_recover_skips_a_live_session_and_repairs_the_rest(tmp_path: Path) -> None:
+    """The adversary's D14: a live writer holds b (its turn is open); a and c crashed.
+    recover repairs a and c, skips b with a line, and ends with its summary."""
+    root = tmp_path / "root"
+    open_turn = b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
+    for id in ("a", "c"):
+        session(root, id, open_turn)
+    go = tmp_path / "go"
+    go.touch()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.lock_child",
+            str(root),
+            "b",
+            "1",
+            str(go),
+            "--turn",
+            "--hold",
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().startswith("acked")
+        assert holder.stdout.readline().strip() == "holding"
+        code, out, err, _ = run("recover", str(root))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 0, (out, err)
+    lines = out.splitlines()
+    assert lines[0].startswith("a: repaired (interrupted)"), out
+    assert lines[1].startswith("b: skipped (live)"), out
+    assert lines[2].startswith("c: repaired (interrupted)"), out
+    assert "1 skipped (live)" in lines[3], out
