@@ -140,11 +140,11 @@ class JsonlStorage:
         if self._locks.holds(header.id):
             return
         directory = session_dir(self.root, header)
-        project = os.path.join(self.root, project_dir(header.cwd))
-        root = self.ops.stat(self.root, follow=True)  # the root may be a link its user made
-        paths = [project, directory]
-        if root is None or not root.is_dir:
-            paths.insert(0, self.root)
+        paths = [os.path.join(self.root, project_dir(header.cwd)), directory]
+        ancestor = self.root  # the root and its missing ancestors, created like the reference
+        while self.ops.stat(ancestor, follow=True) is None:  # (the root may be a user's link)
+            paths.insert(0, ancestor)
+            ancestor = os.path.dirname(ancestor)
         parent = os.path.dirname(paths[0])
         for path in paths:
             if self.ops.mkdir(path):  # a link planted below the root is refused

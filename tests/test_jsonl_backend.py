@@ -518,6 +518,19 @@ async def test_case_37_root_must_be_a_directory(tmp_path: Path) -> None:
     assert await JsonlPersistence(tmp_path / "missing").list_headers() == []
 
 
+async def test_a_root_whose_parents_are_missing_is_created_on_the_first_write(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "a" / "b" / "root"
+    backend = JsonlPersistence(root)
+    await backend.create(header("s"))
+    await backend.append("s", detached("s").events)
+    await backend.aclose()
+    for directory in (tmp_path / "a", tmp_path / "a" / "b", root, root / "_no-cwd" / "s"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+    assert len((await JsonlPersistence(root).load("s")).events) == len(detached("s").events)
+
+
 async def test_an_existing_log_is_never_overwritten_by_materialization(tmp_path: Path) -> None:
     first = JsonlPersistence(tmp_path)
     await first.create(header("once"))
