@@ -44,6 +44,18 @@ def snapshot_files(root: Path) -> dict[str, tuple[bytes, int]]:
     return out
 
 
+def test_python_dash_m_runs_the_command_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_session", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"agent-session {__version__}"
+
+
 def test_version_and_help_on_every_command() -> None:
     assert cli("--version").stdout.strip() == f"agent-session {__version__}"
     top = cli("--help").stdout

@@ -1,0 +1,7 @@
+"""``python -m agent_session``: the ``agent-session`` command line."""
+
+import sys
+
+from agent_session.cli import main
+
+sys.exit(main())
