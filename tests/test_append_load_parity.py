@@ -33,7 +33,11 @@ SHAPES: dict[str, list[Any]] = {
         {"turn": 1, "step": 1, "message": {**tool_result("c1"), "source": {"kind": "tool"}}},
         {"turn": 1, "step": 1, "message": tool_result("c1", id="")},
     ],
-    "tool/call": [{"turn": 1, "step": 1, "callId": "c1", "name": "t", "arguments": "{}"}],
+    "tool/call": [
+        {"turn": 1, "step": 1, "callId": "c1", "name": "t", "arguments": "{}"},
+        {"turn": 1, "step": 1, "call_id": "c1", "name": "t", "arguments": "{}"},
+        {"turn": 1, "step": 1, "callId": "", "name": "t", "arguments": "{}"},
+    ],
     "turn/start": [{"turn": 1}],
     "turn/end": [{"turn": 1, "reason": {"kind": "completed"}}],
     "step/start": [{"turn": 1, "step": 1}],

@@ -302,6 +302,9 @@ def test_append_refuses_what_a_load_would_refuse() -> None:
         session.append("user/message", {"anything": True}, surface_op="append")
     with pytest.raises(SessionEventError, match='register_event_type\\("myapp/note"\\)'):
         session.append("myapp/note", {"x": 1})
+    call = {"turn": 1, "step": 1, "call_id": "c1", "name": "t", "arguments": "{}"}
+    with pytest.raises(SessionEventError, match="must name the call it records"):
+        session.append("tool/call", call)  # recovery would call its body never started
     assert session.events == ()
 
 

@@ -19,6 +19,7 @@ from session.events.types import (
     ASSISTANT_MESSAGE,
     LEGACY_HEADER_DELTA,
     REQUEST_HEADER,
+    TOOL_CALL,
     TOOL_RESULT,
     USER_MESSAGE,
 )
@@ -28,9 +29,10 @@ __all__ = ["RULED_TYPES", "CheckedLog", "message_shape_problem", "validate_log"]
 
 _ADAPTER_DEFAULT_KEYS = frozenset({"reasoningEffort", "maxTokens"})
 RULED_TYPES = frozenset(
-    {USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT, REQUEST_HEADER, LEGACY_HEADER_DELTA}
+    {USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT, TOOL_CALL, REQUEST_HEADER, LEGACY_HEADER_DELTA}
 )
-"""Types whose data or surface metadata a rule looks into (surface, message shape, legacy).
+"""Types whose data or surface metadata a rule looks into (surface, message shape, the call a
+``tool/call`` names, legacy).
 Events of any other type, without surface metadata, have only their envelope to check."""
 
 
@@ -39,9 +41,17 @@ def _non_empty_str(value: object) -> bool:
 
 
 def message_shape_problem(event_type: str, data: Any) -> str | None:
-    """What is wrong with the message (or request header) an event carries, or ``None``."""
+    """What is wrong with the message (request header, recorded call) an event carries, or
+    ``None``."""
     if event_type == REQUEST_HEADER:
         return _request_header_problem(data)
+    if event_type == TOOL_CALL:
+        # Recovery pairs a recorded call with the model's by this id: without it, a call whose
+        # body ran would be closed as never started.
+        call = data if isinstance(data, Mapping) else {}
+        if not _non_empty_str(call.get("callId")) or not isinstance(call.get("name"), str):
+            return "must name the call it records (a non-empty callId and a name)"
+        return None
     if event_type == USER_MESSAGE:
         message, role = data, "user"
     elif event_type in (ASSISTANT_MESSAGE, TOOL_RESULT):
