@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -22,6 +21,7 @@ from agent_loop.cancel import CancelSignal
 from agent_loop.models import ModelRequest
 from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch, outcome_unknown
 from session.errors import SessionError
+from session.events.builders import model_message, tool_call, tool_result_message, user_message
 from session.events.turns import next_turn_number
 from session.events.types import (
     ASSISTANT_CHUNK,
@@ -73,16 +73,6 @@ class StepContext:
     step: int
     messages: list[Any] = field(default_factory=list)
     """(pre-step) the claimed input messages that will enter the step."""
-
-
-def user_message(text: str, *, id: str | None = None) -> dict[str, Any]:
-    """A user message in the reference's shape and key order."""
-    return {
-        "content": [{"type": "text", "text": text}],
-        "source": {"kind": "user"},
-        "role": "user",
-        "id": id or str(uuid.uuid4()),
-    }
 
 
 class Agent:
@@ -307,12 +297,7 @@ class Agent:
         return None
 
     def _assistant(self, content: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
-            "role": "assistant",
-            "content": content,
-            "source": {"kind": "model", "provider": self.provider, "model": self.model},
-            "id": str(uuid.uuid4()),
-        }
+        return model_message(content, provider=self.provider, model=self.model)
 
     # --- tools ------------------------------------------------------------------------------
 
@@ -389,31 +374,13 @@ class Agent:
 
     def _record_call(self, turn: int, step: int, block: Mapping[str, Any]) -> int:
         """Log ``tool/call`` for a tool-call block; return its seq."""
-        data = {
-            "turn": turn,
-            "step": step,
-            "callId": block["id"],
-            "name": block["name"],
-            "arguments": block["arguments"],
-        }
+        data = tool_call(turn, step, block["id"], block["name"], block["arguments"])
         return self.session.append(TOOL_CALL, data).seq
 
     def _record_result(
         self, turn: int, step: int, call_id: str, call_seq: int, result: ToolResult
     ) -> None:
-        message = {
-            "source": {"kind": "tool", "callId": call_id},
-            "content": [
-                {
-                    "type": "tool-result",
-                    "toolCallId": call_id,
-                    "content": list(result.content),
-                    "isError": result.is_error,
-                }
-            ],
-            "role": "user",
-            "id": str(uuid.uuid4()),
-        }
+        message = tool_result_message(call_id, result.content, is_error=result.is_error)
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
         if result.error is not None:
             data["error"] = dict(result.error)
