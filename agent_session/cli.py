@@ -10,8 +10,17 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
+from agent_session.exits import (
+    CORRUPT,
+    IO_ERROR,
+    NOT_FOUND,
+    STATUS_CODES,
+    USAGE,
+    NotFound,
+    UserError,
+)
 from session import (
     Session,
     SessionCollisionError,
@@ -25,20 +34,24 @@ from session.persistence.api import StoredSession
 __all__ = ["main"]
 
 
-class UserError(Exception):
-    """A problem the user can fix: printed as one line, exit code 2."""
+class _Parser(argparse.ArgumentParser):
+    """argparse, exiting with the usage code of the table in ``agent_session.exits``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(USAGE, f"{self.prog}: error: {message}\n")
 
 
 def _root(path: str) -> str:
     if not os.path.exists(path):
-        raise UserError(f'store root "{path}" does not exist')
+        raise NotFound(f'store root "{path}" does not exist')
     if not os.path.isdir(path):
         raise UserError(f'store root "{path}" is not a directory')
     return path
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="agent-session",
         description="Run the crash-safe session stack; inspect, verify, recover and export "
         "stores of JSONL session logs.",
@@ -139,9 +152,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"agent-session: error: {e}", file=sys.stderr)
-        return 2
+        return _exit_code(e)
     except KeyboardInterrupt:
         return 130
+
+
+def _exit_code(error: Exception) -> int:
+    """The code of the table in ``agent_session.exits`` for an error that ends a command."""
+    if isinstance(error, UserError):
+        return error.code
+    if isinstance(error, SessionNotFoundError):
+        return NOT_FOUND
+    if isinstance(error, OSError):
+        return IO_ERROR
+    if isinstance(error, ValueError) and not isinstance(error, SessionError):
+        return USAGE  # e.g. an id no store can name
+    return CORRUPT
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
@@ -231,7 +257,7 @@ async def _inspect(root: str, id: str) -> tuple[int, StoredSession]:
     try:
         examined = await _backend(root).examine(id)
     except SessionNotFoundError:
-        raise UserError(f'no session "{id}" in {root}') from None
+        raise NotFound(f'no session "{id}" in {root}') from None
     return examined.stored_events, examined.session
 
 
@@ -284,7 +310,7 @@ async def _verify(args: argparse.Namespace) -> int:
             status, detail = await status_of(backend, id)
         counts[status] = counts.get(status, 0) + 1
         print(f"{id}: {status} — {detail}")
-        worst = max(worst, {"balanced": 0, "interrupted": 1, "torn tail": 1}.get(status, 2))
+        worst = max(worst, STATUS_CODES.get(status, CORRUPT))
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"verified {sum(counts.values())} session(s): {summary or 'none'}")
     return worst
@@ -296,7 +322,7 @@ async def _recover(args: argparse.Namespace) -> int:
     backend = _backend(args.root)
     targets = await _targets(args)
     progress = sys.stderr.isatty() and len(targets) > 20
-    repaired = intact = broken = skipped = 0
+    repaired = intact = broken = skipped = worst = 0
     for index, (id, problem) in enumerate(targets, start=1):
         if progress:
             done = int(30 * index / len(targets))
@@ -329,6 +355,7 @@ async def _recover(args: argparse.Namespace) -> int:
             intact += 1
         else:
             broken += 1
+            worst = max(worst, STATUS_CODES.get(status, CORRUPT))
             print(f"{id}: not repaired ({status}): {detail}")
     if progress:
         print(file=sys.stderr)
@@ -341,7 +368,7 @@ async def _recover(args: argparse.Namespace) -> int:
             "unsupported or invalid beyond repair (left untouched)"
         )
     await backend.aclose()
-    return 2 if broken else 0
+    return worst
 
 
 async def _answer_calls(backend: Any, id: str) -> bool:
@@ -377,7 +404,7 @@ async def _export(args: argparse.Namespace) -> int:
         check_transcript(messages)
     except TranscriptError as e:
         print(f"agent-session: error: {args.id} cannot be exported: {e}", file=sys.stderr)
-        return 1
+        return CORRUPT
     if args.format == "openai":
         print(json.dumps({"messages": to_openai(messages, system)}, ensure_ascii=False, indent=2))
     else:

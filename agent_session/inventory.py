@@ -23,7 +23,7 @@ __all__ = ["SessionRow", "Status", "rows", "status_of", "transcript_problem"]
 
 Status = str
 """``balanced``, ``interrupted``, ``torn tail``, ``invalid`` (balanced, but not a history a
-provider accepts), ``corrupt`` or ``unsupported``."""
+provider accepts), ``corrupt``, ``unsupported`` or ``not found``."""
 
 
 @dataclass
@@ -96,7 +96,7 @@ async def status_of(backend: JsonlPersistence, id: str) -> tuple[Status, str]:
     try:
         examined = await backend.examine(id)
     except SessionNotFoundError:
-        return "corrupt", f'session "{id}" not found'
+        return "not found", f'no session "{id}" in this store'
     except SessionFormatUnsupportedError as e:
         return "unsupported", str(e)
     except SessionPersistenceCorruptionError as e:

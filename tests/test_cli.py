@@ -147,13 +147,13 @@ def test_show_transcript_events_and_json(tmp_path: Path) -> None:
 
 
 def test_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
-    missing = cli("ls", str(tmp_path / "nope"), check_rc=2)
+    missing = cli("ls", str(tmp_path / "nope"), check_rc=3)
     assert (
         missing.stderr.strip() == f'agent-session: error: store root "{tmp_path / "nope"}" '
         "does not exist"
     )
     root = crashed_store(tmp_path / "store")
-    unknown = cli("show", str(root), "ghost", check_rc=2)
+    unknown = cli("show", str(root), "ghost", check_rc=3)
     assert unknown.stderr.startswith('agent-session: error: no session "ghost"')
     assert "Traceback" not in unknown.stderr
     log = root / "_no-cwd" / "s1" / "session.jsonl"
@@ -167,7 +167,7 @@ def test_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
     assert "unparsable committed event at line 5" in corrupt.stderr
     assert "Traceback" not in corrupt.stderr
     assert "Traceback" in cli("--debug", "show", str(root), "s1", check_rc=None).stderr
-    assert cli("frobnicate", check_rc=2).stderr.count("invalid choice") == 1
+    assert cli("frobnicate", check_rc=4).stderr.count("invalid choice") == 1
 
 
 # --- export ------------------------------------------------------------------------------------
@@ -306,6 +306,24 @@ async def test_export_refuses_an_unpaired_history(tmp_path: Path) -> None:
     await backend.create(session.header)
     await backend.append("s1", session.events)
     await backend.aclose()
-    result = cli("export", str(tmp_path), "s1", "--format", "openai", check_rc=1)
+    result = cli("export", str(tmp_path), "s1", "--format", "openai", check_rc=2)
     assert "call-1-1 has 0 results" in result.stderr
     assert result.stdout == ""
+
+
+def test_exit_codes_follow_one_table(tmp_path: Path) -> None:
+    """0 healthy, 1 needs recovery, 2 corrupt, 3 not found, 4 usage, 5 I/O (agent_session.exits),
+    the same for every command; a mistyped id is not found, never corrupt."""
+    root = crashed_store(tmp_path / "store")
+    assert cli("verify", str(root), check_rc=1).stdout.startswith("s1: interrupted")
+    assert cli("verify", str(root), "ghost", check_rc=3).stdout.startswith("ghost: not found")
+    cli("show", str(root), "ghost", check_rc=3)
+    cli("export", str(root), "ghost", "--format", "openai", check_rc=3)
+    cli("recover", str(root), "ghost", check_rc=3)
+    cli("verify", check_rc=4)  # a missing argument
+    cli("ls", str(root), "--frobnicate", check_rc=4)
+    unreadable = tmp_path / "file-as-root"
+    unreadable.write_text("x")
+    cli("ls", str(unreadable), check_rc=4)  # a file named as the root: a usage error
+    cli("recover", str(root))
+    cli("verify", str(root), check_rc=0)

@@ -1,0 +1,57 @@
+"""The exit codes of every ``agent-session`` command, and the errors that choose them.
+
+| code | meaning |
+|---|---|
+| 0 | done; every session named or found is healthy |
+| 1 | a session needs recovery (interrupted, or a torn tail to cut) |
+| 2 | a session is corrupt, unsupported, or invalid for a provider; or a writer holds it |
+| 3 | not found: no such session, or no such store root |
+| 4 | usage error: a bad option, argument or environment setting |
+| 5 | I/O or permission error from the operating system |
+
+When a command judges several sessions, it exits with the highest code among them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CORRUPT",
+    "IO_ERROR",
+    "NEEDS_RECOVERY",
+    "NOT_FOUND",
+    "OK",
+    "STATUS_CODES",
+    "USAGE",
+    "NotFound",
+    "UserError",
+]
+
+OK: Final = 0
+NEEDS_RECOVERY: Final = 1
+CORRUPT: Final = 2
+NOT_FOUND: Final = 3
+USAGE: Final = 4
+IO_ERROR: Final = 5
+
+STATUS_CODES: Final = {
+    "balanced": OK,
+    "interrupted": NEEDS_RECOVERY,
+    "torn tail": NEEDS_RECOVERY,
+    "not found": NOT_FOUND,
+}
+"""The code of a session's status; every other status (corrupt, unsupported, invalid) is
+:data:`CORRUPT`."""
+
+
+class UserError(Exception):
+    """A problem the user can fix: printed as one line; exits :data:`USAGE`."""
+
+    code: int = USAGE
+
+
+class NotFound(UserError):
+    """A session or store root that does not exist: exits :data:`NOT_FOUND`."""
+
+    code = NOT_FOUND
