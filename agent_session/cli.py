@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from agent_session.exits import (
     CORRUPT,
@@ -23,13 +23,15 @@ from agent_session.exits import (
 )
 from session import (
     Session,
-    SessionCollisionError,
     SessionError,
     SessionNotFoundError,
     __version__,
 )
 from session.events.types import REQUEST_HEADER
-from session.persistence.api import StoredSession
+from session.persistence.coordinator import Examination
+
+if TYPE_CHECKING:
+    from persistence_jsonl import JsonlPersistence
 
 __all__ = ["main"]
 
@@ -203,7 +205,7 @@ def _max_log_bytes() -> int:
         raise UserError(f"{MAX_LOG_BYTES_ENV} must be a number of bytes, not {limit!r}") from None
 
 
-def _backend(root: str) -> Any:
+def _backend(root: str) -> JsonlPersistence:
     from persistence_jsonl import JsonlPersistence
 
     return JsonlPersistence(_root(root), max_log_bytes=_max_log_bytes())
@@ -252,19 +254,19 @@ async def _ls(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _inspect(root: str, id: str) -> tuple[int, StoredSession]:
-    """How many events are stored, and the log as ``inspect`` returns it."""
+async def _inspect(root: str, id: str) -> Examination:
+    """What ``examine`` says of a session (raises :class:`NotFound`)."""
     try:
-        examined = await _backend(root).examine(id)
+        return await _backend(root).examine(id)
     except SessionNotFoundError:
         raise NotFound(f'no session "{id}" in {root}') from None
-    return examined.stored_events, examined.session
 
 
 async def _show(args: argparse.Namespace) -> int:
     from agent_session.transcript import render
 
-    stored, inspected = await _inspect(args.root, args.id)
+    examined = await _inspect(args.root, args.id)
+    stored, inspected = examined.stored_events, examined.session
     if args.json:
         print(json.dumps(inspected.header.to_json(), ensure_ascii=False))
         for event in inspected.events:
@@ -275,6 +277,10 @@ async def _show(args: argparse.Namespace) -> int:
             print(event.encode().decode())
         return 0
     pending = stored if len(inspected.events) > stored else None
+    if pending is not None and examined.writer_elsewhere:
+        print(render(inspected.events[:stored]))
+        print(f"\n(session {args.id} is open: its last turn is still running in a live writer)")
+        return 0
     print(render(inspected.events, pending_from=pending))
     if pending is not None:
         print(
@@ -317,79 +323,20 @@ async def _verify(args: argparse.Namespace) -> int:
 
 
 async def _recover(args: argparse.Namespace) -> int:
-    from agent_session.inventory import status_of
+    from agent_session.recover import recover
 
     backend = _backend(args.root)
-    targets = await _targets(args)
-    progress = sys.stderr.isatty() and len(targets) > 20
-    repaired = intact = broken = skipped = worst = 0
-    for index, (id, problem) in enumerate(targets, start=1):
-        if progress:
-            done = int(30 * index / len(targets))
-            print(
-                f"\r[{'#' * done}{'.' * (30 - done)}] {index}/{len(targets)}",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
-        status, detail = (
-            (problem.split(":", 1)[0], problem) if problem else await status_of(backend, id)
-        )
-        if status in ("interrupted", "torn tail"):
-            before = len(await backend.read_from(id, 0))
-            try:
-                loaded = await backend.load(id)
-            except SessionCollisionError as e:  # a live writer holds it: its turn goes on
-                skipped += 1
-                print(f"{id}: skipped (live): {e}")
-                continue
-            repaired += 1
-            print(
-                f"{id}: repaired ({status}): {len(loaded.events) - before} closer(s) "
-                "appended" + (", torn tail cut" if "torn" in detail else "")
-            )
-        elif status == "invalid" and await _answer_calls(backend, id):
-            repaired += 1
-            print(f"{id}: repaired (invalid): {detail.split('; ', 1)[-1]}: answered")
-        elif status == "balanced":
-            intact += 1
-        else:
-            broken += 1
-            worst = max(worst, STATUS_CODES.get(status, CORRUPT))
-            print(f"{id}: not repaired ({status}): {detail}")
-    if progress:
-        print(file=sys.stderr)
-    if repaired == 0 and broken == 0 and skipped == 0:
-        print(f"nothing to do: {intact} session(s) intact")
-    else:
-        live = f"; {skipped} skipped (live)" if skipped else ""
-        print(
-            f"recovered {repaired} session(s); {intact} already intact{live}; {broken} corrupt, "
-            "unsupported or invalid beyond repair (left untouched)"
-        )
-    await backend.aclose()
-    return worst
-
-
-async def _answer_calls(backend: Any, id: str) -> bool:
-    """Append the results the last assistant message's calls lack (unknown outcome for a
-    recorded call, not started otherwise), if that makes the history valid; ``False`` (and
-    nothing written) when it would not."""
-    from agent_session.inventory import transcript_problem
-    from recovery import answers
-
-    events = (await backend.load(id)).events
-    extra = answers(events)
-    if not extra or transcript_problem(id, [*events, *extra]) is not None:
-        return False
-    await backend.append(id, extra)
-    return True
+    try:
+        return await recover(backend, await _targets(args))
+    finally:
+        await backend.aclose()
 
 
 async def _export(args: argparse.Namespace) -> int:
     from agent_session.export import TranscriptError, check_transcript, to_anthropic, to_openai
 
-    stored, inspected = await _inspect(args.root, args.id)
+    examined = await _inspect(args.root, args.id)
+    stored, inspected = examined.stored_events, examined.session
     if len(inspected.events) > stored:
         print(
             f"agent-session: note: session {args.id} is interrupted; exporting it with its "

@@ -37,6 +37,7 @@ IO_ERROR: Final = 5
 
 STATUS_CODES: Final = {
     "balanced": OK,
+    "open": OK,
     "interrupted": NEEDS_RECOVERY,
     "torn tail": NEEDS_RECOVERY,
     "not found": NOT_FOUND,

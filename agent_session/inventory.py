@@ -23,7 +23,8 @@ __all__ = ["SessionRow", "Status", "rows", "status_of", "transcript_problem"]
 
 Status = str
 """``balanced``, ``interrupted``, ``torn tail``, ``invalid`` (balanced, but not a history a
-provider accepts), ``corrupt``, ``unsupported`` or ``not found``."""
+provider accepts), ``open`` (its last turn is running in a live writer), ``corrupt``,
+``unsupported`` or ``not found``."""
 
 
 @dataclass
@@ -102,6 +103,8 @@ async def status_of(backend: JsonlPersistence, id: str) -> tuple[Status, str]:
     except SessionPersistenceCorruptionError as e:
         return "corrupt", str(e)
     count, closers = examined.stored_events, examined.closers
+    if closers and examined.writer_elsewhere:
+        return "open", f"{count} events; the last turn is still running in a live writer"
     if closers:
         detail = f"{count} events; the last turn is open ({closers} closers needed)"
         if examined.torn_tail:

@@ -40,7 +40,7 @@ from persistence_jsonl.layout import (
     project_dir,
     session_dir,
 )
-from persistence_jsonl.locks import WriterLocks
+from persistence_jsonl.locks import WriterLocks, held_locks, writer_active
 from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, LogReader
 from persistence_jsonl.rows import BatchEncoder, encode_batch
 from session import (
@@ -151,6 +151,19 @@ class JsonlStorage:
                 self.ops.fsync_dir(parent)
             parent = path
         self._locks.take(header.id, directory)
+
+    async def writer_elsewhere(self, id: str) -> bool:
+        """Whether another process or instance holds ``id``'s writer lock (read from
+        ``/proc/locks``; no lock is taken)."""
+        if self._locks.holds(id):
+            return False
+        path = await asyncio.to_thread(self.reader.find, id)
+        if path is None:
+            return False
+        directory = os.path.dirname(path)
+        return await asyncio.to_thread(
+            lambda: writer_active(self.ops, directory, held_locks(self.ops))
+        )
 
     def _require_lock(self, id: str) -> None:
         """Refuse to change a stored log without holding its writer lock: the lock is taken by

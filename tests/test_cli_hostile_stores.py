@@ -180,3 +180,44 @@ def test_recover_skips_a_live_session_and_repairs_the_rest(tmp_path: Path) -> No
     assert lines[1].startswith("b: skipped (live)"), out
     assert lines[2].startswith("c: repaired (interrupted)"), out
     assert "1 skipped (live)" in lines[3], out
+
+
+def test_a_session_with_a_live_writer_is_open_for_every_command(tmp_path: Path) -> None:
+    """Its last turn is running, not interrupted: verify, show and ls all say open, and none
+    tells the user to run recover."""
+    root = tmp_path / "root"
+    go = tmp_path / "go"
+    go.touch()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.lock_child",
+            str(root),
+            "b",
+            "1",
+            str(go),
+            "--turn",
+            "--hold",
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().startswith("acked")
+        assert holder.stdout.readline().strip() == "holding"
+        verify = run("verify", str(root))
+        show = run("show", str(root), "b")
+        listing = run("ls", str(root), "--json")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert verify[0] == 0, verify
+    assert verify[1].startswith("b: open — "), verify
+    assert show[0] == 0, show
+    assert "is open" in show[1], show
+    assert "REPAIRED" not in show[1], show
+    assert "recover" not in show[1], show
+    assert json.loads(listing[1])["state"] == "open", listing

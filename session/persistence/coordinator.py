@@ -61,6 +61,9 @@ class Examination:
     """How many bytes the stored artifact has, where the storage says."""
     location: str | None
     """Where it lives (a path for file storage)."""
+    writer_elsewhere: bool = False
+    """Whether another writer holds the session now: an open last turn is then still
+    running, not interrupted."""
 
 
 class PersistenceCoordinator(SessionPersistence):
@@ -209,6 +212,7 @@ class PersistenceCoordinator(SessionPersistence):
         await self.writer.wait_retirement(id)
         async with self.ledger.locks.hold(id):
             inspection = await self.ledger.inspect(id, fresh=True)
+            elsewhere = await self.storage.writer_elsewhere(id)
         return Examination(
             inspection.balanced,
             len(inspection.stored),
@@ -216,6 +220,7 @@ class PersistenceCoordinator(SessionPersistence):
             inspection.cut_at is not None,
             inspection.size,
             self.storage.locate(inspection.header),
+            elsewhere,
         )
 
     async def read_from(self, id: str, from_seq: int) -> Sequence[SessionEvent]:

@@ -110,6 +110,9 @@ class MemoryStorage:
     async def acquire(self, id: str) -> bool:
         return False
 
+    async def writer_elsewhere(self, id: str) -> bool:
+        return False
+
     async def release(self, id: str) -> None:
         return None
 

@@ -148,6 +148,12 @@ class Storage(Protocol):
             SessionCollisionError: Another writer holds it (naming that writer if known).
         """
 
+    async def writer_elsewhere(self, id: str) -> bool:
+        """Whether another writer (another process, or another instance) holds ``id`` now, as
+        far as the medium can tell without taking anything; ``False`` for a medium without
+        writer locks. Never writes and never blocks a writer."""
+        ...
+
     async def release(self, id: str) -> None:
         """Give up whatever this instance holds to write ``id`` (its live session left)."""
 
