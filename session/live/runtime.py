@@ -67,6 +67,27 @@ class Runtime:
         self.persistence: SessionPersistence | None = None
         """The installed persistence backend, if any."""
 
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Leaving ``async with Runtime() as runtime:`` flushes every live session, then
+        closes the installed persistence backend (whose ``aclose`` flushes and releases its
+        locks); the first failure is raised after both were tried."""
+        failure: BaseException | None = None
+        for session in self.sessions.list():
+            try:
+                await self.sessions.flush(session)
+            except Exception as e:
+                failure = failure or e
+        if self.persistence is not None:
+            try:
+                await self.persistence.aclose()
+            except Exception as e:
+                failure = failure or e
+        if failure is not None and exc[0] is None:
+            raise failure
+
     def install(self, plugin: Plugin | Callable[[PluginScope], Any]) -> Disposer:
         """Install a plugin; return its disposer. A plugin that raises while installing is
         rolled back (its registrations removed) and the error propagates."""

@@ -11,6 +11,7 @@ from session.errors import (
     SessionCollisionError,
     SessionError,
     SessionForkError,
+    SessionNotFoundError,
     SessionNotLiveError,
 )
 from session.events.event import SessionEvent
@@ -176,6 +177,15 @@ class SessionStore:
         if self._loader is None:
             raise SessionError("no persistence backend is installed: cannot resume")
         return await self._loader(id)
+
+    async def open_or_create(self, id: str, *, cwd: str | None = None) -> Session:
+        """Resume the stored session ``id``, or create it when nothing is stored (with
+        ``cwd``; a resumed session keeps its stored header). Raises as :meth:`resume` for
+        anything but absence."""
+        try:
+            return await self.resume(id)
+        except SessionNotFoundError:
+            return self.create(id, cwd=cwd)
 
     # --- the Publisher contract (used by Session.append) ------------------------------------
 
