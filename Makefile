@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PACKAGES := session agent_loop persistence_jsonl recovery checkpoint_policy agent_session bench
 
-.PHONY: test demo bench lint typecheck pytest clean
+.PHONY: test test-fast demo bench lint typecheck pytest clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version)'
@@ -24,6 +24,9 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
 
 demo: $(STAMP)
 	$(BIN)/agent-session demo --crash tool
