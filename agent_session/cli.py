@@ -31,6 +31,7 @@ from session.events.types import REQUEST_HEADER
 from session.persistence.coordinator import Examination
 
 if TYPE_CHECKING:
+    from agent_session.inventory import Verdict
     from persistence_jsonl import JsonlPersistence
 
 __all__ = ["main"]
@@ -290,16 +291,17 @@ async def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _targets(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    """(id, problem) pairs: the named ids, or every session of the store."""
+async def _targets(args: argparse.Namespace) -> list[tuple[str, Verdict | None]]:
+    """``(id, verdict)`` pairs: the named ids, or every session of the store with the
+    ``(status, detail)`` the listing already found for a corrupt or unsupported one."""
     from agent_session.inventory import rows
 
     if args.ids:
         return [(id, None) for id in args.ids]
-    out: list[tuple[str, str | None]] = []
+    out: list[tuple[str, Verdict | None]] = []
     for row in rows(_root(args.root), _max_log_bytes()):
         bad = next((f for f in row.flags if f in ("corrupt", "unsupported")), None)
-        out.append((row.id, f"{bad}: {row.problem or ''}" if bad else None))
+        out.append((row.id, (bad, row.problem or "") if bad else None))
     return out
 
 
@@ -309,11 +311,8 @@ async def _verify(args: argparse.Namespace) -> int:
     backend = _backend(args.root)
     worst = 0
     counts: dict[str, int] = {}
-    for id, problem in await _targets(args):
-        if problem is not None:
-            status, detail = problem.split(":", 1)[0], problem.split(":", 1)[1].strip()
-        else:
-            status, detail = await status_of(backend, id)
+    for id, found in await _targets(args):
+        status, detail = found or await status_of(backend, id)
         counts[status] = counts.get(status, 0) + 1
         print(f"{id}: {status} — {detail}")
         worst = max(worst, STATUS_CODES.get(status, CORRUPT))

@@ -19,7 +19,7 @@ from session import (
 )
 from session.events.header import version_problem
 
-__all__ = ["SessionRow", "Status", "rows", "status_of", "transcript_problem"]
+__all__ = ["SessionRow", "Status", "Verdict", "rows", "status_of", "transcript_problem"]
 
 Status = str
 """``balanced``, ``interrupted``, ``torn tail``, ``invalid`` (balanced, but not a history a
@@ -91,7 +91,11 @@ def rows(root: str, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[Sess
         )
 
 
-async def status_of(backend: JsonlPersistence, id: str) -> tuple[Status, str]:
+Verdict = tuple[Status, str]
+"""A session's status and its detail line."""
+
+
+async def status_of(backend: JsonlPersistence, id: str) -> Verdict:
     """The full read-only verdict on one session and a detail line. Nothing is written:
     this is the backend's ``examine`` (a read and the in-memory validation of ``inspect``)."""
     try:

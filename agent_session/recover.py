@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from agent_session.exits import CORRUPT, STATUS_CODES
-from agent_session.inventory import status_of, transcript_problem
+from agent_session.inventory import Verdict, status_of, transcript_problem
 from persistence_jsonl import JsonlPersistence
 from recovery import answers
 from session import SessionCollisionError
@@ -14,13 +14,13 @@ from session import SessionCollisionError
 __all__ = ["recover"]
 
 
-async def recover(backend: JsonlPersistence, targets: list[tuple[str, str | None]]) -> int:
-    """Repair each ``(id, problem)`` target (a problem found by the listing skips the
+async def recover(backend: JsonlPersistence, targets: list[tuple[str, Verdict | None]]) -> int:
+    """Repair each ``(id, verdict)`` target (a verdict the listing found skips the
     examination), print a line per session that is not intact and a summary; the exit code
     (the highest among the sessions left unrepaired)."""
     progress = sys.stderr.isatty() and len(targets) > 20
     repaired = intact = broken = skipped = worst = 0
-    for index, (id, problem) in enumerate(targets, start=1):
+    for index, (id, found) in enumerate(targets, start=1):
         if progress:
             done = int(30 * index / len(targets))
             print(
@@ -29,9 +29,7 @@ async def recover(backend: JsonlPersistence, targets: list[tuple[str, str | None
                 file=sys.stderr,
                 flush=True,
             )
-        status, detail = (
-            (problem.split(":", 1)[0], problem) if problem else await status_of(backend, id)
-        )
+        status, detail = found or await status_of(backend, id)
         if status == "open":  # a live writer runs its last turn: nothing to repair
             skipped += 1
             print(f"{id}: skipped (live): {detail}")

@@ -4,11 +4,13 @@ whole huge file into memory; one bad entry never hides or aborts the others."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
@@ -141,27 +143,12 @@ def test_verify_names_why_a_foreign_version_is_unsupported(tmp_path: Path) -> No
     assert "uses log format v1" in out, out
 
 
-def test_recover_skips_a_live_session_and_repairs_the_rest(tmp_path: Path) -> None:
-    """The adversary's D14: a live writer holds b (its turn is open); a and c crashed.
-    recover repairs a and c, skips b with a line, and ends with its summary."""
-    root = tmp_path / "root"
-    open_turn = b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
-    for id in ("a", "c"):
-        session(root, id, open_turn)
-    go = tmp_path / "go"
+@contextlib.contextmanager
+def live_writer(root: Path, id: str, go: Path) -> Iterator[None]:
+    """A writer process that holds ``id`` with its first turn open until the block ends."""
     go.touch()
     holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.lock_child",
-            str(root),
-            "b",
-            "1",
-            str(go),
-            "--turn",
-            "--hold",
-        ],
+        [sys.executable, "-m", "tests.lock_child", str(root), id, "1", str(go), "--turn", "--hold"],
         cwd=Path(__file__).resolve().parents[1],
         stdout=subprocess.PIPE,
         text=True,
@@ -170,10 +157,21 @@ def test_recover_skips_a_live_session_and_repairs_the_rest(tmp_path: Path) -> No
         assert holder.stdout is not None
         assert holder.stdout.readline().startswith("acked")
         assert holder.stdout.readline().strip() == "holding"
-        code, out, err, _ = run("recover", str(root))
+        yield
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_recover_skips_a_live_session_and_repairs_the_rest(tmp_path: Path) -> None:
+    """The adversary's D14: a live writer holds b (its turn is open); a and c crashed.
+    recover repairs a and c, skips b with a line, and ends with its summary."""
+    root = tmp_path / "root"
+    open_turn = b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
+    for id in ("a", "c"):
+        session(root, id, open_turn)
+    with live_writer(root, "b", tmp_path / "go"):
+        code, out, err, _ = run("recover", str(root))
     assert code == 0, (out, err)
     lines = out.splitlines()
     assert lines[0].startswith("a: repaired (interrupted)"), out
@@ -186,34 +184,10 @@ def test_a_session_with_a_live_writer_is_open_for_every_command(tmp_path: Path) 
     """Its last turn is running, not interrupted: verify, show and ls all say open, and none
     tells the user to run recover."""
     root = tmp_path / "root"
-    go = tmp_path / "go"
-    go.touch()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.lock_child",
-            str(root),
-            "b",
-            "1",
-            str(go),
-            "--turn",
-            "--hold",
-        ],
-        cwd=Path(__file__).resolve().parents[1],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().startswith("acked")
-        assert holder.stdout.readline().strip() == "holding"
+    with live_writer(root, "b", tmp_path / "go"):
         verify = run("verify", str(root))
         show = run("show", str(root), "b")
         listing = run("ls", str(root), "--json")
-    finally:
-        holder.kill()
-        holder.wait()
     assert verify[0] == 0, verify
     assert verify[1].startswith("b: open — "), verify
     assert show[0] == 0, show
