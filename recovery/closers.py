@@ -88,21 +88,36 @@ def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[Any, _Pending]
             open_step = None
             pending = {}
         elif kind == ASSISTANT_MESSAGE:
-            message = mapping.get("message")
-            content = message.get("content") if isinstance(message, Mapping) else None
-            for block in content if isinstance(content, Sequence) else ():
-                if isinstance(block, Mapping) and block.get("type") == "tool-call":
-                    pending[block.get("id")] = _Pending(mapping.get("step"))
-        elif kind == TOOL_CALL:
-            entry = pending.get(mapping.get("callId"))
-            if entry is not None:
-                entry.call_seq = event.seq
-        elif kind == TOOL_RESULT:
-            message = mapping.get("message")
-            source = message.get("source") if isinstance(message, Mapping) else None
-            if isinstance(source, Mapping):
-                pending.pop(source.get("callId"), None)
+            pending.update(_asked(mapping))
+        else:
+            _answered(pending, event)
     return turns.open_turn, open_step, pending
+
+
+def _asked(data: Mapping[str, Any]) -> dict[Any, _Pending]:
+    """The calls an ``assistant/message``'s data asks for, by call id."""
+    message = data.get("message")
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return {
+        block.get("id"): _Pending(data.get("step"))
+        for block in (content if isinstance(content, Sequence) else ())
+        if isinstance(block, Mapping) and block.get("type") == "tool-call"
+    }
+
+
+def _answered(pending: dict[Any, _Pending], event: SessionEvent) -> None:
+    """Note in ``pending`` what a ``tool/call`` (recorded) or ``tool/result`` (answered,
+    dropped) says of its call; other events say nothing."""
+    mapping = event.data if isinstance(event.data, Mapping) else {}
+    if event.type == TOOL_CALL:
+        entry = pending.get(mapping.get("callId"))
+        if entry is not None:
+            entry.call_seq = event.seq
+    elif event.type == TOOL_RESULT:
+        message = mapping.get("message")
+        source = message.get("source") if isinstance(message, Mapping) else None
+        if isinstance(source, Mapping):
+            pending.pop(source.get("callId"), None)
 
 
 def _missing_result(turn: Any, entry: _Pending, call_id: Any, seq: int, time: int) -> SessionEvent:
@@ -146,31 +161,20 @@ def answers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
     this way: a result must come before the next assistant message."""
     if not events or brackets(events).open_turn is not None:
         return []
-    index = next(
-        (i for i in range(len(events) - 1, -1, -1) if events[i].type == ASSISTANT_MESSAGE), None
-    )
-    if index is None:
-        return []
-    message = events[index]
-    data = message.data
-    content = data["message"].get("content", ())
-    pending = {  # a block without a string id (another SDK's shape) cannot be answered
-        block["id"]: _Pending(data.get("step"))
-        for block in content
-        if isinstance(block, Mapping)
-        and block.get("type") == "tool-call"
-        and isinstance(block.get("id"), str)
-    }
-    for event in events[index + 1 :]:
-        mapping = event.data if isinstance(event.data, Mapping) else {}
-        if event.type == TOOL_CALL and mapping.get("callId") in pending:
-            pending[mapping["callId"]].call_seq = event.seq
-        elif event.type == TOOL_RESULT:
-            source = mapping.get("message", {}).get("source", {})
-            pending.pop(source.get("callId"), None)
+    pending: dict[Any, _Pending] = {}
+    turn: Any = None
+    for event in iter_parts(events):
+        if type(event) is LazyRun:
+            continue  # unbuilt packed deltas: never a message, call or result
+        if event.type == ASSISTANT_MESSAGE:  # a block without a string id cannot be answered
+            asked = _asked(event.data)
+            pending = {id: entry for id, entry in asked.items() if isinstance(id, str)}
+            turn = event.data.get("turn")
+        else:
+            _answered(pending, event)
     last = events[-1]
     return [
-        _missing_result(data.get("turn"), entry, call_id, last.seq + 1 + offset, last.time)
+        _missing_result(turn, entry, call_id, last.seq + 1 + offset, last.time)
         for offset, (call_id, entry) in enumerate(pending.items())
     ]
 
