@@ -24,7 +24,7 @@ from session import Runtime
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _COUNTED = {
-    "reads": ("FileOps.read",),
+    "reads": ("FileOps.read", "FileOps.read_prefix", "FileOps.read_chunks"),
     "scans": ("scan_log",),
     "validations": ("validate_log",),
     "closers": ("closers",),
