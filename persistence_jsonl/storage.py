@@ -56,6 +56,13 @@ from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 __all__ = ["JsonlStorage"]
 
 
+def _collision(id: str) -> SessionCollisionError:
+    """The reference's refusal to create a second log for ``id``."""
+    return SessionCollisionError(
+        f'refusing to materialize "{id}": a log already exists on disk (load/resume it instead)'
+    )
+
+
 class JsonlStorage:
     """Sessions as ``<root>/<project dir>/<encoded id>/session.jsonl`` (see the module
     docstring for the guarantees and where the I/O runs)."""
@@ -108,6 +115,9 @@ class JsonlStorage:
 
     async def load(self, id: str) -> StoredLog | None:
         return await asyncio.to_thread(self.reader.load, id)
+
+    def stored_now(self, id: str) -> bool | None:
+        return self.reader.find(id) is not None  # a few stats, on the calling thread
 
     async def revision(self, id: str) -> str | None:
         return await asyncio.to_thread(self.reader.revision, id)
@@ -237,16 +247,19 @@ class JsonlStorage:
             ) from poisoned
 
     def _materialize(self, header: SessionHeader, data: bytes) -> None:
-        self.reader.sweep()
         directory = session_dir(self.root, header)
+        final = os.path.join(directory, LOG_NAME)
+        # Any log of this id elsewhere (another cwd's project directory), or a foreign
+        # artifact of it (which find refuses), must not be shadowed by a second log; one at
+        # ``final`` is create_by_link's to judge (an earlier attempt of this creation?).
+        elsewhere = self.reader.find(header.id)
+        if elsewhere is not None and elsewhere != final:
+            raise _collision(header.id)
         self._own(header)  # creates the directories, durably
         content = encode_header(header) + b"\n" + data
-        elapsed = create_by_link(self.ops, directory, os.path.join(directory, LOG_NAME), content)
+        elapsed = create_by_link(self.ops, directory, final, content)
         if elapsed is None:
-            raise SessionCollisionError(
-                f'refusing to materialize "{header.id}": a log already exists on disk '
-                "(load/resume it instead)"
-            )
+            raise _collision(header.id)
         if elapsed:  # 0.0: an earlier attempt's log was confirmed, nothing was written
             self._append_ms = elapsed
 

@@ -471,7 +471,13 @@ async def test_case_89_new_live_session_colliding_with_stored_id(
     kit: Kit, runtime: Runtime, backend: PersistenceCoordinator
 ) -> None:
     kit.plant(header("taken"), wire(detached("taken").events))
-    session = runtime.sessions.create("taken")
+    # Earlier than the reference, which accepts the create and fails at the first flush:
+    # a new session without events can only collide, so create refuses it at once.
+    with pytest.raises(SessionCollisionError, match="already has a stored log: resume it"):
+        runtime.sessions.create("taken")
+    assert runtime.sessions.get("taken") is None
+    # A seed that is not the stored log still collides at the first flush, as there.
+    session = runtime.sessions.create("taken", seed=detached("taken", build=lambda s: None).events)
     session.append("turn/start", {"turn": 1})
     with pytest.raises(SessionCollisionError, match="id collision"):
         await runtime.sessions.flush(session)
@@ -505,10 +511,8 @@ async def test_case_94_disposal_drains_buffered_events(
     session.append("plugin/test", {"i": 1})
     await runtime.sessions.dispose(session)
     assert [e.seq for e in await backend.read_from("d", 0)] == [0, 1]
-    newcomer = runtime.sessions.create("d")
-    with pytest.raises(SessionCollisionError):
-        await runtime.sessions.flush(newcomer)
-    await runtime.sessions.dispose(newcomer)
+    with pytest.raises(SessionCollisionError, match="already has a stored log"):
+        runtime.sessions.create("d")
 
 
 async def test_case_95_teardown_drains_unflushed_events(kit: Kit) -> None:

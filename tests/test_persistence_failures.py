@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from recovery import closers
-from session import Runtime, SessionEvent, SessionHeader
+from session import Runtime, SessionError, SessionEvent, SessionHeader
 from session.persistence.api import StoredLog
 from session.persistence.coordinator import PersistenceCoordinator
 from session.persistence.memory import MemoryPersistence, MemoryStorage, MemoryStore
@@ -141,9 +141,21 @@ async def test_teardown_reports_flush_failures_and_still_closes() -> None:
     runtime.install(backend)
     session = runtime.sessions.create("s")
     closed_turn(session)
+    with pytest.raises(OSError, match="injected failure"):  # the one real error, not a group
+        await backend.aclose()
+    with pytest.raises(SessionError, match="is closed"):
+        await backend.load("s")
+
+
+async def test_teardown_groups_the_failures_of_several_sessions() -> None:
+    backend = Flaky(fail_from=1)
+    runtime = Runtime()
+    runtime.install(backend)
+    for id in ("a", "b"):
+        closed_turn(runtime.sessions.create(id))
     with pytest.raises(ExceptionGroup, match="dispose failed") as info:
         await backend.aclose()
-    assert isinstance(info.value.exceptions[0], OSError)
+    assert [type(e) for e in info.value.exceptions] == [OSError, OSError]
 
 
 async def test_empty_flush_does_no_io_and_starts_no_task() -> None:

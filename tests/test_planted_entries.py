@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from persistence_jsonl import JsonlPersistence
-from session import Runtime, SessionPersistenceCorruptionError, SessionStoreEntryError
+from session import (
+    Runtime,
+    SessionError,
+    SessionPersistenceCorruptionError,
+    SessionStoreEntryError,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PRECIOUS = b"PRECIOUS DATA\n"
@@ -33,7 +38,7 @@ async def write_turn(root: Path, id: str = "s1", *, resume: bool = False) -> Non
         session.append("turn/end", {"turn": number, "reason": {"kind": "completed"}})
         await runtime.sessions.flush(session)
     finally:
-        with contextlib.suppress(ExceptionGroup):  # aclose retries the refused flush
+        with contextlib.suppress(SessionError):  # aclose retries the refused flush
             await backend.aclose()
 
 

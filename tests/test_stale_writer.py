@@ -75,9 +75,8 @@ async def test_a_refused_writer_stays_refused_after_the_other_moved_the_log(
     for _ in range(2):  # the retry and a second one: both refused
         with pytest.raises(SessionCollisionError, match="another writer"):
             await run_b.sessions.flush(b)
-    with pytest.raises(ExceptionGroup) as closing:  # B's batch can never be written
+    with pytest.raises(SessionCollisionError, match="another writer"):  # B's batch is lost
         await back_b.aclose()
-    assert closing.group_contains(SessionCollisionError)
     events = stored(tmp_path)
     assert notes(events) == ["seed", "a"]
     run_c, back_c = Runtime(), JsonlPersistence(str(tmp_path))

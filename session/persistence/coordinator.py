@@ -9,6 +9,7 @@ A backend is a storage plus, if it likes, a convenience constructor (``JsonlPers
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,7 @@ class PersistenceCoordinator(SessionPersistence):
         self.writer = LiveWriter(
             self.ledger, delay_ms=write_batch_max_delay_ms, scheduler=scheduler
         )
+
         """The live sessions' write path."""
         self._store: SessionStore | None = None
         self._closing = False
@@ -121,8 +123,12 @@ class PersistenceCoordinator(SessionPersistence):
                 runtime.persistence = None
 
         scope.on_dispose(uninstall)
+        # When the runtime is garbage-collected, or the process exits, with appends that
+        # were never made durable, the log names the sessions. (The writer reaches this
+        # backend through the sessions, so only the runtime can be watched.)
+        weakref.finalize(runtime, writer.warn_unflushed, self.name)
         for session in runtime.sessions.list():  # sessions that were live before install
-            writer.on_created(session)
+            writer.start(session)
 
     # --- public API -------------------------------------------------------------------------
 
@@ -271,7 +277,9 @@ class PersistenceCoordinator(SessionPersistence):
 
     async def aclose(self) -> None:
         """Flush every live session, wait for retirements and every per-id lock, then close
-        storage. Raises an ``ExceptionGroup`` of the flush failures (storage is still closed)."""
+        storage (always). A flush that failed is raised: the error itself when one session
+        failed (an ``OSError`` stays catchable as one), an ``ExceptionGroup``
+        (``"<name> dispose failed"``) of one error per session when several did."""
         if self._closed or self._closing:
             return
         self._closing = True  # stop admitting new public calls
@@ -282,6 +290,8 @@ class PersistenceCoordinator(SessionPersistence):
         try:
             await self.storage.close()
         finally:
+            if len(errors) == 1:
+                raise errors[0]
             if errors:
                 raise ExceptionGroup(f"{self.name} dispose failed", errors)
 

@@ -50,6 +50,10 @@ class _Live:
         return init is not None and init.done() and not init.cancelled() and not init.exception()
 
 
+def _count(pending: int) -> str:
+    return f"{pending} event(s)" if pending else "a write that never finished"
+
+
 class LiveWriter:
     """Writes the live sessions of one runtime through ``ledger`` (see the module
     docstring)."""
@@ -85,11 +89,43 @@ class LiveWriter:
         if retirement is not None:
             await asyncio.wait([retirement])
 
+    def warn_unflushed(self, name: str) -> None:
+        """Log a warning naming every live session with appended events that are not durable
+        (buffered, or a write that never finished): called when the runtime of the backend
+        ``name`` is garbage-collected or the process exits."""
+        lost = [
+            f'"{live.id}" ({_count(len(live.controller.pending))})'
+            for live in self._live.values()
+            if live.controller.has_work
+        ]
+        if lost:
+            log.warning(
+                "%s: appended events of session(s) %s were not durable when their runtime was "
+                "garbage-collected or the process exited, and are lost unless the backend is "
+                "still flushed or closed (use `async with runtime`, or `await "
+                "backend.aclose()` before the end)",
+                name,
+                ", ".join(lost),
+            )
+
     # --- store hooks ------------------------------------------------------------------------
 
     def on_created(self, session: Session) -> None:
         """``session/created``: start writing ``session`` (binding starts now if a loop runs,
-        else at its first flush)."""
+        else at its first flush). Vetoes the creation of a session without events whose id
+        already has a stored log (it could only collide at its first flush), when storage
+        can tell at once: raises :class:`SessionCollisionError`."""
+        if session in self._live:
+            return
+        if not session.events and self._storage.stored_now(session.id):
+            raise SessionCollisionError(
+                f'session "{session.id}" already has a stored log: resume it '
+                "(sessions.resume, or sessions.open_or_create) instead of creating it"
+            )
+        self.start(session)
+
+    def start(self, session: Session) -> None:
+        """Start writing the live ``session`` (nothing when it already is)."""
         if session in self._live:
             return
         live = _Live(
@@ -103,9 +139,12 @@ class LiveWriter:
             session.id,
         )
         self._live[session] = live
-        with contextlib.suppress(RuntimeError):  # no running loop: bind at the first flush
-            live.init = asyncio.ensure_future(self._bind(session))
-            live.init.add_done_callback(_retrieve)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no running loop: bind at the first flush
+        live.init = asyncio.ensure_future(self._bind(session))
+        live.init.add_done_callback(_retrieve)
 
     def on_event(self, session: Session, event: SessionEvent) -> None:
         """``session/event``: buffer the committed event and let storage prepare it."""

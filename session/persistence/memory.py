@@ -70,6 +70,9 @@ class MemoryStorage:
         size = sum(len(line) + 1 for line in [_header_line(log), *log.lines])
         return StoredLog(log.header, events, log.revision, None, size)
 
+    def stored_now(self, id: str) -> bool | None:
+        return id in self.store.logs
+
     async def revision(self, id: str) -> str | None:
         log = self.store.logs.get(id)
         return None if log is None else log.revision

@@ -66,6 +66,22 @@ class Storage(Protocol):
         """
         ...
 
+    def stored_now(self, id: str) -> bool | None:
+        """Whether a log of ``id`` is stored, answered at once on the calling (event-loop)
+        thread, so that ``sessions.create(id)`` can refuse a stored id when it is called
+        rather than at the first flush.
+
+        Returns:
+            ``None`` when the medium cannot tell without blocking the event loop (a network
+            round trip); the collision is then reported at the first flush.
+
+        Raises:
+            As :meth:`load` for a foreign artifact of ``id`` it refuses, and ``OSError``.
+
+        Never writes; must cost no more than a few ``stat`` calls.
+        """
+        ...
+
     async def append(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
     ) -> None:
