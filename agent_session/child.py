@@ -10,9 +10,9 @@
 - ``post-step``: right after the post-step checkpoint of the turn's first step;
 - ``none``: the last turn completes.
 
-After every ``flush`` that returns, it prints ``durable <n> <sha256>``: the first ``n``
-events, whose encoded lines hash to ``<sha256>``, are on stable storage. Before dying it
-prints ``failpoint <mode>``.
+It prints ``turn <n>`` as each turn starts. After every ``flush`` that returns, it prints
+``durable <n> <sha256>``: the first ``n`` events, whose encoded lines hash to ``<sha256>``,
+are on stable storage. Before dying it prints ``failpoint <mode>``.
 """
 
 from __future__ import annotations
@@ -105,6 +105,7 @@ async def run(
     agent = runtime.agent(session, model=MODEL, system=SYSTEM)
     for turn in range(1, crash_turn + 1):
         crashing = turn == crash_turn
+        print(f"turn {turn}", flush=True)
         await agent.run_turn(f"task {turn}")
     await stack.close()
 

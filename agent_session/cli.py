@@ -1,38 +1,28 @@
 """The ``agent-session`` command line: run the demo; inspect, verify, recover and export
-stores of JSONL session logs."""
+stores of JSONL session logs.
+
+Startup imports only the standard library: the session stack (and pydantic's model building)
+loads when a command needs it, so ``--help`` and ``--version`` are fast and a Ctrl-C at any
+moment ends the command with one line."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
-import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from agent_session.exits import (
     CORRUPT,
+    INTERRUPTED,
     IO_ERROR,
     NOT_FOUND,
-    STATUS_CODES,
+    STDOUT_CLOSED,
     USAGE,
-    NotFound,
     UserError,
 )
-from session import (
-    Session,
-    SessionError,
-    SessionNotFoundError,
-    __version__,
-)
-from session.events.types import REQUEST_HEADER
-from session.persistence.coordinator import Examination
-
-if TYPE_CHECKING:
-    from agent_session.inventory import Verdict
-    from persistence_jsonl import JsonlPersistence
 
 __all__ = ["main"]
 
@@ -45,30 +35,66 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: error: {message}\n")
 
 
-def _root(path: str) -> str:
-    if not os.path.exists(path):
-        raise NotFound(f'store root "{path}" does not exist')
-    if not os.path.isdir(path):
-        raise UserError(f'store root "{path}" is not a directory')
-    return path
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agent-session-runtime")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+MAX_DEMO_TURNS = 1000
+"""The most turns ``demo --turns`` runs (about 35 events and a few milliseconds each)."""
+
+_ROOT_HELP = "the store: a directory of JSONL session logs"
+_EXITS = (
+    "Exit codes: 0 healthy, 1 needs recovery, 2 corrupt/unsupported/invalid, 3 not found, "
+    "4 usage error, 5 I/O or permission error, 130 interrupted."
+)
+
+
+def _turns(text: str) -> int:
+    try:
+        turns = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= turns <= MAX_DEMO_TURNS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_DEMO_TURNS}, not {turns}")
+    return turns
+
+
+def _session_id(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def _parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
+    )
     parser = _Parser(
         prog="agent-session",
         description="Run the crash-safe session stack; inspect, verify, recover and export "
         "stores of JSONL session logs.",
+        epilog=_EXITS,
     )
-    parser.add_argument("--version", action="version", version=f"agent-session {__version__}")
+    parser.add_argument("--version", action="version", version=f"agent-session {_version()}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    demo = commands.add_parser(
+    def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name, help=help, description=description, epilog=_EXITS, parents=[common]
+        )
+
+    demo = command(
         "demo",
-        help="run the whole stack through a real crash and recovery",
-        description="Run a scripted agent on the JSONL backend with the checkpoint policy, "
-        "SIGKILL it at a failpoint in its last turn, then recover, resume and "
-        "continue the session.",
+        "run the whole stack through a real crash and recovery",
+        "Run a scripted agent on the JSONL backend with the checkpoint policy, SIGKILL it at "
+        "a failpoint in its last turn, then recover, resume and continue the session.",
     )
     demo.add_argument(
         "--root", default="./agent-sessions", help="store root (default: ./agent-sessions)"
@@ -80,70 +106,74 @@ def _parser() -> argparse.ArgumentParser:
         help="where the last turn dies (default: tool)",
     )
     demo.add_argument(
-        "--turns", type=int, default=2, help="turns to run, the last one crashing (default: 2)"
+        "--turns",
+        type=_turns,
+        default=2,
+        help=f"turns to run, the last one crashing (1 to {MAX_DEMO_TURNS}; default: 2)",
     )
-    demo.add_argument("--session-id", help="session id (default: demo-<random>)")
+    demo.add_argument("--session-id", type=_session_id, help="session id (default: demo-<random>)")
     demo.add_argument("--no-recover", action="store_true", help="stop after the crash")
     demo.add_argument("--json", action="store_true", help="print a JSON summary instead")
 
-    ls = commands.add_parser(
+    ls = command(
         "ls",
-        help="list the sessions of a store",
-        description="One row per session: id, cwd, created, events, "
-        "last turn state, size, and flags.",
+        "list the sessions of a store",
+        "One row per session: id, cwd, created, events, last turn state, size, and flags. "
+        "An entry that is not a readable session is listed with its reason.",
     )
-    ls.add_argument("root")
+    ls.add_argument("root", help=_ROOT_HELP)
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
 
-    show = commands.add_parser(
+    show = command(
         "show",
-        help="print a session's transcript",
-        description="The human transcript of a session (read-only; "
-        "repaired tool results are flagged).",
+        "print a session's transcript",
+        "The human transcript of a session (read-only; repaired tool results are flagged).",
     )
-    show.add_argument("root")
-    show.add_argument("id")
+    show.add_argument("root", help=_ROOT_HELP)
+    show.add_argument("id", help="the session id")
     group = show.add_mutually_exclusive_group()
     group.add_argument("--events", action="store_true", help="the raw event list")
     group.add_argument(
         "--json",
         action="store_true",
-        help="JSON lines: the header, then the events as inspect returns them",
+        help="JSON lines: the header line as stored, then the events as inspect returns them",
     )
 
-    verify = commands.add_parser(
+    verify = command(
         "verify",
-        help="check sessions without writing",
-        description="Read-only check. Exit 0 when every session is balanced, 1 when some need "
-        "recovery (interrupted or torn tail), 2 when any is corrupt or "
-        "unsupported.",
+        "check sessions without writing",
+        "Read-only check of the named sessions, or of every entry of the store.",
     )
-    verify.add_argument("root")
-    verify.add_argument("ids", nargs="*", metavar="ID")
+    verify.add_argument("root", help=_ROOT_HELP)
+    verify.add_argument("ids", nargs="*", metavar="ID", help="sessions to check (default: all)")
+    verify.add_argument("--json", action="store_true", help="one JSON object per session")
 
-    recover = commands.add_parser(
+    recover = command(
         "recover",
-        help="durably repair interrupted or torn sessions",
-        description="Close every interrupted turn and cut every torn tail (a cold load of each "
-        "such session). Idempotent. Exit 2 if corrupt or unsupported logs remain.",
+        "durably repair interrupted or torn sessions",
+        "Close every interrupted turn and cut every torn tail (a cold load of each such "
+        "session); sessions a live writer holds are skipped. Idempotent.",
     )
-    recover.add_argument("root")
-    recover.add_argument("ids", nargs="*", metavar="ID")
+    recover.add_argument("root", help=_ROOT_HELP)
+    recover.add_argument("ids", nargs="*", metavar="ID", help="sessions to repair (default: all)")
+    recover.add_argument("--json", action="store_true", help="one JSON object per session")
 
-    export = commands.add_parser(
+    export = command(
         "export",
-        help="print a session's history as a provider request",
-        description="The derived message history in a provider's request shape, after "
-        "checking that every tool call has exactly one result.",
+        "print a session's history as a provider request",
+        "The derived message history in a provider's request shape, after checking that "
+        "every tool call has exactly one result.",
     )
-    export.add_argument("root")
-    export.add_argument("id")
+    export.add_argument("root", help=_ROOT_HELP)
+    export.add_argument("id", help="the session id")
     export.add_argument("--format", required=True, choices=["openai", "anthropic"])
+    export.add_argument("--json", action="store_true", help="one compact JSON line")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code."""
+    """Entry point; returns the process exit code (the table in ``agent_session.exits``)."""
+    _tolerate_any_stdout_encoding()
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -151,17 +181,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return asyncio.run(_dispatch(args))
-    except (UserError, SessionError, OSError, ValueError) as e:
+    except KeyboardInterrupt:
+        print("agent-session: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        return _stdout_closed()
+    except (UserError, OSError, ValueError) as e:
         if args.debug:
             raise
         print(f"agent-session: error: {e}", file=sys.stderr)
         return _exit_code(e)
-    except KeyboardInterrupt:
-        return 130
+    except Exception as e:
+        from session import SessionError
+
+        if args.debug or not isinstance(e, SessionError):
+            raise
+        print(f"agent-session: error: {e}", file=sys.stderr)
+        return _exit_code(e)
+
+
+def _tolerate_any_stdout_encoding() -> None:
+    """Print what the terminal's encoding cannot show as escapes instead of failing (an
+    em dash on a latin-1 terminal)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, __import__("io").TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``| head``): end quietly, as a command killed by
+    SIGPIPE does, without Python's complaint when it flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return STDOUT_CLOSED
 
 
 def _exit_code(error: Exception) -> int:
     """The code of the table in ``agent_session.exits`` for an error that ends a command."""
+    from session import SessionError, SessionNotFoundError
+
     if isinstance(error, UserError):
         return error.code
     if isinstance(error, SessionNotFoundError):
@@ -174,11 +233,12 @@ def _exit_code(error: Exception) -> int:
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
+    from agent_session import commands
+    from agent_session.recover import recover
+
     if args.command == "demo":
         from agent_session.demo import run_demo
 
-        if args.turns < 1:
-            raise UserError("--turns must be at least 1")
         return await run_demo(
             sys.stdout,
             root=args.root,
@@ -188,174 +248,19 @@ async def _dispatch(args: argparse.Namespace) -> int:
             recover=not args.no_recover,
             as_json=args.json,
         )
-    handlers = {"ls": _ls, "show": _show, "verify": _verify, "recover": _recover, "export": _export}
+    if args.command == "recover":
+        store = commands.backend(args.root)
+        try:
+            return await recover(store, commands.targets(args), as_json=args.json)
+        finally:
+            await store.aclose()
+    handlers = {
+        "ls": commands.ls,
+        "show": commands.show,
+        "verify": commands.verify,
+        "export": commands.export,
+    }
     return await handlers[args.command](args)
-
-
-MAX_LOG_BYTES_ENV = "AGENT_SESSION_MAX_LOG_BYTES"
-"""Environment variable: the largest log the commands read into memory (bytes)."""
-
-
-def _max_log_bytes() -> int:
-    from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
-
-    limit = os.environ.get(MAX_LOG_BYTES_ENV, "")
-    try:
-        return int(limit) if limit else DEFAULT_MAX_LOG_BYTES
-    except ValueError:
-        raise UserError(f"{MAX_LOG_BYTES_ENV} must be a number of bytes, not {limit!r}") from None
-
-
-def _backend(root: str) -> JsonlPersistence:
-    from persistence_jsonl import JsonlPersistence
-
-    return JsonlPersistence(_root(root), max_log_bytes=_max_log_bytes())
-
-
-def _created(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-async def _ls(args: argparse.Namespace) -> int:
-    from agent_session.inventory import rows
-
-    found = False
-    table: list[list[str]] = []
-    for row in rows(_root(args.root), _max_log_bytes()):
-        found = True
-        if args.json:
-            print(json.dumps(row.to_json(), ensure_ascii=False))
-            continue
-        table.append(
-            [
-                row.id,
-                row.cwd or "-",
-                _created(row.created_at),
-                str(row.events),
-                row.state,
-                str(row.size),
-                ", ".join(row.flags),
-            ]
-        )
-    if not args.json:
-        if not found:
-            print("no sessions")
-            return 0
-        header = ["ID", "CWD", "CREATED (UTC)", "EVENTS", "LAST TURN", "BYTES", "FLAGS"]
-        widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
-        for line in [header, *table]:
-            print(
-                "  ".join(
-                    cell.ljust(width) for cell, width in zip(line, widths, strict=True)
-                ).rstrip()
-            )
-    return 0
-
-
-async def _inspect(root: str, id: str) -> Examination:
-    """What ``examine`` says of a session (raises :class:`NotFound`)."""
-    try:
-        return await _backend(root).examine(id)
-    except SessionNotFoundError:
-        raise NotFound(f'no session "{id}" in {root}') from None
-
-
-async def _show(args: argparse.Namespace) -> int:
-    from agent_session.transcript import render
-
-    examined = await _inspect(args.root, args.id)
-    stored, inspected = examined.stored_events, examined.session
-    if args.json:
-        print(json.dumps(inspected.header.to_json(), ensure_ascii=False))
-        for event in inspected.events:
-            print(event.encode().decode())
-        return 0
-    if args.events:
-        for event in inspected.events:
-            print(event.encode().decode())
-        return 0
-    pending = stored if len(inspected.events) > stored else None
-    if pending is not None and examined.writer_elsewhere:
-        print(render(inspected.events[:stored]))
-        print(f"\n(session {args.id} is open: its last turn is still running in a live writer)")
-        return 0
-    print(render(inspected.events, pending_from=pending))
-    if pending is not None:
-        print(
-            f"\n(session {args.id} is interrupted: the closers above are not on disk yet; "
-            f"run `agent-session recover {args.root} {args.id}`)"
-        )
-    return 0
-
-
-async def _targets(args: argparse.Namespace) -> list[tuple[str, Verdict | None]]:
-    """``(id, verdict)`` pairs: the named ids, or every session of the store with the
-    ``(status, detail)`` the listing already found for a corrupt or unsupported one."""
-    from agent_session.inventory import rows
-
-    if args.ids:
-        return [(id, None) for id in args.ids]
-    out: list[tuple[str, Verdict | None]] = []
-    for row in rows(_root(args.root), _max_log_bytes()):
-        bad = next((f for f in row.flags if f in ("corrupt", "unsupported")), None)
-        out.append((row.id, (bad, row.problem or "") if bad else None))
-    return out
-
-
-async def _verify(args: argparse.Namespace) -> int:
-    from agent_session.inventory import status_of
-
-    backend = _backend(args.root)
-    worst = 0
-    counts: dict[str, int] = {}
-    for id, found in await _targets(args):
-        status, detail = found or await status_of(backend, id)
-        counts[status] = counts.get(status, 0) + 1
-        print(f"{id}: {status} — {detail}")
-        worst = max(worst, STATUS_CODES.get(status, CORRUPT))
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    print(f"verified {sum(counts.values())} session(s): {summary or 'none'}")
-    return worst
-
-
-async def _recover(args: argparse.Namespace) -> int:
-    from agent_session.recover import recover
-
-    backend = _backend(args.root)
-    try:
-        return await recover(backend, await _targets(args))
-    finally:
-        await backend.aclose()
-
-
-async def _export(args: argparse.Namespace) -> int:
-    from agent_session.export import TranscriptError, check_transcript, to_anthropic, to_openai
-
-    examined = await _inspect(args.root, args.id)
-    stored, inspected = examined.stored_events, examined.session
-    if len(inspected.events) > stored:
-        print(
-            f"agent-session: note: session {args.id} is interrupted; exporting it with its "
-            "in-memory repair (run `agent-session recover` to make the repair durable)",
-            file=sys.stderr,
-        )
-    session = Session.create(args.id, seed=inspected.events)
-    messages = session.derive_messages()
-    headers = [e for e in inspected.events if e.type == REQUEST_HEADER]
-    system = headers[-1].data["header"].get("system") if headers else None
-    try:
-        check_transcript(messages)
-    except TranscriptError as e:
-        print(f"agent-session: error: {args.id} cannot be exported: {e}", file=sys.stderr)
-        return CORRUPT
-    if args.format == "openai":
-        print(json.dumps({"messages": to_openai(messages, system)}, ensure_ascii=False, indent=2))
-    else:
-        print(json.dumps(to_anthropic(messages, system), ensure_ascii=False, indent=2))
-    return 0
 
 
 if __name__ == "__main__":

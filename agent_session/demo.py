@@ -13,10 +13,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import uuid
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 from agent_loop.scripted import ScriptedCall, ScriptedStep
+from agent_session.exits import CORRUPT, INTERRUPTED, IO_ERROR, UserError
+from agent_session.output import Progress
 from agent_session.stack import MODEL, SYSTEM, open_stack
 from agent_session.transcript import render
 from persistence_jsonl import JsonlPersistence
@@ -26,7 +30,10 @@ from session.events.turns import brackets, next_turn_number
 from session.events.types import TOOL_RESULT
 from session.persistence.coordinator import Examination
 
-__all__ = ["CRASH_MODES", "run_demo"]
+__all__ = ["CHILD_TIMEOUT_S", "CRASH_MODES", "run_demo"]
+
+CHILD_TIMEOUT_S = 300
+"""How long the agent child may run before the demo gives up on it."""
 
 CRASH_MODES = {
     "none": "no crash",
@@ -67,8 +74,9 @@ async def run_demo(
 ) -> int:
     """Run the demo; return the exit code."""
     root = os.path.abspath(root)
-    session_id = session_id or f"demo-{uuid.uuid4().hex[:8]}"
-    say = _Narrator(out, as_json, {"root": root, "session_id": session_id, "crash": crash})
+    if session_id is None:
+        session_id = f"demo-{uuid.uuid4().hex[:8]}"
+    say = _Narrator(out, as_json, {"root": root, "sessionId": session_id, "crash": crash})
     if await JsonlPersistence(root).storage.revision(session_id) is not None:
         raise ValueError(
             f'session "{session_id}" already exists in {root}; pick another --session-id or --root'
@@ -83,8 +91,15 @@ async def run_demo(
         "request, before every tool body and after every step."
     )
     say()
-    if not _run_child(say, root, session_id, crash, turns):
-        return 2
+    try:
+        _run_child(say, root, session_id, crash, turns)
+    except KeyboardInterrupt:
+        print(
+            f"agent-session: interrupted; the agent child was stopped and session "
+            f"{session_id!r} is left as it was (check it with: agent-session verify {root})",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
     backend = JsonlPersistence(root)
     examined = await backend.examine(session_id)
     _show_disk(say, examined)
@@ -96,45 +111,119 @@ async def run_demo(
     await backend.load(session_id)  # the cold load commits the repair durably
     await backend.aclose()
     say()
-    say(
-        "3. Recovery (a cold load) appended those closers and fsynced the log. Nothing that "
-        "was durable was changed."
-    )
+    if examined.closers or examined.torn_tail:
+        say(
+            "3. Recovery (a cold load) appended those closers and fsynced the log. Nothing "
+            "that was durable was changed."
+        )
+    else:
+        say("3. Nothing to recover: a cold load found every turn closed and wrote nothing.")
     await _resume(say, root, session_id, examined)
     return say.done()
 
 
-def _run_child(say: _Narrator, root: str, session_id: str, crash: str, turns: int) -> bool:
-    """Run the agent in a child process that is SIGKILLed at the ``crash`` point; tell what
-    it did. ``False`` when it was not killed as expected."""
-    child = [sys.executable, "-m", "agent_session.child", root, session_id]
-    child += ["--mode", crash, "--turns", str(turns - 1)]
-    result = subprocess.run(child, capture_output=True, text=True, timeout=300, check=False)
-    durable = [
-        int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("durable ")
-    ]
-    killed = result.returncode == -signal.SIGKILL
+def _run_child(say: _Narrator, root: str, session_id: str, crash: str, turns: int) -> None:
+    """Run the agent in a child process that is SIGKILLed at the ``crash`` point, with a
+    progress line on a terminal; tell what it did. Raises :class:`UserError` with the
+    child's own error when it failed otherwise, and ``KeyboardInterrupt`` (the child
+    stopped) on Ctrl-C."""
+    durable = _checkpoints(say, root, session_id, crash, turns)
+    killed = durable.returncode == -signal.SIGKILL
     report = say.report
     report.update(
-        killed=killed, checkpoints=len(durable), durable_events=durable[-1] if durable else 0
+        killed=killed,
+        checkpoints=len(durable.counts),
+        durableEvents=durable.counts[-1] if durable.counts else 0,
     )
-    if crash != "none" and not killed:
-        print(
-            f"agent-session: error: the child was expected to be killed but exited with "
-            f"{result.returncode}: {result.stderr.strip()[-500:]}",
-            file=sys.stderr,
-        )
-        return False
+    if not killed and (durable.returncode != 0 or crash != "none"):
+        failed = f"the agent child failed (exit {durable.returncode}): {durable.cause}"
+        raise UserError(failed, code=IO_ERROR if "Error: [Errno" in durable.cause else CORRUPT)
     if killed:
         say(f"1. The agent process ran turn(s) 1..{turns - 1} and started turn {turns}.")
         say(f"   It was killed with SIGKILL {CRASH_MODES[crash]}.")
         say(
-            f"   Before dying it had passed {len(durable)} checkpoints; the last one made "
-            f"{report['durable_events']} events durable."
+            f"   Before dying it had passed {len(durable.counts)} checkpoints; the last one "
+            f"made {report['durableEvents']} events durable."
         )
     else:
-        say(f"1. The agent process ran {turns} turn(s) to completion ({len(durable)} checkpoints).")
-    return True
+        say(
+            f"1. The agent process ran {turns} turn(s) to completion "
+            f"({len(durable.counts)} checkpoints)."
+        )
+
+
+class _ChildRun:
+    """What the agent child reported: the event count after every checkpoint, its exit
+    status and (when it failed) the last line of its error output."""
+
+    def __init__(self) -> None:
+        self.counts: list[int] = []
+        self.returncode = 0
+        self.cause = ""
+
+
+def _checkpoints(say: _Narrator, root: str, session_id: str, crash: str, turns: int) -> _ChildRun:
+    with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: it never fills up
+        run = _watch_child(say, root, session_id, crash, turns, errors)
+        errors.seek(0)
+        run.cause = _cause(errors.read()) or f"exit status {run.returncode}"
+    return run
+
+
+def _cause(stderr: str) -> str:
+    """The exception line of the last traceback in ``stderr`` (``OSError: [Errno ...]``),
+    else its last line."""
+    lines = stderr.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    if starts:
+        after = lines[starts[-1] + 1 :]
+        found = next((line for line in after if line and not line[0].isspace()), None)
+        if found is not None:
+            return found.strip()
+    rest = [line.strip() for line in lines if line.strip()]
+    return rest[-1] if rest else ""
+
+
+def _watch_child(
+    say: _Narrator, root: str, session_id: str, crash: str, turns: int, errors: IO[str]
+) -> _ChildRun:
+    command = [sys.executable, "-m", "agent_session.child", root, session_id]
+    command += ["--mode", crash, "--turns", str(turns - 1)]
+    run = _ChildRun()
+    progress = Progress(turns, "turns run", threshold=5 if not say.as_json else 1 << 30)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1)
+    stopped: list[str] = []
+
+    def stop(why: str) -> None:
+        stopped.append(why)
+        child.kill()
+
+    timer = threading.Timer(CHILD_TIMEOUT_S, stop, ["timeout"])
+    previous = signal.signal(signal.SIGINT, lambda *_: stop("interrupt"))
+    timer.start()
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("durable "):
+                run.counts.append(int(line.split()[1]))
+            elif line.startswith("turn "):
+                progress.step(int(line.split()[1]))
+        run.returncode = child.wait()
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+        child.kill()  # a no-op once it ended
+        child.wait()
+        progress.clear()
+    if "interrupt" in stopped or run.returncode == -signal.SIGINT:
+        raise KeyboardInterrupt
+    if stopped:
+        raise UserError(
+            f"the agent child did not finish within {CHILD_TIMEOUT_S} s and was stopped; "
+            f"session {session_id!r} is left as it was (check it with: agent-session verify "
+            f"{root})"
+        )
+    return run
 
 
 def _show_disk(say: _Narrator, examined: Examination) -> None:
@@ -142,8 +231,8 @@ def _show_disk(say: _Narrator, examined: Examination) -> None:
     inspected, stored_events = examined.session, examined.stored_events
     closers = inspected.events[stored_events:]
     say.report.update(
-        stored_events=stored_events,
-        torn_tail=examined.torn_tail,
+        storedEvents=stored_events,
+        tornTail=examined.torn_tail,
         closers=[c.to_json() for c in closers],
     )
     say()
@@ -186,11 +275,11 @@ async def _resume(say: _Narrator, root: str, session_id: str, examined: Examinat
         "Please check whether the interrupted write happened, then continue."
     )
     await stack.close()
-    say.report.update(resumed_turn=next_turn, resumed_reason=reason, events=len(session.events))
-    say(
-        f"4. Resumed the session and ran turn {next_turn}: {reason['kind']}. The model saw the "
-        "repaired results and was told not to retry blindly."
+    say.report.update(resumedTurn=next_turn, resumedReason=reason, events=len(session.events))
+    repaired = (
+        " The model saw the repaired results and was told not to retry blindly." if closers else ""
     )
+    say(f"4. Resumed the session and ran turn {next_turn}: {reason['kind']}.{repaired}")
     say()
     say("Transcript:")
     say(render(session.events))

@@ -19,12 +19,21 @@ from session import (
 )
 from session.events.header import version_problem
 
-__all__ = ["SessionRow", "Status", "Verdict", "rows", "status_of", "transcript_problem"]
+__all__ = [
+    "PROBLEM_FLAGS",
+    "SessionRow",
+    "Status",
+    "Verdict",
+    "rows",
+    "status_of",
+    "transcript_problem",
+]
 
 Status = str
 """``balanced``, ``interrupted``, ``torn tail``, ``invalid`` (balanced, but not a history a
 provider accepts), ``open`` (its last turn is running in a live writer), ``corrupt``,
-``unsupported`` or ``not found``."""
+``unsupported``, ``unreadable`` (the operating system refused to read it) or ``not
+found``."""
 
 
 @dataclass
@@ -41,12 +50,16 @@ class SessionRow:
     size: int
     path: str
     flags: list[str] = field(default_factory=list)
-    """``torn tail``, ``corrupt``, ``unsupported``."""
+    """``torn tail``, ``corrupt``, ``unsupported``, ``unreadable`` (the operating system
+    refused to read it)."""
     problem: str | None = None
-    """The error message for a corrupt or unsupported log."""
+    """The error message for a corrupt, unsupported or unreadable entry."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The row with the wire format's camelCase keys (``createdAt``)."""
+        row = asdict(self)
+        row["createdAt"] = row.pop("created_at")
+        return row
 
 
 _TURN_STATES: Final[dict[str | None, str]] = {None: "-", "start": "interrupted", "end": "complete"}
@@ -61,11 +74,7 @@ def rows(root: str, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[Sess
     for found in survey(root, max_log_bytes=max_log_bytes):
         summary, path, size = found.summary, found.path, found.size
         if summary is None:
-            flag = (
-                "unsupported"
-                if isinstance(found.error, SessionFormatUnsupportedError)
-                else "corrupt"
-            )
+            flag = _problem_flag(found.error)
             yield SessionRow(
                 found.fallback_id, None, None, 0, "-", size, path, [flag], str(found.error)
             )
@@ -91,6 +100,19 @@ def rows(root: str, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[Sess
         )
 
 
+def _problem_flag(error: BaseException | None) -> str:
+    """The flag of an entry that is not a readable session."""
+    if isinstance(error, SessionFormatUnsupportedError):
+        return "unsupported"
+    if isinstance(error, OSError):
+        return "unreadable"
+    return "corrupt"
+
+
+PROBLEM_FLAGS: Final = ("corrupt", "unsupported", "unreadable")
+"""The flags of a row that is not a readable session (its ``problem`` says why)."""
+
+
 Verdict = tuple[Status, str]
 """A session's status and its detail line."""
 
@@ -106,6 +128,8 @@ async def status_of(backend: JsonlPersistence, id: str) -> Verdict:
         return "unsupported", str(e)
     except SessionPersistenceCorruptionError as e:
         return "corrupt", str(e)
+    except OSError as e:
+        return "unreadable", str(e)
     count, closers = examined.stored_events, examined.closers
     if closers and examined.writer_elsewhere:
         return "open", f"{count} events; the last turn is still running in a live writer"

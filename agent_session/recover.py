@@ -3,70 +3,88 @@ live writer holds, and say what it cannot repair."""
 
 from __future__ import annotations
 
-import sys
+from dataclasses import dataclass
 
-from agent_session.exits import CORRUPT, STATUS_CODES
+from agent_session.exits import CORRUPT, IO_ERROR, OK, STATUS_CODES
 from agent_session.inventory import Verdict, status_of, transcript_problem
+from agent_session.output import Progress, json_line
 from persistence_jsonl import JsonlPersistence
 from recovery import answers
-from session import SessionCollisionError
+from session import SessionCollisionError, SessionError
 
-__all__ = ["recover"]
+__all__ = ["Outcome", "recover"]
 
 
-async def recover(backend: JsonlPersistence, targets: list[tuple[str, Verdict | None]]) -> int:
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What ``recover`` did with one session."""
+
+    action: str
+    """``repaired``, ``intact``, ``skipped`` (a live writer holds it) or ``not repaired`` (it
+    cannot be: corrupt, unsupported, unreadable, not found, or invalid beyond what appending
+    can fix; left untouched)."""
+    status: str
+    """The session's status before (see ``agent_session.inventory.Status``)."""
+    detail: str
+    """What was appended, why it was skipped, or why it cannot be repaired."""
+    code: int = OK
+    """The exit code it contributes."""
+
+
+async def recover(
+    backend: JsonlPersistence, targets: list[tuple[str, Verdict | None]], *, as_json: bool
+) -> int:
     """Repair each ``(id, verdict)`` target (a verdict the listing found skips the
-    examination), print a line per session that is not intact and a summary; the exit code
-    (the highest among the sessions left unrepaired)."""
-    progress = sys.stderr.isatty() and len(targets) > 20
-    repaired = intact = broken = skipped = worst = 0
+    examination); print a line per session that is not intact (every session, as JSON
+    lines, with ``as_json``) and a summary. A failure on one session (a permission error
+    while appending, say) is reported for it, and the run goes on. Returns the highest exit
+    code among the sessions left unrepaired."""
+    progress = Progress(len(targets), "recovered")
+    counts = dict.fromkeys(("repaired", "intact", "skipped", "not repaired"), 0)
+    worst = OK
     for index, (id, found) in enumerate(targets, start=1):
-        if progress:
-            done = int(30 * index / len(targets))
-            print(
-                f"\r[{'#' * done}{'.' * (30 - done)}] {index}/{len(targets)}",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
-        status, detail = found or await status_of(backend, id)
-        if status == "open":  # a live writer runs its last turn: nothing to repair
-            skipped += 1
-            print(f"{id}: skipped (live): {detail}")
-            continue
-        if status in ("interrupted", "torn tail"):
-            before = len(await backend.read_from(id, 0))
-            try:
-                loaded = await backend.load(id)
-            except SessionCollisionError as e:  # a live writer took it meanwhile
-                skipped += 1
-                print(f"{id}: skipped (live): {e}")
-                continue
-            repaired += 1
-            print(
-                f"{id}: repaired ({status}): {len(loaded.events) - before} closer(s) "
-                "appended" + (", torn tail cut" if "torn" in detail else "")
-            )
-        elif status == "invalid" and await _answer_calls(backend, id):
-            repaired += 1
-            print(f"{id}: repaired (invalid): {detail.split('; ', 1)[-1]}: answered")
-        elif status == "balanced":
-            intact += 1
-        else:
-            broken += 1
-            worst = max(worst, STATUS_CODES.get(status, CORRUPT))
-            print(f"{id}: not repaired ({status}): {detail}")
-    if progress:
-        print(file=sys.stderr)
-    if repaired == 0 and broken == 0 and skipped == 0:
-        print(f"nothing to do: {intact} session(s) intact")
-    else:
-        live = f"; {skipped} skipped (live)" if skipped else ""
+        outcome = await _recover_one(backend, id, found)
+        counts[outcome.action] += 1
+        worst = max(worst, outcome.code)
+        if as_json:
+            line = {"id": id, "action": outcome.action, "status": outcome.status}
+            progress.say(json_line({**line, "detail": outcome.detail}))
+        elif outcome.action != "intact":
+            why = "live" if outcome.action == "skipped" else outcome.status
+            progress.say(f"{id}: {outcome.action} ({why}): {outcome.detail}")
+        progress.step(index)
+    progress.clear()
+    if not as_json:
         print(
-            f"recovered {repaired} session(s); {intact} already intact{live}; {broken} corrupt, "
-            "unsupported or invalid beyond repair (left untouched)"
+            f"{counts['repaired']} repaired, {counts['intact']} healthy, "
+            f"{counts['skipped']} skipped (live), {counts['not repaired']} not repaired "
+            "(left untouched)"
         )
     return worst
+
+
+async def _recover_one(backend: JsonlPersistence, id: str, found: Verdict | None) -> Outcome:
+    status, detail = found or await status_of(backend, id)
+    if status == "balanced":
+        return Outcome("intact", status, detail)
+    if status == "open":  # a live writer runs its last turn: nothing to repair
+        return Outcome("skipped", status, detail)
+    try:
+        if status in ("interrupted", "torn tail"):
+            before = len(await backend.read_from(id, 0))
+            loaded = await backend.load(id)
+            cut = ", torn tail cut" if "torn" in detail else ""
+            done = f"{len(loaded.events) - before} closer(s) appended{cut}"
+            return Outcome("repaired", status, done)
+        if status == "invalid" and await _answer_calls(backend, id):
+            return Outcome("repaired", status, f"{detail.split('; ', 1)[-1]}: answered")
+    except SessionCollisionError as e:  # a live writer took it meanwhile
+        return Outcome("skipped", "open", str(e))
+    except OSError as e:
+        return Outcome("not repaired", status, f"cannot write: {e}", IO_ERROR)
+    except SessionError as e:
+        return Outcome("not repaired", status, str(e), CORRUPT)
+    return Outcome("not repaired", status, detail, STATUS_CODES.get(status, CORRUPT))
 
 
 async def _answer_calls(backend: JsonlPersistence, id: str) -> bool:

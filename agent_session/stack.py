@@ -26,6 +26,10 @@ SYSTEM = "You are an AI agent powered by DeepSeek Harness."
 ToolHook = Callable[[str, ToolCall], Any]
 
 
+_CONTENT = {"write_file": [',"content', '":"hello"}']}
+"""The rest of a call's streamed arguments after its path (a read has none)."""
+
+
 def turn_script(
     turn: int, *, calls: tuple[str, ...] = ("read_file", "write_file")
 ) -> list[ScriptedStep]:
@@ -35,7 +39,7 @@ def turn_script(
         ScriptedCall(
             f"call-{turn}-{n + 1}",
             name,
-            ['{"path":"notes-', f'{turn}-{n + 1}.txt","content', '":"hello"}'],
+            ['{"path":"notes-', f'{turn}-{n + 1}.txt"', *_CONTENT.get(name, ["}"])],
         )
         for n, name in enumerate(calls)
     ]

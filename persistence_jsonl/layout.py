@@ -126,13 +126,20 @@ def session_dir(root: str, header: SessionHeader) -> str:
 def iter_entries(ops: FileOps, root: str) -> Iterator[str]:
     """The path of every entry of every project directory under ``root``, sorted: the one
     walk of a store root (session directories, and anything else planted there, for the
-    caller to judge). A missing root has none."""
+    caller to judge). A project directory this process cannot list is yielded itself, so
+    the caller meets the permission error when it looks inside, as for a session directory
+    it cannot enter. A missing root has none."""
     for project in ops.listdir(root):
         project_path = os.path.join(root, project)
         found = ops.stat(project_path)
         if found is None or not found.is_dir:
             continue
-        for entry in ops.listdir(project_path):
+        try:
+            entries = ops.listdir(project_path)
+        except PermissionError:
+            yield project_path
+            continue
+        for entry in entries:
             yield os.path.join(project_path, entry)
 
 

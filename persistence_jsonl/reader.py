@@ -10,7 +10,7 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from persistence_jsonl.fileio import FileOps
+from persistence_jsonl.fileio import FileOps, Stat
 from persistence_jsonl.layout import (
     LOG_NAME,
     ZSTD_LOG_NAME,
@@ -42,6 +42,22 @@ _STABLE_READ_ATTEMPTS = 100
 _FIRST_READ = 1 << 16
 
 
+def flat_artifact(path: str) -> SessionFormatUnsupportedError:
+    """The reference's refusal of a ``<project>/<id>.jsonl[.zstd]`` file."""
+    return SessionFormatUnsupportedError(
+        f'session artifact "{path}" uses the unsupported flat-file layout; use a separate '
+        "root or move it into a project/session directory before loading"
+    )
+
+
+def other_encoding(path: str) -> SessionFormatUnsupportedError:
+    """The reference's refusal of a compressed log where this backend writes plain ones."""
+    return SessionFormatUnsupportedError(
+        f'session artifact "{path}" uses .jsonl.zstd, but this backend is configured for '
+        'compression "none"; use a separate root or select the matching compression mode'
+    )
+
+
 class LogReader:
     """The read side of one store root through one :class:`FileOps`."""
 
@@ -50,49 +66,69 @@ class LogReader:
         self.ops = ops
         self.max_log_bytes = max_log_bytes
         """The largest log read into memory; a larger one is refused before any read."""
-        self._swept = False
-
-    def sweep(self) -> None:
-        """Refuse layouts this storage does not read (flat files, compressed logs), once per
-        instance."""
-        if self._swept:
-            return
-        for entry_path in iter_entries(self.ops, self.root):
-            if entry_path.endswith((".jsonl", ".jsonl.zstd")) and not self._is_dir(entry_path):
-                raise SessionFormatUnsupportedError(
-                    f'session artifact "{entry_path}" uses the unsupported flat-file layout; '
-                    "use a separate root or move it into a project/session directory "
-                    "before loading"
-                )
-            zstd = os.path.join(entry_path, ZSTD_LOG_NAME)
-            if self.ops.stat(zstd) is not None:
-                raise SessionFormatUnsupportedError(
-                    f'session artifact "{zstd}" uses .jsonl.zstd, but this backend is '
-                    'configured for compression "none"; use a separate root or select the '
-                    "matching compression mode"
-                )
-        self._swept = True
 
     def _is_dir(self, path: str) -> bool:
         found = self.ops.stat(path)
         return found is not None and found.is_dir
 
     def find(self, id: str) -> str | None:
-        """The one transcript of ``id`` across project directories, or ``None``."""
-        self.sweep()
+        """The one transcript of ``id`` across project directories, or ``None``.
+
+        Only what could be ``id``'s is looked at, so a foreign or unreadable entry elsewhere
+        in the root never affects this id (the reference refuses the whole root once it
+        sees one). Refused for this id, with the reference's messages: a flat
+        ``<project>/<id>.jsonl[.zstd]`` file, a compressed ``session.jsonl.zstd`` in its
+        directory. A session directory this process cannot enter raises the real
+        ``PermissionError`` naming that directory; a project directory it cannot enter
+        raises only when ``id`` is found nowhere else (it might be there)."""
         segment = encode_segment(id)
         found: list[str] = []
+        hidden: OSError | None = None
         for project in self.ops.listdir(self.root):
-            candidate = os.path.join(self.root, project, segment, LOG_NAME)
-            if self.ops.stat(candidate) is not None:
+            project_path = os.path.join(self.root, project)
+            try:
+                candidate = self._candidate(project_path, segment)
+            except PermissionError as e:
+                if e.filename != project_path:
+                    raise  # this id's own directory
+                hidden = hidden or e
+                continue
+            if candidate is not None:
                 self._check_confined(candidate)
                 found.append(candidate)
+        if not found and hidden is not None:
+            raise hidden
         if len(found) > 1:
             raise SessionPersistenceCorruptionError(
                 f'duplicate JSONL session id "{id}" appears in multiple project directories: '
                 + ", ".join(found)
             )
         return found[0] if found else None
+
+    def _candidate(self, project: str, segment: str) -> str | None:
+        """The log of the session directory ``segment`` in ``project`` if there is one;
+        refuses the foreign artifacts the reference refuses for that id."""
+        for suffix in (".jsonl", ".jsonl.zstd"):
+            flat = os.path.join(project, segment + suffix)
+            entry = self._stat_in(flat, project)
+            if entry is not None and not entry.is_dir:
+                raise flat_artifact(flat)
+        directory = os.path.join(project, segment)
+        if self._stat_in(directory, project) is None:
+            return None
+        zstd = os.path.join(directory, ZSTD_LOG_NAME)
+        if self._stat_in(zstd, directory) is not None:
+            raise other_encoding(zstd)
+        log = os.path.join(directory, LOG_NAME)
+        return log if self._stat_in(log, directory) is not None else None
+
+    def _stat_in(self, path: str, directory: str) -> Stat | None:
+        """``ops.stat(path)``; a permission error names ``directory``, the one that cannot be
+        entered (not a file beneath it that may not exist)."""
+        try:
+            return self.ops.stat(path)
+        except PermissionError as e:
+            raise PermissionError(e.errno, e.strerror, directory) from None
 
     def _check_confined(self, path: str) -> None:
         """Refuse a log reached through a planted link: every directory between the root and
@@ -191,8 +227,10 @@ class LogReader:
         return None if not first else first[: first.index(b"\n")]
 
     def snapshots(self) -> list[SessionSnapshot]:
-        """Every materialized session's header and revision (unreadable headers skipped)."""
-        self.sweep()
+        """Every materialized session's header and revision. What is not a session is
+        skipped, as the reference skips unreadable headers: a file or link planted beside
+        the session directories, a directory this process cannot enter, a log that is not a
+        regular file. Operator tools see those through :func:`survey`."""
         snapshots: list[SessionSnapshot] = []
         seen: dict[str, str] = {}
         for entry_path in iter_entries(self.ops, self.root):
@@ -201,8 +239,8 @@ class LogReader:
             path = os.path.join(entry_path, LOG_NAME)
             try:
                 line = self.first_line(path)
-            except SessionStoreEntryError:
-                continue  # a FIFO or link where the log belongs: unreadable, like a bad header
+            except (SessionStoreEntryError, PermissionError):
+                continue  # a FIFO or link where the log belongs, or no access: unreadable
             if line is None:
                 continue
             try:
@@ -254,9 +292,10 @@ class Surveyed:
     summary: LogSummary | None
     """The header, event count, last turn bracket and torn tail (a header of any version),
     or ``None`` when unreadable."""
-    error: SessionError | None
-    """Why it is unreadable: a corruption, an unsupported format, or an entry that is not a
-    directory or not a regular file."""
+    error: SessionError | OSError | None
+    """Why it is not a readable session: a corruption, an unsupported format, an entry that
+    is not a directory or not a regular file, or the operating system's refusal to read it
+    (a ``PermissionError`` naming the entry)."""
     writer_active: bool
     """Whether a live writer (any process) holds its writer lock now."""
 
@@ -273,39 +312,60 @@ def survey(
 ) -> Iterator[Surveyed]:
     """Every session directory under ``root`` and anything planted beside them, one at a
     time, in memory bounded by :data:`~persistence_jsonl.scan.MAX_SUMMARY_LINE` whatever the
-    logs' sizes, without writing, following a link, opening a FIFO or taking any lock. An
-    unreadable entry is reported, not raised; so is a log over ``max_log_bytes``, which a
-    load would refuse (it is not read). A directory without a log (a session that never
-    wrote) is not listed."""
-    ops = ops or FileOps()
-    held = held_locks(ops)
-    for entry in iter_entries(ops, root):
-        fallback = os.path.basename(entry)
-        found = ops.stat(entry)
-        if found is None:
-            continue  # removed while listing
-        if not found.is_dir:
-            problem = f'"{entry}" is {found.kind_name}, not a session directory'
-            yield Surveyed(
-                entry, fallback, found.size, None, SessionStoreEntryError(problem), False
-            )
-            continue
-        path = os.path.join(entry, LOG_NAME)
-        log = ops.stat(path)
-        if log is None:
-            continue
-        if not log.is_file:
-            refused = SessionStoreEntryError(f'"{path}" is {log.kind_name}, not a regular file')
-            yield Surveyed(path, fallback, log.size, None, refused, False)
-            continue
-        summary: LogSummary | None = None
-        error: SessionError | None = None
+    logs' sizes, without writing, following a link, opening a FIFO or taking any lock.
+
+    Nothing is skipped silently: an entry that is not a session (a flat or compressed log
+    the reference refuses, a file, a link, a log that is not a regular file, a log whose
+    header names another directory, as a copied session directory's does), one this
+    process cannot read, and a log over ``max_log_bytes`` (which a load would refuse; it is
+    not read) are each reported with the reason, not raised. A directory without any log
+    (a session that never wrote) is not listed."""
+    reader = LogReader(root, ops or FileOps(), max_log_bytes)
+    held = held_locks(reader.ops)
+    for entry in iter_entries(reader.ops, root):
         try:
-            if log.size > max_log_bytes:
-                raise _too_large(path, log.size, max_log_bytes)
-            summary = summarize_log(ops.read_chunks(path, log.size), path)
-        except SessionError as e:
-            error = e
-        active = summary is not None and writer_active(ops, entry, held)
-        size = summary.size if summary is not None else log.size
-        yield Surveyed(path, fallback, size, summary, error, active)
+            found = _survey_entry(reader, entry, held)
+        except PermissionError as e:
+            found = _refused(entry, 0, PermissionError(e.errno, e.strerror, entry))
+        if found is not None:
+            yield found
+
+
+def _refused(path: str, size: int, error: SessionError | OSError) -> Surveyed:
+    fallback = os.path.basename(os.path.dirname(path) if path.endswith(LOG_NAME) else path)
+    return Surveyed(path, fallback, size, None, error, False)
+
+
+def _survey_entry(
+    reader: LogReader, entry: str, held: set[tuple[int, int, int]] | None
+) -> Surveyed | None:
+    """What ``entry`` (a path in a project directory) is; permission errors propagate."""
+    ops = reader.ops
+    found = ops.stat(entry)
+    if found is None:
+        return None  # removed while listing
+    if not found.is_dir:
+        if entry.endswith((".jsonl", ".jsonl.zstd")):
+            return _refused(entry, found.size, flat_artifact(entry))
+        problem = f'"{entry}" is {found.kind_name}, not a session directory'
+        return _refused(entry, found.size, SessionStoreEntryError(problem))
+    zstd = os.path.join(entry, ZSTD_LOG_NAME)
+    compressed = ops.stat(zstd)
+    if compressed is not None:
+        return _refused(zstd, compressed.size, other_encoding(zstd))
+    path = os.path.join(entry, LOG_NAME)
+    log = ops.stat(path)
+    if log is None:
+        return None
+    if not log.is_file:
+        refused = SessionStoreEntryError(f'"{path}" is {log.kind_name}, not a regular file')
+        return _refused(path, log.size, refused)
+    try:
+        if log.size > reader.max_log_bytes:
+            raise _too_large(path, log.size, reader.max_log_bytes)
+        summary = summarize_log(ops.read_chunks(path, log.size), path)
+        reader.check_identity(path, summary.header, None)
+    except (SessionError, OSError) as e:
+        return _refused(path, log.size, e)
+    active = writer_active(ops, entry, held)
+    return Surveyed(path, os.path.basename(entry), summary.size, summary, None, active)

@@ -90,7 +90,7 @@ class _Scanner:
         self.count = 0
         self.committed = committed
         self.last_bracket: Literal["start", "end"] | None = None
-        self.line_number = 0
+        self.line_number = 1  # as an editor counts: the header is line 1
         self.defect: SessionPersistenceCorruptionError | None = None
 
     def feed(self, line: bytes | None, end: int) -> None:

@@ -73,7 +73,9 @@ def test_demo_crash_verify_recover_verify(tmp_path: Path) -> None:
     recover = cli("recover", str(root))
     assert "s1: repaired (interrupted): 3 closer(s) appended" in recover.stdout
     again = cli("recover", str(root))
-    assert again.stdout.strip() == "nothing to do: 1 session(s) intact"
+    assert again.stdout.strip() == (
+        "0 repaired, 1 healthy, 0 skipped (live), 0 not repaired (left untouched)"
+    )
     assert "s1: balanced" in cli("verify", str(root)).stdout
 
 
@@ -84,7 +86,8 @@ def test_demo_tells_the_story_and_resumes(tmp_path: Path, mode: str) -> None:
     )
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["killed"] is (mode != "none")
-    assert report["resumed_reason"] == {"kind": "completed"}
+    assert report["resumedReason"] == {"kind": "completed"}
+    assert {"sessionId", "durableEvents", "storedEvents", "tornTail"} <= report.keys()
     if mode in ("tool", "parallel-tool"):
         codes = [
             c["data"]["error"]["code"] for c in report["closers"] if c["type"] == "tool/result"
@@ -112,7 +115,12 @@ def test_ls_rows_flags_and_json(tmp_path: Path) -> None:
     log = root / "_no-cwd" / "clean" / "session.jsonl"
     with open(log, "ab") as f:
         f.write(b'{"type":"turn/sta')  # a torn tail
-    table = cli("ls", str(root)).stdout.splitlines()
+    # Problem entries are listed after the table with their reason, and exit 2.
+    listing, problems = cli("ls", str(root), check_rc=2).stdout.split("\n\n")
+    table = listing.splitlines()
+    assert problems.splitlines()[0] == "2 problem entries:"
+    assert "junk: corrupt — corrupt session log" in problems
+    assert "future: unsupported — " in problems
     assert table[0].split()[:2] == ["ID", "CWD"]
     rows = {line.split()[0]: line for line in table[1:]}
     assert "interrupted" in rows["s1"]
@@ -120,8 +128,19 @@ def test_ls_rows_flags_and_json(tmp_path: Path) -> None:
     assert "torn tail" in rows["clean"]
     assert "corrupt" in rows["junk"]
     assert "unsupported" in rows["future"]
-    lines = [json.loads(x) for x in cli("ls", str(root), "--json").stdout.splitlines()]
+    lines = [json.loads(x) for x in cli("ls", str(root), "--json", check_rc=2).stdout.splitlines()]
     by_id = {row["id"]: row for row in lines}
+    assert set(by_id["s1"]) == {
+        "id",
+        "cwd",
+        "createdAt",
+        "events",
+        "state",
+        "size",
+        "path",
+        "flags",
+        "problem",
+    }  # camelCase, as the wire format
     assert by_id["s1"]["state"] == "interrupted"
     assert by_id["clean"]["flags"] == ["torn tail"]
     assert by_id["s1"]["events"] > 20
@@ -164,7 +183,8 @@ def test_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
     )
     log.write_bytes(b"".join(lines))
     corrupt = cli("show", str(root), "s1", check_rc=2)
-    assert "unparsable committed event at line 5" in corrupt.stderr
+    # Line numbers count as an editor does, the header being line 1: lines[5] is line 6.
+    assert "unparsable committed event at line 6" in corrupt.stderr
     assert "Traceback" not in corrupt.stderr
     assert "Traceback" in cli("--debug", "show", str(root), "s1", check_rc=None).stderr
     assert cli("frobnicate", check_rc=4).stderr.count("invalid choice") == 1

@@ -70,7 +70,7 @@ def test_verify_and_ls_report_every_planted_entry_and_exit_2(tmp_path: Path) -> 
         assert kind in lines[name], out
     assert out.splitlines()[-1] == "verified 4 session(s): 1 balanced, 3 corrupt", out
     code, out, err, _ = run("ls", str(root), "--json")
-    assert code == 0, err
+    assert code == 2, err  # problem entries listed, and the exit says so
     listed = {json.loads(line)["id"]: json.loads(line)["flags"] for line in out.splitlines()}
     assert listed == {"good": [], "fifo": ["corrupt"], "dir": ["corrupt"], "link": ["corrupt"]}
 
@@ -101,7 +101,7 @@ def test_a_huge_sparse_log_is_refused_without_reading_it(tmp_path: Path) -> None
     assert code == 2, (out, err)
     assert "more than max_log_bytes" in out, out
     code, out, err, rss = run("ls", str(root))
-    assert code == 0, err
+    assert code == 2, err
     assert "good" in out, out
     assert rss < 300, f"ls peaked at {rss} MiB"
 

@@ -95,7 +95,7 @@ def test_recover_answers_the_unanswered_call_and_the_history_exports(tmp_path: P
     tool = [m for m in exported["messages"] if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool] == ["c1"]
     assert "outcome is unknown" in tool[0]["content"]
-    assert cli("recover", str(tmp_path)).stdout.startswith("nothing to do"), out
+    assert cli("recover", str(tmp_path)).stdout.startswith("0 repaired, 1 healthy"), out
 
 
 @pytest.mark.parametrize("case", ["twice", "orphan", "foreign"])

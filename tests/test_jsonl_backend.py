@@ -292,14 +292,14 @@ def test_case_54_56_57_58_defects_before_and_after_turn_end() -> None:
     assert [e["seq"] for e in tolerated.events] == [0]
     assert tolerated.torn
     with pytest.raises(
-        SessionPersistenceCorruptionError, match=r'unparsable committed event at line 2 in "p"'
+        SessionPersistenceCorruptionError, match=r'unparsable committed event at line 3 in "p"'
     ):
         scan_log(HEADER + start + b"{not json\n" + gap_end, "p")
     with pytest.raises(SessionPersistenceCorruptionError, match="unparsable committed event"):
         scan_log(HEADER + b"{not json\n" + gap_end, "p")
     with pytest.raises(
         SessionPersistenceCorruptionError,
-        match=r"seq gap in committed region at line 1 \(expected 0, got 1\)",
+        match=r"seq gap in committed region at line 2 \(expected 0, got 1\)",
     ):
         scan_log(HEADER + line("turn/end", 1), "p")
     assert [e["seq"] for e in scan_log(HEADER + start + line("step/start", 2), "p").events] == [0]
@@ -476,16 +476,32 @@ async def test_case_30_31_duplicates_and_flat_or_compressed_layouts(tmp_path: Pa
         await one.load("d")
     with pytest.raises(SessionPersistenceCorruptionError, match="multiple project directories"):
         await one.list_headers()
-    flat = tmp_path / "flat"
-    (flat / "_no-cwd").mkdir(parents=True)
-    (flat / "_no-cwd" / "old.jsonl").write_bytes(HEADER)
-    with pytest.raises(SessionFormatUnsupportedError, match="flat-file layout"):
-        await JsonlPersistence(flat).list_headers()
-    zstd = tmp_path / "zstd"
-    (zstd / "_no-cwd" / "z").mkdir(parents=True)
-    (zstd / "_no-cwd" / "z" / "session.jsonl.zstd").write_bytes(b"")
+    # Deliberately narrower than the reference, which refuses the whole root once it sees
+    # one such artifact: the reference's refusal applies to the id the artifact belongs to;
+    # every other session of the root loads, lists and is created as usual.
+    root = tmp_path / "foreign"
+    (root / "_no-cwd" / "z").mkdir(parents=True)
+    (root / "_no-cwd" / "old.jsonl").write_bytes(HEADER)
+    (root / "_no-cwd" / "older.jsonl.zstd").write_bytes(b"")
+    (root / "_no-cwd" / "z" / "session.jsonl.zstd").write_bytes(b"")
+    backend = JsonlPersistence(root)
+    for id in ("old", "older"):
+        with pytest.raises(SessionFormatUnsupportedError, match="flat-file layout"):
+            await backend.load(id)
     with pytest.raises(SessionFormatUnsupportedError, match=r'compression "none"'):
-        await JsonlPersistence(zstd).load("z")
+        await backend.load("z")
+    (root / "_no-cwd" / "fine").mkdir()
+    (root / "_no-cwd" / "fine" / "session.jsonl").write_bytes(
+        b'{"type":"session","version":0,"id":"fine","createdAt":1,"delegationDepth":0}\n'
+    )
+    assert (await backend.load("fine")).header.id == "fine"
+    assert [h.id for h in await backend.list_headers()] == ["fine"]
+    with pytest.raises(SessionFormatUnsupportedError, match="flat-file layout"):
+        await backend.create(header("old"))
+    await backend.create(header("new"))
+    await backend.append("new", detached("new").events)
+    assert (await backend.load("new")).events
+    await backend.aclose()
 
 
 async def test_case_27_29_32_33_list_rules(tmp_path: Path) -> None:

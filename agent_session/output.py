@@ -1,0 +1,54 @@
+"""How the commands write: JSON lines with the wire format's camelCase keys, and a progress
+line on a terminal (nothing extra when the output is piped)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+__all__ = ["Progress", "json_line"]
+
+
+def json_line(value: Any) -> str:
+    """``value`` as one compact JSON line (non-ASCII kept as is)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class Progress:
+    """``[####....] 120/4000 verify`` redrawn in place on stderr, when stderr is a terminal
+    and the work is long enough to need it (``total`` over ``threshold``); silent otherwise.
+    Redraws at most ten times a second, and erases itself when done so the results printed
+    to stdout read as if it had never been there."""
+
+    def __init__(
+        self, total: int, label: str, *, stream: TextIO | None = None, threshold: int = 20
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.total = total
+        self.label = label
+        self.active = total > threshold and self.stream.isatty()
+        self._drawn = 0.0
+
+    def step(self, done: int) -> None:
+        """Show that ``done`` of ``total`` are finished."""
+        now = time.monotonic()
+        if not self.active or (now - self._drawn < 0.1 and done < self.total):
+            return
+        self._drawn = now
+        filled = int(30 * done / self.total)
+        bar = "#" * filled + "." * (30 - filled)
+        print(f"\r[{bar}] {done}/{self.total} {self.label}", end="", file=self.stream, flush=True)
+
+    def say(self, text: str) -> None:
+        """Print a result line on stdout, the progress line erased first (and redrawn at the
+        next step)."""
+        self.clear()
+        print(text, flush=self.active)
+
+    def clear(self) -> None:
+        """Erase the progress line."""
+        if self.active and self._drawn:
+            print("\r\033[K", end="", file=self.stream, flush=True)
+            self._drawn = 0.0
