@@ -3,15 +3,28 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime
 PACKAGES := session agent_loop persistence_jsonl recovery checkpoint_policy agent_session bench
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: test test-fast demo bench lint typecheck pytest clean
+.PHONY: test test-fast demo bench lint typecheck pytest clean venv
+
+venv:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version)'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+
+# The demo needs only the runtime dependencies; the tests add the test and dev tools.
+$(RUNTIME): pyproject.toml
+	@$(MAKE) --no-print-directory venv
+	@echo "installing the runtime dependencies into $(VENV)"
+	@$(PIP) -e .
+	@touch $(RUNTIME)
 
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version)'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,dev]'
-	touch $(STAMP)
+	@$(MAKE) --no-print-directory venv
+	@echo "installing the test and dev tools into $(VENV)"
+	@$(PIP) -e '.[test,dev]'
+	@touch $(STAMP) $(RUNTIME)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -25,11 +38,12 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+# The library's tests without the long sweeps and the real child processes (under 30 s).
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -n auto -m "not slow and not process"
 
-demo: $(STAMP)
-	$(BIN)/agent-session demo --crash tool
+demo: $(RUNTIME)
+	@$(BIN)/agent-session demo --crash tool
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

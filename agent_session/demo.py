@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -105,7 +106,7 @@ async def run_demo(
     _show_disk(say, examined)
     if not recover:
         say()
-        say(f"Left as the crash left it. Check it with: agent-session verify {root}")
+        say(f"Left as the crash left it. Check it with: {_command()} verify {root}")
         await backend.aclose()
         return say.done()
     await backend.load(session_id)  # the cold load commits the repair durably
@@ -119,7 +120,26 @@ async def run_demo(
     else:
         say("3. Nothing to recover: a cold load found every turn closed and wrote nothing.")
     await _resume(say, root, session_id, examined)
+    command, shown = _command(), os.path.relpath(root)
+    say()
+    say("Next, look at what was written:")
+    say(f"  {command} ls {shown}")
+    say(f"  {command} show {shown} {session_id}")
+    say(f"  {command} verify {shown}")
     return say.done()
+
+
+def _command() -> str:
+    """How this command was run, as a user can type it again in the same directory (the
+    path to the venv's script when it was run by path, so no venv needs activating)."""
+    script = sys.argv[0]
+    if os.path.basename(script) != "agent-session":
+        return "python -m agent_session"
+    on_path = shutil.which("agent-session")
+    if on_path is not None and os.path.exists(script) and os.path.samefile(on_path, script):
+        return "agent-session"
+    relative = os.path.relpath(script)
+    return os.path.abspath(script) if relative.startswith("..") else relative
 
 
 def _run_child(say: _Narrator, root: str, session_id: str, crash: str, turns: int) -> None:

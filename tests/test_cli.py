@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict
 
 from session import __version__
 
+pytestmark = pytest.mark.process
+
 COMMANDS = ["demo", "ls", "show", "verify", "recover", "export"]
 
 

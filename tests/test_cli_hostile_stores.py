@@ -13,7 +13,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
+
+pytestmark = pytest.mark.process
 
 HEADER = b'{"type":"session","version":0,"id":"%s","createdAt":1,"delegationDepth":0}\n'
 TURN = (

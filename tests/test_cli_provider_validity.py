@@ -15,6 +15,8 @@ from persistence_jsonl import JsonlPersistence
 from session import Runtime, Session
 from tests.test_cli import cli
 
+pytestmark = pytest.mark.process
+
 CALL = {"type": "tool-call", "id": "c1", "name": "t", "arguments": "{}"}
 FOREIGN = {"type": "tool-call", "toolCallId": "c1", "toolName": "t", "input": {}}
 

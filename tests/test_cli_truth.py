@@ -14,7 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.test_one_bad_entry import DROP_CAPS
+
+pytestmark = pytest.mark.process
 
 HEADER = b'{"type":"session","version":0,"id":"%s","createdAt":1,"delegationDepth":0}\n'
 OPEN_TURN = b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'

@@ -22,6 +22,8 @@ from persistence_jsonl import JsonlPersistence
 from recovery import TOOL_OUTCOME_UNKNOWN
 from session import SessionEvent
 
+pytestmark = pytest.mark.process
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -18,6 +18,8 @@ from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.fileio import FAILPOINT_ENV
 from tests.kill_child import events
 
+pytestmark = pytest.mark.process
+
 REPO = Path(__file__).resolve().parents[1]
 WRITE_POINTS = [
     "append:after-write",

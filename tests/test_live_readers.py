@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from persistence_jsonl import FileOps, JsonlPersistence
 from persistence_jsonl.scan import scan_log
 from session import Runtime, register_event_type
@@ -81,6 +83,7 @@ WRITER = """
 import asyncio, os, sys
 from session import Runtime, register_event_type
 from persistence_jsonl import JsonlPersistence
+
 register_event_type("hook/tick")
 async def main(root, stop):
     runtime, backend = Runtime(), JsonlPersistence(root)
@@ -95,6 +98,7 @@ asyncio.run(main(*sys.argv[1:]))
 """
 
 
+@pytest.mark.process
 def test_readers_beside_a_real_writer_process_never_fail(tmp_path: Path) -> None:
     """A writer process checkpoints as fast as it can on a multi-megabyte log while this
     process inspects it again and again: every read succeeds and is a prefix of the end."""

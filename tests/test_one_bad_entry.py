@@ -103,6 +103,7 @@ def lines_of(out: str) -> dict[str, str]:
     return dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
 
 
+@pytest.mark.process
 def test_the_cli_reports_an_unreadable_session_and_serves_the_rest(tmp_path: Path) -> None:
     root = tmp_path / "store"
     plant(root, "ok")
@@ -136,6 +137,7 @@ def test_the_cli_reports_an_unreadable_session_and_serves_the_rest(tmp_path: Pat
     assert cli("verify", str(root), "open").returncode == 0
 
 
+@pytest.mark.process
 def test_a_stray_flat_file_is_listed_and_blocks_nothing(tmp_path: Path) -> None:
     root = tmp_path / "store"
     plant(root, "ok")
@@ -155,6 +157,7 @@ def test_a_stray_flat_file_is_listed_and_blocks_nothing(tmp_path: Path) -> None:
     assert stray.read_bytes() == b'{"messages": []}\n'
 
 
+@pytest.mark.process
 def test_a_copied_session_directory_is_reported_not_verified_twice(tmp_path: Path) -> None:
     root = tmp_path / "store"
     plant(root, "done-1")

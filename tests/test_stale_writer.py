@@ -113,6 +113,7 @@ CHILD = """
 import asyncio, sys, os
 from session import Runtime, SessionError, register_event_type
 from persistence_jsonl import JsonlPersistence
+
 register_event_type("hook/note")
 async def main(root, who, ready, go):
     runtime, backend = Runtime(), JsonlPersistence(root)
@@ -138,6 +139,7 @@ asyncio.run(main(*sys.argv[1:]))
 """
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("order", ["b-first", "a-first", "together"])
 def test_two_processes_resuming_one_session_never_duplicate_or_lose(
     tmp_path: Path, order: str

@@ -17,6 +17,8 @@ from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.scan import scan_log
 from session import SessionCollisionError, register_event_type
 
+pytestmark = pytest.mark.process
+
 REPO = Path(__file__).resolve().parents[1]
 register_event_type("plugin/write")
 

@@ -5,7 +5,7 @@ tools, ``agent()``) are added by ``agent_loop.AgentRuntime``."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from session.live.hooks import Disposer, HookBus, Middleware
 from session.live.session import Clock
@@ -67,7 +67,7 @@ class Runtime:
         self.persistence: SessionPersistence | None = None
         """The installed persistence backend, if any."""
 
-    async def __aenter__(self) -> Runtime:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
