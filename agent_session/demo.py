@@ -75,6 +75,8 @@ async def run_demo(
 ) -> int:
     """Run the demo; return the exit code."""
     root = os.path.abspath(root)
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise UserError(f'store root "{root}" is not a directory')
     if session_id is None:
         session_id = f"demo-{uuid.uuid4().hex[:8]}"
     say = _Narrator(out, as_json, {"root": root, "sessionId": session_id, "crash": crash})

@@ -161,6 +161,13 @@ def test_demo_refuses_absurd_turns_and_an_empty_id(tmp_path: Path) -> None:
     assert empty.returncode == 4
     assert "--session-id: must not be empty" in empty.stderr
     assert not (tmp_path / "_no-cwd").exists()
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    not_a_root = run("demo", "--root", str(a_file))
+    assert not_a_root.returncode == 4  # as for every other command
+    assert not_a_root.stderr == (
+        f'agent-session: error: store root "{a_file}" is not a directory\n'
+    )
 
 
 def test_demo_without_a_crash_claims_no_repair(tmp_path: Path) -> None:
