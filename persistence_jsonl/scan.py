@@ -69,7 +69,7 @@ def _entry(line: bytes) -> dict[str, Any] | LazyRun | None:
 
 def scan_log(data: bytes, path: str, *, check_version: bool = True) -> ScannedLog:
     """Scan a whole log file. Raises :class:`SessionPersistenceCorruptionError` (naming
-    ``path`` and the line, counted from 1 after the header) for a damaged committed region,
+    ``path`` and the line, the header being line 1) for a damaged committed region,
     and the header's own errors for a bad first line. The cyclic GC is paused meanwhile
     (:func:`session.json.gcpause.gc_paused`): the values decoded cannot form cycles. Packed rows
     are only checked here; their events are built on first read, under the same pause."""
