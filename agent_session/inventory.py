@@ -9,7 +9,8 @@ from typing import Any, Final
 
 from agent_session.export import TranscriptError, check_transcript
 from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, survey
+from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
+from persistence_jsonl.survey import survey
 from session import (
     Session,
     SessionEvent,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from persistence_jsonl.encoding import Compression
 from persistence_jsonl.fileio import FileOps
 from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
 from persistence_jsonl.storage import JsonlStorage
@@ -18,8 +19,11 @@ __all__ = ["JsonlPersistence"]
 
 
 class JsonlPersistence(PersistenceCoordinator):
-    """Sessions as ``<root>/<project dir>/<encoded id>/session.jsonl``, byte-compatible with
-    the reference. The guarantees, and where the I/O runs, are
+    """Sessions as ``<root>/<project dir>/<encoded id>/session.jsonl`` or, compressed,
+    ``session.jsonl.zstd`` (``compression``: ``auto`` reads and appends each log in its own
+    encoding and creates new ones as ``new_session_compression``, plain by default; ``none``
+    or ``zstd`` accept only that one, as the reference does), byte-compatible with the
+    reference. The guarantees, and where the I/O runs, are
     :class:`persistence_jsonl.storage.JsonlStorage`'s; this class only builds it and hands it
     to the coordinator."""
 
@@ -35,6 +39,8 @@ class JsonlPersistence(PersistenceCoordinator):
         scheduler: Scheduler | None = None,
         inline_fsync_budget_ms: float = 2.0,
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+        compression: Compression = "auto",
+        new_session_compression: str | None = None,
     ) -> None:
         storage = JsonlStorage(
             root,
@@ -42,6 +48,8 @@ class JsonlPersistence(PersistenceCoordinator):
             ops=ops,
             inline_fsync_budget_ms=inline_fsync_budget_ms,
             max_log_bytes=max_log_bytes,
+            compression=compression,
+            new_session_compression=new_session_compression,
         )
         super().__init__(
             storage,

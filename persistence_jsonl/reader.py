@@ -1,26 +1,17 @@
-"""Finding, reading and listing the logs of a JSONL store root, for the storage and for
-operator tools. Nothing here writes."""
+"""Finding, reading and listing the logs of a JSONL store root, plain or compressed, for the
+storage and for operator tools. Nothing here writes."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
 from pydantic import ValidationError
 
+from persistence_jsonl.encoding import PLAIN, ZSTD, Compression, encoding_of
 from persistence_jsonl.fileio import FileOps, Stat
-from persistence_jsonl.layout import (
-    LOG_NAME,
-    ZSTD_LOG_NAME,
-    encode_segment,
-    iter_entries,
-    parse_header,
-    session_dir,
-)
-from persistence_jsonl.locks import held_locks, writer_active
-from persistence_jsonl.scan import LogSummary, scan_log, summarize_log
+from persistence_jsonl.layout import encode_segment, iter_entries, parse_header, session_dir
 from session import (
     SessionError,
     SessionFormatUnsupportedError,
@@ -31,7 +22,7 @@ from session import (
 )
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 
-__all__ = ["DEFAULT_MAX_LOG_BYTES", "LogReader", "Surveyed", "survey"]
+__all__ = ["DEFAULT_MAX_LOG_BYTES", "Cut", "LogReader", "flat_artifact", "too_large"]
 
 DEFAULT_MAX_LOG_BYTES: Final = 1 << 30
 """The largest log a backend reads into memory by default (1 GiB): a load holds every event,
@@ -39,7 +30,6 @@ so a larger (or runaway, or planted) file is refused with a clear error instead 
 exhausting memory. Listing a store streams and has no such limit."""
 
 _STABLE_READ_ATTEMPTS = 100
-_FIRST_READ = 1 << 16
 
 
 def flat_artifact(path: str) -> SessionFormatUnsupportedError:
@@ -50,22 +40,49 @@ def flat_artifact(path: str) -> SessionFormatUnsupportedError:
     )
 
 
-def other_encoding(path: str) -> SessionFormatUnsupportedError:
-    """The reference's refusal of a compressed log where this backend writes plain ones."""
+def other_encoding(path: str, mode: str) -> SessionFormatUnsupportedError:
+    """The reference's refusal of a log in the encoding a backend is not configured for."""
     return SessionFormatUnsupportedError(
-        f'session artifact "{path}" uses .jsonl.zstd, but this backend is configured for '
-        'compression "none"; use a separate root or select the matching compression mode'
+        f'session artifact "{path}" uses {encoding_of(path).suffix}, but this backend is '
+        f'configured for compression "{mode}"; use a separate root or select the matching '
+        "compression mode"
     )
+
+
+def both_encodings(directory: str) -> SessionFormatUnsupportedError:
+    """The refusal of a session directory holding a plain and a compressed log."""
+    return SessionFormatUnsupportedError(
+        f'session directory "{directory}" holds both {PLAIN.filename} and {ZSTD.filename}: '
+        "which one is the session's is unknown; move one of them away"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """Where a repair cuts a torn log, and the plaintext lines it appends again first (a
+    torn zstd frame's recovered lines; nothing for a plain log)."""
+
+    offset: int
+    restore: bytes = b""
 
 
 class LogReader:
     """The read side of one store root through one :class:`FileOps`."""
 
-    def __init__(self, root: str, ops: FileOps, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> None:
+    def __init__(
+        self,
+        root: str,
+        ops: FileOps,
+        max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+        compression: Compression = "auto",
+    ) -> None:
         self.root = root
         self.ops = ops
         self.max_log_bytes = max_log_bytes
-        """The largest log read into memory; a larger one is refused before any read."""
+        """The largest log read into memory, and the most plaintext a compressed log may
+        expand to; a larger file is refused before any read."""
+        self.compression: Compression = compression
+        """Which encodings are read: both (``auto``), or only one, as the reference."""
 
     def _is_dir(self, path: str) -> bool:
         found = self.ops.stat(path)
@@ -77,10 +94,11 @@ class LogReader:
         Only what could be ``id``'s is looked at, so a foreign or unreadable entry elsewhere
         in the root never affects this id (the reference refuses the whole root once it
         sees one). Refused for this id, with the reference's messages: a flat
-        ``<project>/<id>.jsonl[.zstd]`` file, a compressed ``session.jsonl.zstd`` in its
-        directory. A session directory this process cannot enter raises the real
-        ``PermissionError`` naming that directory; a project directory it cannot enter
-        raises only when ``id`` is found nowhere else (it might be there)."""
+        ``<project>/<id>.jsonl[.zstd]`` file; a log in the encoding the reader is not
+        configured for; both encodings in one directory (``auto``). A session directory
+        this process cannot enter raises the real ``PermissionError`` naming that
+        directory; a project directory it cannot enter raises only when ``id`` is found
+        nowhere else (it might be there)."""
         segment = encode_segment(id)
         found: list[str] = []
         hidden: OSError | None = None
@@ -116,11 +134,17 @@ class LogReader:
         directory = os.path.join(project, segment)
         if self._stat_in(directory, project) is None:
             return None
-        zstd = os.path.join(directory, ZSTD_LOG_NAME)
-        if self._stat_in(zstd, directory) is not None:
-            raise other_encoding(zstd)
-        log = os.path.join(directory, LOG_NAME)
-        return log if self._stat_in(log, directory) is not None else None
+        found = [
+            path
+            for path in (os.path.join(directory, e.filename) for e in (PLAIN, ZSTD))
+            if self._stat_in(path, directory) is not None
+        ]
+        for path in found:
+            if self.compression not in ("auto", encoding_of(path).name):
+                raise other_encoding(path, self.compression)
+        if len(found) > 1:
+            raise both_encodings(directory)
+        return found[0] if found else None
 
     def _stat_in(self, path: str, directory: str) -> Stat | None:
         """``ops.stat(path)``; a permission error names ``directory``, the one that cannot be
@@ -154,7 +178,7 @@ class LogReader:
                 return None
             data, revision = read
             try:
-                scanned = scan_log(data, path)
+                scanned = encoding_of(path).scan(data, path, self.max_log_bytes)
                 break
             except SessionPersistenceCorruptionError:
                 # A repair that cut a torn tail and appended while we read can splice a
@@ -162,7 +186,7 @@ class LogReader:
                 if attempt + 1 == _STABLE_READ_ATTEMPTS or self._unchanged(path, revision):
                     raise
         self.check_identity(path, scanned.header, id)
-        cut_at = scanned.committed_bytes if scanned.torn else None
+        cut_at = Cut(scanned.committed_bytes, scanned.recovered) if scanned.torn else None
         return StoredLog(scanned.header, scanned.events, revision, cut_at, len(data))
 
     def revision(self, id: str) -> str | None:
@@ -182,7 +206,7 @@ class LogReader:
             if before is None:
                 return None
             if before.size > self.max_log_bytes:
-                raise _too_large(path, before.size, self.max_log_bytes)
+                raise too_large(path, before.size, self.max_log_bytes)
             data = self.ops.read_prefix(path, before.size)
             after = self.ops.stat(path)
             if data is None or after is None:
@@ -204,7 +228,7 @@ class LogReader:
                 f'"{header.id}"'
             )
         try:
-            expected = os.path.join(session_dir(self.root, header), LOG_NAME)
+            expected = os.path.join(session_dir(self.root, header), os.path.basename(path))
         except ValueError:
             raise SessionPersistenceCorruptionError(
                 f'corrupt session log "{path}": header id cannot name a storage path'
@@ -215,16 +239,16 @@ class LogReader:
                 f'"{expected}"'
             )
 
-    def first_line(self, path: str) -> bytes | None:
-        """The header line of the log at ``path`` (without newline); ``None`` when the file
-        is missing or has no complete first line."""
-        first = self.ops.read_prefix(path, _FIRST_READ)
-        while first is not None and b"\n" not in first:
-            longer = self.ops.read_prefix(path, len(first) * 4)
-            if longer is None or len(longer) == len(first):
-                return None
-            first = longer
-        return None if not first else first[: first.index(b"\n")]
+    def log_in(self, directory: str) -> str | None:
+        """The one log of a session directory this reader reads, or ``None`` (none, both
+        encodings, or only the other one)."""
+        found = [
+            path
+            for encoding in (PLAIN, ZSTD)
+            if self.compression in ("auto", encoding.name)
+            and self.ops.stat(path := os.path.join(directory, encoding.filename)) is not None
+        ]
+        return found[0] if len(found) == 1 else None
 
     def snapshots(self) -> list[SessionSnapshot]:
         """Every materialized session's header and revision. What is not a session is
@@ -236,12 +260,12 @@ class LogReader:
         for entry_path in iter_entries(self.ops, self.root):
             if not self._is_dir(entry_path):
                 continue  # a file or a link planted beside the sessions: not one
-            path = os.path.join(entry_path, LOG_NAME)
             try:
-                line = self.first_line(path)
-            except (SessionStoreEntryError, PermissionError):
-                continue  # a FIFO or link where the log belongs, or no access: unreadable
-            if line is None:
+                path = self.log_in(entry_path)
+                line = None if path is None else self._first_line(path)
+            except (SessionError, PermissionError):
+                continue  # a FIFO or link where the log belongs, no access, a bad frame
+            if path is None or line is None:
                 continue
             try:
                 header = parse_header(line, path, check_version=False)
@@ -259,13 +283,18 @@ class LogReader:
                 snapshots.append(SessionSnapshot(header, found.revision))
         return snapshots
 
+    def _first_line(self, path: str) -> bytes | None:
+        return encoding_of(path).first_line(self.ops, path, self.max_log_bytes)
+
     def raw(self, id: str) -> RawArtifact | None:
-        """The stored bytes of ``id``'s log, torn tail included."""
+        """The stored plaintext of ``id``'s log, as the reference's raw artifact holds it (a
+        plain log's torn tail included; a torn zstd frame left out)."""
         path = self.find(id)
         read = None if path is None else self.stable_read(path)
         if path is None or read is None:
             return None
-        data = read[0]
+        encoding = encoding_of(path)
+        data = encoding.raw(read[0], path, self.max_log_bytes)
         end = data.find(b"\n")
         invalid = f'corrupt session log: invalid header line in "{path}"'
         if end < 0:
@@ -275,97 +304,12 @@ class LogReader:
         except (SessionError, ValidationError) as e:
             raise SessionPersistenceCorruptionError(invalid) from e
         self.check_identity(path, header, id)
-        return RawArtifact(header, LOG_NAME, data)
+        return RawArtifact(header, encoding.filename, data)
 
 
-@dataclass(frozen=True, slots=True)
-class Surveyed:
-    """One entry of a project directory, as found on disk, for operator tools: a session's
-    log, or whatever else was planted where a session directory belongs."""
-
-    path: str
-    """The log file (or the entry itself, when it is not a session directory)."""
-    fallback_id: str
-    """The id its directory names (what to show when the header cannot be read)."""
-    size: int
-    """Its length in bytes."""
-    summary: LogSummary | None
-    """The header, event count, last turn bracket and torn tail (a header of any version),
-    or ``None`` when unreadable."""
-    error: SessionError | OSError | None
-    """Why it is not a readable session: a corruption, an unsupported format, an entry that
-    is not a directory or not a regular file, or the operating system's refusal to read it
-    (a ``PermissionError`` naming the entry)."""
-    writer_active: bool
-    """Whether a live writer (any process) holds its writer lock now."""
-
-
-def _too_large(path: str, size: int, limit: int) -> SessionLogTooLargeError:
+def too_large(path: str, size: int, limit: int) -> SessionLogTooLargeError:
+    """The refusal of a log over ``max_log_bytes``, before anything is read."""
     return SessionLogTooLargeError(
         f'session log "{path}" has {size:,} bytes, more than max_log_bytes ({limit:,}); '
         "nothing was read: open it with a larger max_log_bytes"
     )
-
-
-def survey(
-    root: str, ops: FileOps | None = None, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
-) -> Iterator[Surveyed]:
-    """Every session directory under ``root`` and anything planted beside them, one at a
-    time, in memory bounded by :data:`~persistence_jsonl.scan.MAX_SUMMARY_LINE` whatever the
-    logs' sizes, without writing, following a link, opening a FIFO or taking any lock.
-
-    Nothing is skipped silently: an entry that is not a session (a flat or compressed log
-    the reference refuses, a file, a link, a log that is not a regular file, a log whose
-    header names another directory, as a copied session directory's does), one this
-    process cannot read, and a log over ``max_log_bytes`` (which a load would refuse; it is
-    not read) are each reported with the reason, not raised. A directory without any log
-    (a session that never wrote) is not listed."""
-    reader = LogReader(root, ops or FileOps(), max_log_bytes)
-    held = held_locks(reader.ops)
-    for entry in iter_entries(reader.ops, root):
-        try:
-            found = _survey_entry(reader, entry, held)
-        except PermissionError as e:
-            found = _refused(entry, 0, PermissionError(e.errno, e.strerror, entry))
-        if found is not None:
-            yield found
-
-
-def _refused(path: str, size: int, error: SessionError | OSError) -> Surveyed:
-    fallback = os.path.basename(os.path.dirname(path) if path.endswith(LOG_NAME) else path)
-    return Surveyed(path, fallback, size, None, error, False)
-
-
-def _survey_entry(
-    reader: LogReader, entry: str, held: set[tuple[int, int, int]] | None
-) -> Surveyed | None:
-    """What ``entry`` (a path in a project directory) is; permission errors propagate."""
-    ops = reader.ops
-    found = ops.stat(entry)
-    if found is None:
-        return None  # removed while listing
-    if not found.is_dir:
-        if entry.endswith((".jsonl", ".jsonl.zstd")):
-            return _refused(entry, found.size, flat_artifact(entry))
-        problem = f'"{entry}" is {found.kind_name}, not a session directory'
-        return _refused(entry, found.size, SessionStoreEntryError(problem))
-    zstd = os.path.join(entry, ZSTD_LOG_NAME)
-    compressed = ops.stat(zstd)
-    if compressed is not None:
-        return _refused(zstd, compressed.size, other_encoding(zstd))
-    path = os.path.join(entry, LOG_NAME)
-    log = ops.stat(path)
-    if log is None:
-        return None
-    if not log.is_file:
-        refused = SessionStoreEntryError(f'"{path}" is {log.kind_name}, not a regular file')
-        return _refused(path, log.size, refused)
-    try:
-        if log.size > reader.max_log_bytes:
-            raise _too_large(path, log.size, reader.max_log_bytes)
-        summary = summarize_log(ops.read_chunks(path, log.size), path)
-        reader.check_identity(path, summary.header, None)
-    except (SessionError, OSError) as e:
-        return _refused(path, log.size, e)
-    active = writer_active(ops, entry, held)
-    return Surveyed(path, os.path.basename(entry), summary.size, summary, None, active)

@@ -39,6 +39,10 @@ class ScannedLog:
     """Length of the committed prefix; bytes past it are a tail to cut."""
     size: int
     """Length of the scanned bytes."""
+    recovered: bytes = b""
+    """Lines recovered from a torn final zstd frame (their events are in ``events``): the
+    repair that cuts the file at ``committed_bytes`` appends them again before the
+    closers."""
 
     @property
     def torn(self) -> bool:
@@ -133,7 +137,10 @@ class _Scanner:
         self.committed = end
 
 
-def _scan_log(data: bytes, path: str, check_version: bool) -> ScannedLog:
+def _scan_log(data: bytes, path: str, check_version: bool, *, strict: bool = False) -> ScannedLog:
+    """:func:`scan_log` without the GC pause; ``strict`` raises a damaged line or seq gap
+    that the plain rules would tolerate as an uncommitted tail (a complete zstd frame holds
+    no such tail)."""
     end = data.find(b"\n")
     if end < 0:
         raise SessionPersistenceCorruptionError(f'empty or header-less session log: "{path}"')
@@ -146,6 +153,8 @@ def _scan_log(data: bytes, path: str, check_version: bool) -> ScannedLog:
             break  # a torn final fragment: never committed
         scanner.feed(data[pos:end], end + 1)
         pos = end + 1
+    if strict and scanner.defect is not None:
+        raise scanner.defect
     scanner.parts.append(scanner.plain)
     return ScannedLog(header, EventLog(scanner.parts), scanner.committed, len(data))
 

@@ -1,5 +1,6 @@
 """``JsonlStorage``: one append-only, fsync'd JSONL log per session, byte-compatible with the
-reference's ``session-persistence-jsonl`` (compression ``none``), as a
+reference's ``session-persistence-jsonl`` in both of its encodings (plain ``session.jsonl``
+and its default ``session.jsonl.zstd``, see :mod:`persistence_jsonl.encoding`), as a
 :class:`session.persistence.storage.Storage`.
 
 Guarantees: an append that returned is on stable storage (the first one creates the file
@@ -32,16 +33,16 @@ from persistence_jsonl.durable import (
     create_by_link,
     truncate_synced,
 )
+from persistence_jsonl.encoding import ENCODINGS, Compression, LogEncoding, encoding_of
 from persistence_jsonl.fileio import FileOps
 from persistence_jsonl.layout import (
-    LOG_NAME,
     check_storable_id,
     encode_header,
     project_dir,
     session_dir,
 )
 from persistence_jsonl.locks import WriterLocks, held_locks, writer_active
-from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, LogReader
+from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, Cut, LogReader
 from persistence_jsonl.rows import BatchEncoder, encode_batch
 from session import (
     SessionCollisionError,
@@ -64,8 +65,13 @@ def _collision(id: str) -> SessionCollisionError:
 
 
 class JsonlStorage:
-    """Sessions as ``<root>/<project dir>/<encoded id>/session.jsonl`` (see the module
-    docstring for the guarantees and where the I/O runs)."""
+    """Sessions as ``<root>/<project dir>/<encoded id>/session.jsonl[.zstd]`` (see the module
+    docstring for the guarantees and where the I/O runs).
+
+    ``compression="auto"`` reads and appends each stored log in the encoding its file has,
+    and creates new ones as ``new_session_compression`` (plain by default: readable with
+    ``grep``); ``"none"`` and ``"zstd"`` accept only that encoding, refusing a log of the
+    other with the reference's message."""
 
     name = "session-persistence-jsonl"
 
@@ -77,7 +83,17 @@ class JsonlStorage:
         ops: FileOps | None = None,
         inline_fsync_budget_ms: float = 2.0,
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+        compression: Compression = "auto",
+        new_session_compression: str | None = None,
     ) -> None:
+        if compression not in ("auto", "none", "zstd"):
+            raise ValueError(f'compression must be "auto", "none" or "zstd", not {compression!r}')
+        new = new_session_compression or ("none" if compression == "auto" else compression)
+        if new not in ENCODINGS or compression not in ("auto", new):
+            raise ValueError(
+                f'new_session_compression must be "none" or "zstd" (and, unless compression '
+                f'is "auto", the same as it), not {new_session_compression!r}'
+            )
         if not isinstance(inline_fsync_budget_ms, int | float) or not (
             0 <= inline_fsync_budget_ms < float("inf")
         ):
@@ -93,8 +109,11 @@ class JsonlStorage:
         existing = self.ops.stat(self.root, follow=True)
         if existing is not None and not existing.is_dir:
             raise NotADirectoryError(f'session store root "{self.root}" is not a directory')
-        self.reader = LogReader(self.root, self.ops, max_log_bytes)
+        self.reader = LogReader(self.root, self.ops, max_log_bytes, compression)
         """Finds, reads and lists the logs of the root."""
+        self.new_encoding: LogEncoding = ENCODINGS[new]
+        """The encoding new sessions are created in."""
+        self._encodings: dict[str, LogEncoding] = {}  # id -> its file's, once locked
         self.inline_fsync_budget_ms = float(inline_fsync_budget_ms)
         """Longest latest write-and-fsync (ms) for which a single live session's checkpoint
         still runs on the event-loop thread; ``0`` never does."""
@@ -110,8 +129,15 @@ class JsonlStorage:
         check_storable_id(id)
 
     def locate(self, header: SessionHeader) -> str:
-        """The transcript path of a session (it may not exist yet)."""
-        return os.path.join(session_dir(self.root, header), LOG_NAME)
+        """The transcript path of a session: its stored log's, or where a new one would be
+        created."""
+        encoding = self._encodings.get(header.id)
+        if encoding is None:
+            with contextlib.suppress(SessionError, OSError):
+                stored = self.reader.find(header.id)
+                encoding = None if stored is None else encoding_of(stored)
+        filename = (encoding or self.new_encoding).filename
+        return os.path.join(session_dir(self.root, header), filename)
 
     async def load(self, id: str) -> StoredLog | None:
         return await asyncio.to_thread(self.reader.load, id)
@@ -142,6 +168,7 @@ class JsonlStorage:
         if path is None:
             return False
         self._locks.take(id, os.path.dirname(path))
+        self._encodings[id] = encoding_of(path)
         return True
 
     def _own(self, header: SessionHeader) -> None:
@@ -161,6 +188,7 @@ class JsonlStorage:
                 self.ops.fsync_dir(parent)
             parent = path
         self._locks.take(header.id, directory)
+        self._encodings[header.id] = self.new_encoding
 
     async def writer_elsewhere(self, id: str) -> bool:
         """Whether another process or instance holds ``id``'s writer lock (read from
@@ -190,6 +218,7 @@ class JsonlStorage:
         self._encoders.pop(id, None)
         self._drop_fd(id)
         self._locks.release(id)
+        self._encodings.pop(id, None)
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -248,15 +277,17 @@ class JsonlStorage:
 
     def _materialize(self, header: SessionHeader, data: bytes) -> None:
         directory = session_dir(self.root, header)
-        final = os.path.join(directory, LOG_NAME)
-        # Any log of this id elsewhere (another cwd's project directory), or a foreign
-        # artifact of it (which find refuses), must not be shadowed by a second log; one at
-        # ``final`` is create_by_link's to judge (an earlier attempt of this creation?).
+        encoding = self.new_encoding
+        final = os.path.join(directory, encoding.filename)
+        # Any log of this id elsewhere (another cwd's project directory, or the other
+        # encoding beside it), or a foreign artifact of it (which find refuses), must not be
+        # shadowed by a second log; one at ``final`` is create_by_link's to judge (an earlier
+        # attempt of this creation?).
         elsewhere = self.reader.find(header.id)
         if elsewhere is not None and elsewhere != final:
             raise _collision(header.id)
         self._own(header)  # creates the directories, durably
-        content = encode_header(header) + b"\n" + data
+        content = encoding.wrap(encode_header(header) + b"\n") + encoding.wrap(data)
         elapsed = create_by_link(self.ops, directory, final, content)
         if elapsed is None:
             raise _collision(header.id)
@@ -272,6 +303,7 @@ class JsonlStorage:
         self._require_lock(header.id)
         cached = self._fds.get(header.id)
         path = cached[1] if cached else self.locate(header)
+        data = self._encodings[header.id].wrap(data)
         fd = cached[0] if cached else self.ops.open_append(path)
         try:
             self._append_ms = append_synced(self.ops, fd, data, point)
@@ -303,11 +335,14 @@ class JsonlStorage:
     def _commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: list[SessionEvent]
     ) -> None:
+        """Cut a torn tail, then append (in one write, one zstd frame) the lines recovered
+        from a torn frame and the closers."""
         self._require_lock(header.id)
+        restore = b""
         if cut_at is not None:
-            assert isinstance(cut_at, int)
-            truncate_synced(self.ops, self.locate(header), cut_at)
-        if closers:
-            self._append(
-                header, encode_batch(closers, self.pack_chunks), "repair:after-closer-write"
-            )
+            assert isinstance(cut_at, Cut)
+            truncate_synced(self.ops, self.locate(header), cut_at.offset)
+            restore = cut_at.restore
+        payload = restore + (encode_batch(closers, self.pack_chunks) if closers else b"")
+        if payload:
+            self._append(header, payload, "repair:after-closer-write")

@@ -1,7 +1,9 @@
 """Access to the conformance corpus written by the TypeScript reference stack.
 
-``tests/data/upstream-v0.jsonl.gz`` is ``conformance/upstream-v0.jsonl`` (see
-``tests/data/upstream-v0.README.md``) compressed; each line is one case.
+``tests/data/upstream-v0.jsonl.gz`` is ``conformance/upstream-v0.jsonl`` and
+``tests/data/upstream-v0-zstd.jsonl.gz`` is ``conformance/upstream-v0-zstd.jsonl`` (the same
+runs with the reference's default compression; see ``tests/data/upstream-v0.README.md``),
+gzipped; each line is one case.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ DATA = Path(__file__).parent / "data"
 
 
 @functools.cache
-def cases() -> tuple[dict[str, Any], ...]:
-    """Every corpus case, in file order."""
-    with gzip.open(DATA / "upstream-v0.jsonl.gz", "rt", encoding="utf-8") as f:
+def cases(corpus: str = "upstream-v0") -> tuple[dict[str, Any], ...]:
+    """Every case of a corpus (``upstream-v0``, ``upstream-v0-zstd``), in file order."""
+    with gzip.open(DATA / f"{corpus}.jsonl.gz", "rt", encoding="utf-8") as f:
         return tuple(json.loads(line) for line in f)
 
 

@@ -489,7 +489,9 @@ async def test_case_30_31_duplicates_and_flat_or_compressed_layouts(tmp_path: Pa
         with pytest.raises(SessionFormatUnsupportedError, match="flat-file layout"):
             await backend.load(id)
     with pytest.raises(SessionFormatUnsupportedError, match=r'compression "none"'):
-        await backend.load("z")
+        await JsonlPersistence(root, compression="none").load("z")
+    with pytest.raises(SessionPersistenceCorruptionError, match="header-less Zstandard"):
+        await backend.load("z")  # auto reads a compressed log: this one is empty
     (root / "_no-cwd" / "fine").mkdir()
     (root / "_no-cwd" / "fine" / "session.jsonl").write_bytes(
         b'{"type":"session","version":0,"id":"fine","createdAt":1,"delegationDepth":0}\n'

@@ -1,8 +1,11 @@
-"""Every case of the reference's conformance corpus through ``JsonlPersistence``.
+"""Every case of the reference's two conformance corpora (plain ``session.jsonl`` and its
+default ``session.jsonl.zstd``) through ``JsonlPersistence``, in the corpus's own compression
+mode and in ``auto``.
 
 For each case the input bytes are written to ``<tmp>/<path>``; ``inspect`` and (on a fresh
 copy) a cold ``load`` must return the reference's header and events, and after ``load`` the file
-must be byte-identical to what the reference left. Where the reference raised, a
+must be byte-identical to what the reference left (for a compressed log that includes the frame
+this backend compressed: the recovered events and the closers). Where the reference raised, a
 ``SessionError`` of the same kind must be raised. No case is skipped.
 """
 
@@ -15,6 +18,7 @@ from typing import Any
 import pytest
 
 from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.encoding import Compression
 from session import (
     SessionError,
     SessionFormatUnsupportedError,
@@ -23,7 +27,14 @@ from session import (
 )
 from tests.corpus import case_bytes, case_id, cases
 
-ALL_CASES = cases()
+PLAIN_CASES = cases()
+ZSTD_CASES = cases("upstream-v0-zstd")
+ALL_CASES = [
+    pytest.param(case, mode, id=f"{mode}:{case_id(case)}")
+    for corpus, own in ((PLAIN_CASES, "none"), (ZSTD_CASES, "zstd"))
+    for case in corpus
+    for mode in (own, "auto")
+]
 
 
 def _plant(root: Path, case: dict[str, Any]) -> Path:
@@ -58,34 +69,37 @@ async def _check(expected: dict[str, Any], call: Any) -> None:
         assert json.dumps(mine) == json.dumps(theirs), f"event {index}"
 
 
-@pytest.mark.parametrize("case", ALL_CASES, ids=case_id)
+@pytest.mark.parametrize(("case", "mode"), ALL_CASES)
 async def test_inspect_matches_the_reference_and_writes_nothing(
-    case: dict[str, Any], tmp_path: Path
+    case: dict[str, Any], mode: Compression, tmp_path: Path
 ) -> None:
     path = _plant(tmp_path, case)
     before = path.read_bytes()
-    backend = JsonlPersistence(tmp_path)
+    backend = JsonlPersistence(tmp_path, compression=mode)
     await _check(case["inspect"], backend.inspect(case["session_id"]))
     assert path.read_bytes() == before
     await backend.aclose()
 
 
-@pytest.mark.parametrize("case", ALL_CASES, ids=case_id)
+@pytest.mark.parametrize(("case", "mode"), ALL_CASES)
 async def test_load_matches_the_reference_byte_for_byte(
-    case: dict[str, Any], tmp_path: Path
+    case: dict[str, Any], mode: Compression, tmp_path: Path
 ) -> None:
     path = _plant(tmp_path, case)
-    backend = JsonlPersistence(tmp_path)
+    backend = JsonlPersistence(tmp_path, compression=mode)
     await _check(case["load"], backend.load(case["session_id"]))
     assert path.read_bytes() == case_bytes(case, "file_after_load_b64")
     await backend.aclose()
-    again = JsonlPersistence(tmp_path)  # a second load (fresh process) changes nothing more
+    again = JsonlPersistence(
+        tmp_path, compression=mode
+    )  # a second load (fresh process) changes nothing more
     await _check(case["load"], again.load(case["session_id"]))
     assert path.read_bytes() == case_bytes(case, "file_after_load_b64")
     await again.aclose()
 
 
 def test_every_error_kind_is_mapped() -> None:
-    messages = [c[k]["message"] for c in ALL_CASES for k in ("inspect", "load") if "error" in c[k]]
+    every = [*PLAIN_CASES, *ZSTD_CASES]
+    messages = [c[k]["message"] for c in every for k in ("inspect", "load") if "error" in c[k]]
     assert messages
     assert {_kind(m) for m in messages} == {SessionPersistenceCorruptionError}

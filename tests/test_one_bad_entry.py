@@ -70,8 +70,8 @@ def test_foreign_and_unreadable_entries_affect_only_their_own_id(tmp_path: Path)
     root = tmp_path / "store"
     plant(root, "good")
     (root / "_no-cwd" / "export.jsonl").write_bytes(HEADER % b"export")
-    (root / "_no-cwd" / "packed").mkdir()
-    (root / "_no-cwd" / "packed" / "session.jsonl.zstd").write_bytes(b"\x28\xb5\x2f\xfd")
+    plant(root, "twice")  # a plain log, and a compressed one beside it
+    (root / "_no-cwd" / "twice" / "session.jsonl.zstd").write_bytes(b"\x28\xb5\x2f\xfd")
     locked = plant(root, "locked")
 
     async def main() -> None:
@@ -81,8 +81,8 @@ def test_foreign_and_unreadable_entries_affect_only_their_own_id(tmp_path: Path)
         assert {h.id for h in await backend.list_headers()} == {"good", "brand-new"}
         with pytest.raises(SessionFormatUnsupportedError, match="flat-file layout"):
             await backend.load("export")
-        with pytest.raises(SessionFormatUnsupportedError, match=r'compression "none"'):
-            await backend.load("packed")
+        with pytest.raises(SessionFormatUnsupportedError, match="holds both session.jsonl"):
+            await backend.load("twice")
         with pytest.raises(PermissionError) as denied:
             await backend.load("locked")
         assert denied.value.filename == str(locked)  # the directory, not a file beneath it
