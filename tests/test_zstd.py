@@ -1,0 +1,193 @@
+"""The compressed log against the reference's frames and against hostile files: every frame
+of the reference's corpus re-encodes byte for byte; a log written here has the reference's
+frame layout and plaintext; bad magic, reserved bits, flipped bytes, a truncated checksum,
+trailing zeros and a decompression bomb are each refused (or, for a torn final frame, cut)
+with the reference's message and bounded memory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.zstd import MAGIC, compress_frame, scan_frames
+from session import Runtime, SessionPersistenceCorruptionError
+from tests.corpus import case_bytes, cases
+
+HEADER = b'{"type":"session","version":0,"id":"z","createdAt":1,"delegationDepth":0}\n'
+START = b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
+END = b'{"type":"turn/end","seq":1,"time":1,"data":{"turn":1,"reason":{"kind":"completed"}}}\n'
+ORIGINAL = [
+    {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1}},
+    {"type": "turn/end", "seq": 1, "time": 1, "data": {"turn": 1, "reason": {"kind": "completed"}}},
+]
+PREFIXES = [c for c in cases("upstream-v0-zstd") if c["case"].startswith("prefix-")]
+
+
+def frames_of(data: bytes) -> list[bytes]:
+    found = scan_frames(data, "p")
+    assert found.torn_start is None
+    return [data[start:end] for start, end in found.complete]
+
+
+@pytest.mark.parametrize("case", PREFIXES, ids=lambda c: f"{c['scenario']}/{c['case']}")
+def test_every_frame_of_the_reference_re_encodes_byte_for_byte(case: dict[str, object]) -> None:
+    frames = frames_of(case_bytes(case))
+    assert frames
+    for frame in frames:
+        plaintext = zstandard.ZstdDecompressor().decompress(frame, max_output_size=1 << 24)
+        assert compress_frame(plaintext) == frame
+
+
+def test_the_corpus_has_prefixes_of_every_scenario() -> None:
+    assert {c["scenario"] for c in PREFIXES} == {
+        "complete:2",
+        "tool:1",
+        "parallel-tool:1",
+        "request:1",
+    }
+
+
+async def write_two_turns(root: Path, compression: str) -> Path:
+    async with Runtime(clock=lambda: 7) as runtime:
+        runtime.install(JsonlPersistence(root, new_session_compression=compression))
+        session = runtime.sessions.create("w")
+        for turn in (1, 2):
+            session.append("turn/start", {"turn": turn})
+            session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+            await runtime.sessions.flush(session)
+    return root / "_no-cwd" / "w"
+
+
+async def test_a_compressed_log_holds_the_plain_logs_bytes_in_the_references_frames(
+    tmp_path: Path,
+) -> None:
+    plain = (await write_two_turns(tmp_path / "plain", "none")) / "session.jsonl"
+    packed = (await write_two_turns(tmp_path / "zstd", "zstd")) / "session.jsonl.zstd"
+    assert not packed.with_name("session.jsonl").exists()
+    frames = frames_of(packed.read_bytes())
+    plaintexts = [zstandard.ZstdDecompressor().decompress(f, 1 << 20) for f in frames]
+    assert len(frames) == 3  # the header alone, then one frame per durable batch
+    assert plaintexts[0].count(b"\n") == 1
+    assert b"".join(plaintexts) == plain.read_bytes()  # the same lines, byte for byte
+    assert [len(p.splitlines()) for p in plaintexts] == [1, 2, 2]
+    again = await JsonlPersistence(tmp_path / "zstd", compression="zstd").load("w")
+    assert [e.type for e in again.events] == ["turn/start", "turn/end"] * 2
+    assert packed.read_bytes() == b"".join(frames)  # loading a balanced log wrote nothing
+
+
+def plant(root: Path, data: bytes) -> Path:
+    path = root / "_no-cwd" / "z" / "session.jsonl.zstd"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    return path
+
+
+def good_log() -> bytes:
+    return compress_frame(HEADER) + compress_frame(START) + compress_frame(END)
+
+
+async def refused(root: Path, data: bytes, message: str) -> None:
+    path = plant(root, data)
+    for attempt in ("inspect", "load"):
+        backend = JsonlPersistence(root)
+        with pytest.raises(SessionPersistenceCorruptionError, match=message):
+            await getattr(backend, attempt)("z")
+        await backend.aclose()
+    assert path.read_bytes() == data  # refused: nothing was written
+
+
+async def test_bad_magic_reserved_bits_and_trailing_zeros(tmp_path: Path) -> None:
+    log = good_log()
+    first = len(compress_frame(HEADER))
+    await refused(tmp_path / "magic", b"XXXX" + log[4:], "invalid frame magic at byte 0")
+    reserved = bytearray(log)
+    reserved[first + 4] |= 0x08
+    await refused(
+        tmp_path / "bit", bytes(reserved), f"reserved frame-header bit at byte {first + 4}"
+    )
+    await refused(tmp_path / "zeros", log + bytes(64), f"invalid frame magic at byte {len(log)}")
+    block = bytearray(log)
+    descriptor = block[first + 4]
+    header_size = 1 + (0 if descriptor & 0x20 else 1)  # no dictionary or content size here
+    at = first + 4 + header_size
+    block[at] |= 0b110  # block type 3: reserved
+    await refused(tmp_path / "block", bytes(block), f"reserved block type at byte {at}")
+
+
+@pytest.mark.parametrize("frame", [0, 1, 2])
+async def test_a_flipped_byte_in_each_frame_is_refused(tmp_path: Path, frame: int) -> None:
+    log = good_log()
+    start, end = scan_frames(log, "p").complete[frame]
+    for offset in range(start + 6, end):  # past the magic and the descriptor
+        flipped = bytearray(log)
+        flipped[offset] ^= 0x40
+        root = tmp_path / str(offset)
+        path = plant(root, bytes(flipped))
+        backend = JsonlPersistence(root)
+        try:
+            stored = await backend.inspect("z")
+        except SessionPersistenceCorruptionError:
+            continue  # refused: the damage was seen
+        finally:
+            await backend.aclose()
+        # Otherwise the flip moved where a frame seems to end: a torn final frame, whose
+        # loss is visible, never a committed event that silently changed.
+        events = [e.to_json() for e in stored.events]
+        assert events == ORIGINAL[: len(events)]
+        assert path.read_bytes() == bytes(flipped)
+
+
+async def test_a_truncated_checksum_is_a_torn_frame_whose_lines_are_recovered(
+    tmp_path: Path,
+) -> None:
+    log = good_log()
+    path = plant(tmp_path, log[:-2])  # the last frame lost half its checksum
+    backend = JsonlPersistence(tmp_path)
+    inspected = await backend.inspect("z")
+    assert [e.type for e in inspected.events] == ["turn/start", "turn/end"]
+    assert path.read_bytes() == log[:-2]
+    loaded = await backend.load("z")
+    assert [e.type for e in loaded.events] == ["turn/start", "turn/end"]
+    assert path.read_bytes() == log  # cut at the torn start, the recovered line re-framed
+    await backend.aclose()
+
+
+BOMB = """
+import asyncio, resource, sys
+from persistence_jsonl import JsonlPersistence
+async def main():
+    backend = JsonlPersistence(sys.argv[1], max_log_bytes=int(sys.argv[2]))
+    try:
+        await backend.inspect("z")
+    except Exception as e:
+        print(type(e).__name__, e)
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.process
+def test_a_decompression_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    compressor = zstandard.ZstdCompressor(level=19, write_checksum=True, write_content_size=False)
+    stream = compressor.compressobj()
+    bomb = b"".join(stream.compress(bytes(1 << 24)) for _ in range(256)) + stream.flush()
+    assert len(bomb) < 1 << 20  # a small file ...
+    plant(tmp_path, compress_frame(HEADER) + bomb)  # ... that expands to 4 GiB
+    assert bomb.startswith(MAGIC)
+    done = subprocess.run(
+        [sys.executable, "-c", BOMB, str(tmp_path), str(64 << 20)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    verdict, rss = done.stdout.splitlines()
+    assert verdict.startswith("SessionPersistenceCorruptionError")
+    assert "expands to more than max_log_bytes" in verdict
+    assert int(rss) < 300, f"peaked at {rss} MiB"
