@@ -79,13 +79,17 @@ def open_stack(
     tool_hook: ToolHook | None = None,
     workdir: str | None = None,
     ops: FileOps | None = None,
+    compression: str = "none",
 ) -> Stack:
     """Assemble the reference stack over ``root``. ``tool_hook(name, call)`` runs at the start
     of every tool body (failpoints live there). The tools work in ``workdir`` (default: a
     sibling of the root named ``<root>-workdir``); ``ops`` replaces the backend's system
-    calls (fault injection, recording)."""
+    calls (fault injection, recording); ``compression`` is the encoding of a new session's
+    log (``none`` or ``zstd``; a stored one keeps its own)."""
     runtime = AgentRuntime()
-    backend = JsonlPersistence(root, write_batch_max_delay_ms=window_ms, ops=ops)
+    backend = JsonlPersistence(
+        root, write_batch_max_delay_ms=window_ms, ops=ops, new_session_compression=compression
+    )
     runtime.install(backend)
     uninstall = runtime.install(checkpoint_policy) if policy else None
     model = ScriptedModel(script)

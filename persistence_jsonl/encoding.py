@@ -14,7 +14,7 @@ from persistence_jsonl.scan import LogSummary, ScannedLog, scan_log, summarize_l
 from persistence_jsonl.zstd import (
     compress_frame,
     decompress_frame,
-    scan_frames,
+    frame_end,
     scan_zstd_log,
     summarize_zstd_log,
     zstd_plaintext,
@@ -111,10 +111,10 @@ class _Zstd:
 
     def first_line(self, ops: FileOps, path: str, limit: int) -> bytes | None:
         for prefix in _growing_prefixes(ops, path):
-            frames = scan_frames(prefix, path)
-            if frames.complete:
-                (start, end), declared = frames.complete[0], frames.declared[0]
-                line = decompress_frame(prefix[start:end], start, declared, limit, path)
+            first = frame_end(prefix, 0, path) if prefix else None
+            if first is not None:  # only the header's frame is read
+                end, declared = first
+                line = decompress_frame(prefix[:end], 0, declared, limit, path)
                 return line[: line.index(b"\n")] if b"\n" in line else None
         return None
 

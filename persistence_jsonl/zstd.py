@@ -36,6 +36,7 @@ __all__ = [
     "Frames",
     "compress_frame",
     "decompress_frame",
+    "frame_end",
     "recover_torn",
     "scan_frames",
     "scan_zstd_log",
@@ -87,7 +88,7 @@ def scan_frames(data: bytes, path: str) -> Frames:
     declared: list[int | None] = []
     pos, size = 0, len(data)
     while pos < size:
-        found = _frame_end(data, pos, path)
+        found = frame_end(data, pos, path)
         if found is None:
             return Frames(complete, pos, declared)
         end, content_size = found
@@ -97,9 +98,9 @@ def scan_frames(data: bytes, path: str) -> Frames:
     return Frames(complete, None, declared)
 
 
-def _frame_end(data: bytes, start: int, path: str) -> tuple[int, int | None] | None:
+def frame_end(data: bytes, start: int, path: str) -> tuple[int, int | None] | None:
     """The end of the frame at ``start`` and its declared content size; ``None`` when the
-    data ends inside it."""
+    data ends inside it. Raises as :func:`scan_frames` for that frame."""
     size = len(data)
     if size - start < 4:
         if data[start:] != MAGIC[: size - start]:

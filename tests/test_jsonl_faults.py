@@ -1,8 +1,7 @@
 """Fault injection through the JSONL backend's I/O seam (``persistence_jsonl.fileio``).
 
-A session's life (a materialization, three appends and the repair of a crashed tail) is
-replayed with the k-th system call
-failing, once or from then on, for every k up to the number of calls the life makes. After each
+A session's life (a materialization, three appends and the repair of a crashed tail), plain
+and compressed, is replayed with the k-th system call failing, once or from then on, for every k up to the number of calls the life makes. After each
 run the file on disk must load, hold every batch whose ``append`` returned, and hold no partial
 batch. Failures are ``EIO``, ``ENOSPC`` and short writes.
 """
@@ -17,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from persistence_jsonl import FileOps, JsonlPersistence
+from persistence_jsonl.encoding import ENCODINGS
+from persistence_jsonl.zstd import compress_frame
 from session import Session, SessionDurabilityError, SessionEvent
 from tests.test_persistence_contract import closed_turn, header
 
@@ -87,10 +88,17 @@ def batches() -> list[Sequence[SessionEvent]]:
     return [events[:4], events[4:9], events[9:12], events[12:]]
 
 
-async def _life(root: Path, ops: FileOps) -> list[int]:
+TORN = {
+    "none": b'{"type":"assistant/chunk","seq":',
+    "zstd": compress_frame(b'{"type":"assistant/chunk","seq":99,"time":1,"data":{}}\n')[:9],
+}
+"""What a writer that crashed mid-write leaves after the last batch, per encoding."""
+
+
+async def _life(root: Path, ops: FileOps, compression: str = "none") -> list[int]:
     """Materialize and append three more batches, retrying a failed batch once; return the
     seqs whose append returned."""
-    backend = JsonlPersistence(root, ops=ops)
+    backend = JsonlPersistence(root, ops=ops, new_session_compression=compression)
     await backend.create(header("f"))
     acknowledged: list[int] = []
     for batch in batches():
@@ -107,9 +115,9 @@ async def _life(root: Path, ops: FileOps) -> list[int]:
     if len(acknowledged) == sum(len(b) for b in batches()):
         # The last batch leaves turn 3 open. Simulate a writer that crashed mid-line, then
         # let a new instance (same faulty seam) repair it: truncate the tail, append closers.
-        log = root / "_no-cwd" / "f" / "session.jsonl"
+        log = root / "_no-cwd" / "f" / ENCODINGS[compression].filename
         with open(log, "ab") as f:
-            f.write(b'{"type":"assistant/chunk","seq":')
+            f.write(TORN[compression])
         repairer = JsonlPersistence(root, ops=ops)
         for _attempt in range(2):
             try:
@@ -121,11 +129,14 @@ async def _life(root: Path, ops: FileOps) -> list[int]:
     return acknowledged
 
 
+@pytest.mark.parametrize("compression", ["none", "zstd"])
 @pytest.mark.parametrize("mode", ["eio", "enospc", "short"])
 @pytest.mark.parametrize("once", [True, False], ids=["once", "persistent"])
-async def test_every_call_of_a_session_life_can_fail(tmp_path: Path, mode: str, once: bool) -> None:
+async def test_every_call_of_a_session_life_can_fail(
+    tmp_path: Path, mode: str, once: bool, compression: str
+) -> None:
     counter = FaultyOps(10**9, once=True)
-    await _life(tmp_path / "count", counter)
+    await _life(tmp_path / "count", counter, compression)
     total = counter.calls
     assert total > 15
     expected_all = [e.seq for batch in batches() for e in batch]
@@ -133,7 +144,7 @@ async def test_every_call_of_a_session_life_can_fail(tmp_path: Path, mode: str, 
     for k in range(1, total + 1):
         root = tmp_path / f"{mode}-{once}-{k}"
         ops = FaultyOps(k, once=once, mode=mode)
-        acknowledged = await _life(root, ops)
+        acknowledged = await _life(root, ops, compression)
         if mode != "short" or ops.injected:
             checked += 1
         reader = JsonlPersistence(root)
