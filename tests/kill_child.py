@@ -45,8 +45,8 @@ def events(seed: int) -> list[list[object]]:
     return batches
 
 
-async def main(root: str, seed: int, action: str) -> None:
-    backend = JsonlPersistence(root)
+async def main(root: str, seed: int, action: str, compression: str = "none") -> None:
+    backend = JsonlPersistence(root, new_session_compression=compression)
     if action == "write":
         await backend.create({"version": 0, "id": "k", "createdAt": 1, "delegationDepth": 0})
         acked = 0
@@ -61,4 +61,4 @@ async def main(root: str, seed: int, action: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3]))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3], *sys.argv[4:]))

@@ -1,8 +1,9 @@
 """The kill matrix: SIGKILL at every backend failpoint (between an append's write and its
 fsync; after a materialization's temp write, link and directory fsync; after a repair's
-truncate and its closer write), over many runs with varied batch sizes. After each kill the
-log loads, holds every acknowledged batch and no partial one, and loads again to the same
-result: a repair interrupted and redone never duplicates closers."""
+truncate and its closer write), over many runs with varied batch sizes, for plain and
+compressed logs. After each kill the log loads, holds every acknowledged batch and no partial
+one, and loads again to the same result: a repair interrupted and redone never duplicates
+closers."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.encoding import ENCODINGS, ZSTD
 from persistence_jsonl.fileio import FAILPOINT_ENV
+from persistence_jsonl.zstd import decompress_frame, scan_frames
 from tests.kill_child import events
 
 pytestmark = pytest.mark.process
@@ -30,10 +33,12 @@ WRITE_POINTS = [
 REPAIR_POINTS = ["repair:after-truncate", "repair:after-closer-write"]
 
 
-def child(root: Path, seed: int, action: str, point: str) -> subprocess.CompletedProcess[str]:
+def child(
+    root: Path, seed: int, action: str, point: str, compression: str
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, FAILPOINT_ENV: point}
     return subprocess.run(
-        [sys.executable, "-m", "tests.kill_child", str(root), str(seed), action],
+        [sys.executable, "-m", "tests.kill_child", str(root), str(seed), action, compression],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -43,9 +48,9 @@ def child(root: Path, seed: int, action: str, point: str) -> subprocess.Complete
     )
 
 
-async def check_write_kill(root: Path, seed: int, point: str) -> None:
+async def check_write_kill(root: Path, seed: int, point: str, compression: str) -> None:
     hit = 1 + seed % 3 if point == "append:after-write" else 1
-    result = child(root, seed, "write", f"{point}@{hit}")
+    result = child(root, seed, "write", f"{point}@{hit}", compression)
     assert result.returncode == -signal.SIGKILL, result.stderr
     acked = [
         int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("acked")
@@ -72,16 +77,28 @@ async def check_write_kill(root: Path, seed: int, point: str) -> None:
     await again.aclose()
 
 
-async def check_repair_kill(root: Path, seed: int, point: str) -> None:
-    prepared = child(root, seed, "write", "none")
-    assert prepared.returncode == 0, prepared.stderr
-    log = root / "_no-cwd" / "k" / "session.jsonl"
+def open_the_last_turn(log: Path) -> None:
+    """Drop the log's last ``turn/end`` and keep a torn fragment where it was: the line cut in
+    half, or the frame holding it cut after its frame header (nothing can be recovered)."""
     data = log.read_bytes()
+    if log.name == ZSTD.filename:
+        spans = scan_frames(data, str(log)).complete
+        plain = [decompress_frame(data[s:e], s, None, 1 << 30, str(log)) for s, e in spans]
+        cut = max(i for i, text in enumerate(plain) if b'"turn/end"' in text)
+        start = spans[cut][0]
+        log.write_bytes(data[: start + 6])
+        return
     lines = data.splitlines(keepends=True)
     ends = [i for i, line in enumerate(lines) if b'"turn/end"' in line]
-    cut = ends[-1]  # drop the last turn/end (an open turn), keep a torn fragment after it
+    cut = ends[-1]
     log.write_bytes(b"".join(lines[:cut]) + lines[cut][: len(lines[cut]) // 2])
-    result = child(root, seed, "repair", point)
+
+
+async def check_repair_kill(root: Path, seed: int, point: str, compression: str) -> None:
+    prepared = child(root, seed, "write", "none", compression)
+    assert prepared.returncode == 0, prepared.stderr
+    open_the_last_turn(root / "_no-cwd" / "k" / ENCODINGS[compression].filename)
+    result = child(root, seed, "repair", point, compression)
     assert result.returncode == -signal.SIGKILL, result.stderr
     backend = JsonlPersistence(root)
     first = await backend.load("k")
@@ -100,20 +117,23 @@ RUNS = int(os.environ.get("KILL_MATRIX_RUNS", "20"))
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("compression", ["none", "zstd"])
 @pytest.mark.parametrize("point", WRITE_POINTS + REPAIR_POINTS)
-async def test_kill_matrix(tmp_path: Path, point: str) -> None:
-    for seed in range(RUNS):
+async def test_kill_matrix(tmp_path: Path, point: str, compression: str) -> None:
+    runs = RUNS if compression == "none" else max(1, RUNS // 2)
+    for seed in range(runs):
         root = tmp_path / f"run-{seed}"
         if point in REPAIR_POINTS:
-            await check_repair_kill(root, seed, point)
+            await check_repair_kill(root, seed, point, compression)
         else:
-            await check_write_kill(root, seed, point)
+            await check_write_kill(root, seed, point, compression)
 
 
+@pytest.mark.parametrize("compression", ["none", "zstd"])
 @pytest.mark.parametrize("point", WRITE_POINTS + REPAIR_POINTS)
-async def test_kill_matrix_smoke(tmp_path: Path, point: str) -> None:
+async def test_kill_matrix_smoke(tmp_path: Path, point: str, compression: str) -> None:
     """One run per failpoint in the quick suite (the full matrix is marked slow)."""
     if point in REPAIR_POINTS:
-        await check_repair_kill(tmp_path, 3, point)
+        await check_repair_kill(tmp_path, 3, point, compression)
     else:
-        await check_write_kill(tmp_path, 3, point)
+        await check_write_kill(tmp_path, 3, point, compression)

@@ -6,16 +6,20 @@ with the reference's message and bounded memory."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import zstandard
 
 from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.zstd import MAGIC, compress_frame, scan_frames
-from session import Runtime, SessionPersistenceCorruptionError
+from persistence_jsonl.scan import scan_log
+from persistence_jsonl.zstd import MAGIC, compress_frame, scan_frames, zstd_plaintext
+from session import Runtime, SessionEvent, SessionPersistenceCorruptionError
 from tests.corpus import case_bytes, cases
 
 HEADER = b'{"type":"session","version":0,"id":"z","createdAt":1,"delegationDepth":0}\n'
@@ -192,3 +196,59 @@ def test_a_decompression_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> No
     assert verdict.startswith("SessionPersistenceCorruptionError")
     assert "expands to more than max_log_bytes" in verdict
     assert int(rss) < 300, f"peaked at {rss} MiB"
+
+
+@pytest.mark.slow
+async def test_torn_sweep_every_byte_of_a_compressed_log(tmp_path: Path) -> None:
+    """Cut the reference's two-turn compressed log at every byte: inspect and load return a
+    prefix of its events (at least every complete frame's, at most the torn frame's too) plus
+    the closers of that prefix, or refuse a header-less file; after load the file is whole
+    frames again and loads to the same events."""
+    from recovery import closers
+
+    complete = [c for c in PREFIXES if c["scenario"] == "complete:2"]
+    case = max(complete, key=lambda c: len(case_bytes(c)))
+    data = case_bytes(case)
+    everything = [SessionEvent.from_json(e) for e in case["inspect"]["events"]]
+    spans = scan_frames(data, "p").complete
+    per_frame = [
+        len(scan_log(zstd_plaintext(data[:end], "p", 1 << 30), "p").events) for _, end in spans
+    ]
+    root = Path(tempfile.mkdtemp(dir="/dev/shm")) if os.path.isdir("/dev/shm") else tmp_path
+    path = root / case["path"]
+    path.parent.mkdir(parents=True)
+    outcomes = {"loaded": 0, "refused": 0}
+    for cut in range(len(data) + 1):
+        whole = sum(1 for _, end in spans if end <= cut)
+        least = per_frame[whole - 1] if whole else 0
+        most = per_frame[min(whole, len(spans) - 1)]
+        for method in ("inspect", "load"):
+            path.write_bytes(data[:cut])
+            backend = JsonlPersistence(root)
+            if whole == 0:  # not even the header's frame is whole
+                with pytest.raises(SessionPersistenceCorruptionError, match="header-less"):
+                    await getattr(backend, method)(case["session_id"])
+                outcomes["refused"] += 1
+                continue
+            stored = await getattr(backend, method)(case["session_id"])
+            await backend.aclose()
+            events = [e.to_json() for e in stored.events]
+            kept = next(
+                n
+                for n in range(most, least - 1, -1)
+                if events == [e.to_json() for e in everything[:n] + closers(everything[:n])]
+            )
+            assert least <= kept <= most, f"cut {cut}"
+            outcomes["loaded"] += 1
+            if method == "load":
+                assert scan_frames(path.read_bytes(), "p").torn_start is None
+                again = JsonlPersistence(root)
+                assert [
+                    e.to_json() for e in (await again.load(case["session_id"])).events
+                ] == events
+                await again.aclose()
+    shutil.rmtree(root, ignore_errors=True)
+    assert outcomes == {
+        "loaded": 2 * (len(data) + 1 - spans[0][1]),
+        "refused": 2 * spans[0][1],
+    }
