@@ -26,16 +26,18 @@ from persistence_jsonl.rows import encode_batch
 from session import Runtime, Session
 
 
-def stack(root: str) -> tuple[Runtime, JsonlPersistence]:
+def stack(root: str, compression: str = "none") -> tuple[Runtime, JsonlPersistence]:
     runtime = Runtime()
-    backend = JsonlPersistence(root)
+    backend = JsonlPersistence(root, new_session_compression=compression)
     runtime.install(backend)
     return runtime, backend
 
 
-async def step_checkpoints(root: str, steps: int = 200, chunks: int = 20) -> tuple[float, float]:
+async def step_checkpoints(
+    root: str, steps: int = 200, chunks: int = 20, compression: str = "none"
+) -> tuple[float, float]:
     """(median flush ms, checkpoints per second) for one session."""
-    runtime, backend = stack(root)
+    runtime, backend = stack(root, compression)
     session = runtime.sessions.create("one")
     total, flushes = await run_steps(runtime, session, steps, chunks)
     await backend.aclose()
@@ -112,6 +114,27 @@ async def big_step(root: str, chunks: int = 100_000) -> tuple[float, float, floa
     await fresh.aclose()
     events = len(session.events)
     return append_rate, events / load_seconds, orjson_seconds / load_seconds
+
+
+async def zstd_big_step(root: str, chunks: int = 100_000) -> tuple[float, float]:
+    """(cold-inspect events/s, compressed / plain bytes) for one step of ``chunks`` written
+    to a compressed log."""
+    runtime, backend = stack(root, "zstd")
+    session = runtime.sessions.create("big")
+    session.append("turn/start", {"turn": 1})
+    append_step(session, 1, chunks)
+    await runtime.sessions.flush(session)
+    await backend.aclose()
+    fresh = JsonlPersistence(root)
+    start = time.perf_counter()
+    inspected = await fresh.inspect("big")
+    load_seconds = time.perf_counter() - start
+    assert len(inspected.events) == len(session.events) + 1  # plus the open turn's closer
+    raw = await fresh.read_raw("big")
+    assert raw is not None
+    compressed = os.path.getsize(fresh.locate(inspected.header))
+    await fresh.aclose()
+    return len(session.events) / load_seconds, compressed / len(raw.content)
 
 
 async def empty_flush_us(root: str, rounds: int = 20_000) -> float:
@@ -219,21 +242,23 @@ async def repeat(runs: int, measure: Callable[[str], Any]) -> list[Any]:
 
 async def checkpoint_round(
     root: str, steps: int = 200, chunks: int = 20
-) -> tuple[float, float, float, float, float]:
+) -> tuple[float, float, float, float, float, float]:
     """One round of the single-session figures and their baselines, back to back (so each
     ratio compares measurements a few seconds apart on a machine whose speed drifts):
-    (raw fsync ms, paced raw fsync ms, checkpoint ms, checkpoints/s, SQLite checkpoints/s)."""
+    (raw fsync ms, paced raw fsync ms, checkpoint ms, checkpoints/s, SQLite checkpoints/s,
+    compressed-log checkpoints/s)."""
     raw = raw_fsync_ms(os.path.join(root, "raw"), steps, chunks)
     paced = raw_fsync_paced_ms(os.path.join(root, "paced"), steps, chunks)
     checkpoint, rate = await step_checkpoints(os.path.join(root, "jsonl"), steps, chunks)
     sqlite_rate = sqlite_checkpoints(os.path.join(root, "sqlite"), steps, chunks)
-    return raw, paced, checkpoint, rate, sqlite_rate
+    _, zstd_rate = await step_checkpoints(os.path.join(root, "zstd"), steps, chunks, "zstd")
+    return raw, paced, checkpoint, rate, sqlite_rate, zstd_rate
 
 
 async def collect(runs: int) -> dict[str, list[float]]:
     figures: dict[str, list[float]] = {}
     rounds = await repeat(runs, checkpoint_round)
-    raw, paced, checkpoint, rate, sqlite_rate = (
+    raw, paced, checkpoint, rate, sqlite_rate, zstd_rate = (
         list(column) for column in zip(*rounds, strict=True)
     )
     figures["raw_fsync_ms"] = raw
@@ -253,6 +278,12 @@ async def collect(runs: int) -> dict[str, list[float]]:
     figures["load_log_mb"] = [p[1] for p in peak]
     figures["sqlite_checkpoints_per_s_1"] = sqlite_rate
     figures["vs_sqlite_1"] = [ours / theirs for ours, theirs in zip(rate, sqlite_rate, strict=True)]
+    figures["zstd_checkpoints_per_s_1"] = zstd_rate
+    figures["zstd_vs_plain_1"] = [z / p for z, p in zip(zstd_rate, rate, strict=True)]
+    packed = await repeat(runs, zstd_big_step)
+    figures["zstd_load_events_per_s"] = [p[0] for p in packed]
+    figures["zstd_load_vs_plain"] = [p[0] / b[1] for p, b in zip(packed, big, strict=True)]
+    figures["zstd_bytes_ratio"] = [p[1] for p in packed]
     return figures
 
 

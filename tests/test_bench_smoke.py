@@ -14,6 +14,7 @@ from bench.__main__ import (
     raw_fsync_paced_ms,
     sqlite_checkpoints,
     step_checkpoints,
+    zstd_big_step,
 )
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
@@ -49,6 +50,9 @@ async def test_every_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     assert await empty_flush_us(str(tmp_path / "d"), rounds=10) > 0
     assert all(figure > 0 for figure in await checkpoint_round(str(tmp_path / "e"), 3, 4))
+    load_rate, bytes_ratio = await zstd_big_step(str(tmp_path / "f"), chunks=500)
+    assert load_rate > 0
+    assert 0 < bytes_ratio < 0.5  # repetitive deltas compress well
 
 
 def test_append_step_shape() -> None:
