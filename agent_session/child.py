@@ -1,7 +1,8 @@
 """The crash child: runs the reference stack and SIGKILLs itself at a named failpoint.
 
 ``python -m agent_session.child ROOT SESSION_ID --mode MODE [--turns N] [--no-policy]
-[--window MS]`` runs ``N`` complete turns, then one more turn that dies at ``MODE``:
+[--window MS] [--compression {none,zstd}]`` runs ``N`` complete turns, then one more turn
+that dies at ``MODE``:
 
 - ``request``: inside the model adapter, after the request checkpoint, before any output;
 - ``tool``: inside a ``write_file`` body (the only call of the step);
@@ -51,7 +52,13 @@ def die(mode: str) -> None:
 
 
 async def run(
-    root: str, session_id: str, mode: str, turns: int, policy: bool, window_ms: int
+    root: str,
+    session_id: str,
+    mode: str,
+    turns: int,
+    policy: bool,
+    window_ms: int,
+    compression: str = "none",
 ) -> None:
     crash_turn = turns + 1
     calls = {"tool": ("write_file",), "parallel-tool": ("read_file", "write_file")}
@@ -71,7 +78,14 @@ async def run(
         if crashing and mode in ("tool", "parallel-tool") and name == "write_file":
             die(mode)
 
-    stack = open_stack(root, script, policy=policy, window_ms=window_ms, tool_hook=tool_hook)
+    stack = open_stack(
+        root,
+        script,
+        policy=policy,
+        window_ms=window_ms,
+        tool_hook=tool_hook,
+        compression=compression,
+    )
     runtime = stack.runtime
     session = runtime.sessions.create(session_id)
     original_flush = runtime.sessions.flush
@@ -119,9 +133,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=1, help="complete turns before the last")
     parser.add_argument("--no-policy", action="store_true")
     parser.add_argument("--window", type=int, default=200, help="batching window in ms")
+    parser.add_argument("--compression", choices=["none", "zstd"], default="none")
     args = parser.parse_args(argv)
     asyncio.run(
-        run(args.root, args.session_id, args.mode, args.turns, not args.no_policy, args.window)
+        run(
+            args.root,
+            args.session_id,
+            args.mode,
+            args.turns,
+            not args.no_policy,
+            args.window,
+            args.compression,
+        )
     )
     return 0
 

@@ -112,6 +112,13 @@ def _parser() -> argparse.ArgumentParser:
         help=f"turns to run, the last one crashing (1 to {MAX_DEMO_TURNS}; default: 2)",
     )
     demo.add_argument("--session-id", type=_session_id, help="session id (default: demo-<random>)")
+    demo.add_argument(
+        "--compression",
+        choices=["none", "zstd"],
+        default="none",
+        help="write the log plain (session.jsonl, the default) or as the reference's default "
+        "session.jsonl.zstd",
+    )
     demo.add_argument("--no-recover", action="store_true", help="stop after the crash")
     demo.add_argument("--json", action="store_true", help="print a JSON summary instead")
 
@@ -247,6 +254,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
             session_id=args.session_id,
             recover=not args.no_recover,
             as_json=args.json,
+            compression=args.compression,
         )
     if args.command == "recover":
         store = commands.backend(args.root)

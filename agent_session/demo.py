@@ -72,14 +72,16 @@ async def run_demo(
     session_id: str | None,
     recover: bool,
     as_json: bool,
+    compression: str = "none",
 ) -> int:
-    """Run the demo; return the exit code."""
+    """Run the demo (its log written plain or compressed); return the exit code."""
     root = os.path.abspath(root)
     if os.path.exists(root) and not os.path.isdir(root):
         raise UserError(f'store root "{root}" is not a directory')
     if session_id is None:
         session_id = f"demo-{uuid.uuid4().hex[:8]}"
-    say = _Narrator(out, as_json, {"root": root, "sessionId": session_id, "crash": crash})
+    report = {"root": root, "sessionId": session_id, "crash": crash, "compression": compression}
+    say = _Narrator(out, as_json, report)
     if await JsonlPersistence(root).storage.revision(session_id) is not None:
         raise ValueError(
             f'session "{session_id}" already exists in {root}; pick another --session-id or --root'
@@ -89,13 +91,14 @@ async def run_demo(
         f"A scripted agent runs {turns} turn(s); each asks for read_file and write_file, then "
         "answers."
     )
+    kind = "a JSONL file" if compression == "none" else "a zstd-compressed JSONL file"
     say(
-        "The log is a JSONL file; the checkpoint policy makes it durable before every model "
+        f"The log is {kind}; the checkpoint policy makes it durable before every model "
         "request, before every tool body and after every step."
     )
     say()
     try:
-        _run_child(say, root, session_id, crash, turns)
+        _run_child(say, root, session_id, crash, turns, compression)
     except KeyboardInterrupt:
         print(
             f"agent-session: interrupted; the agent child was stopped and session "
@@ -144,12 +147,14 @@ def _command() -> str:
     return os.path.abspath(script) if relative.startswith("..") else relative
 
 
-def _run_child(say: _Narrator, root: str, session_id: str, crash: str, turns: int) -> None:
+def _run_child(
+    say: _Narrator, root: str, session_id: str, crash: str, turns: int, compression: str
+) -> None:
     """Run the agent in a child process that is SIGKILLed at the ``crash`` point, with a
     progress line on a terminal; tell what it did. Raises :class:`UserError` with the
     child's own error when it failed otherwise, and ``KeyboardInterrupt`` (the child
     stopped) on Ctrl-C."""
-    durable = _checkpoints(say, root, session_id, crash, turns)
+    durable = _checkpoints(say, root, session_id, crash, turns, compression)
     killed = durable.returncode == -signal.SIGKILL
     report = say.report
     report.update(
@@ -184,9 +189,11 @@ class _ChildRun:
         self.cause = ""
 
 
-def _checkpoints(say: _Narrator, root: str, session_id: str, crash: str, turns: int) -> _ChildRun:
+def _checkpoints(
+    say: _Narrator, root: str, session_id: str, crash: str, turns: int, compression: str
+) -> _ChildRun:
     with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: it never fills up
-        run = _watch_child(say, root, session_id, crash, turns, errors)
+        run = _watch_child(say, root, session_id, crash, turns, compression, errors)
         errors.seek(0)
         run.cause = _cause(errors.read()) or f"exit status {run.returncode}"
     return run
@@ -207,10 +214,16 @@ def _cause(stderr: str) -> str:
 
 
 def _watch_child(
-    say: _Narrator, root: str, session_id: str, crash: str, turns: int, errors: IO[str]
+    say: _Narrator,
+    root: str,
+    session_id: str,
+    crash: str,
+    turns: int,
+    compression: str,
+    errors: IO[str],
 ) -> _ChildRun:
     command = [sys.executable, "-m", "agent_session.child", root, session_id]
-    command += ["--mode", crash, "--turns", str(turns - 1)]
+    command += ["--mode", crash, "--turns", str(turns - 1), "--compression", compression]
     run = _ChildRun()
     progress = Progress(turns, "turns run", threshold=5 if not say.as_json else 1 << 30)
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1)
