@@ -252,3 +252,30 @@ async def test_torn_sweep_every_byte_of_a_compressed_log(tmp_path: Path) -> None
         "loaded": 2 * (len(data) + 1 - spans[0][1]),
         "refused": 2 * spans[0][1],
     }
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("mode", ["request", "tool", "parallel-tool", "midstream", "post-step"])
+async def test_the_stack_killed_at_each_failpoint_on_a_compressed_log(
+    tmp_path: Path, mode: str
+) -> None:
+    """The crash child writes the reference's default compressed log and is SIGKILLed: every
+    prefix it reported durable is there, byte for byte; the repaired log is whole frames, a
+    second load changes nothing, and the session resumes and runs another turn."""
+    from tests.test_crash import check_after_crash, resume_and_continue, run_child
+
+    reports = run_child(tmp_path, mode, "--compression", "zstd")
+    assert reports
+    log = tmp_path / "_no-cwd" / "crash" / "session.jsonl.zstd"
+    assert not log.with_name("session.jsonl").exists()
+    before = await check_after_crash(tmp_path, reports)
+    repaired = log.read_bytes()
+    assert scan_frames(repaired, "p").torn_start is None
+    for frame in frames_of(repaired):  # as the reference would compress each of them
+        plaintext = zstandard.ZstdDecompressor().decompress(frame, max_output_size=1 << 24)
+        assert compress_frame(plaintext) == frame
+    again = await JsonlPersistence(tmp_path, compression="zstd").load("crash")
+    assert [e.encode() for e in again.events] == [e.encode() for e in before]
+    assert log.read_bytes() == repaired
+    await resume_and_continue(tmp_path, before)
+    assert not log.with_name("session.jsonl").exists()  # resumed in its own encoding
