@@ -165,6 +165,17 @@ def _parser() -> argparse.ArgumentParser:
     recover.add_argument("ids", nargs="*", metavar="ID", help="sessions to repair (default: all)")
     recover.add_argument("--json", action="store_true", help="one JSON object per session")
 
+    convert = command(
+        "convert",
+        "rewrite a stopped session's log plain or compressed",
+        "Rewrite a session's log as session.jsonl (--to none) or as the reference's default "
+        "session.jsonl.zstd (--to zstd). The new file is durable before the old one is "
+        "removed; a session a live writer holds, or one with a torn tail, is refused.",
+    )
+    convert.add_argument("root", help=_ROOT_HELP)
+    convert.add_argument("id", help="the session id")
+    convert.add_argument("--to", required=True, choices=["none", "zstd"])
+
     export = command(
         "export",
         "print a session's history as a provider request",
@@ -263,6 +274,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         finally:
             await store.aclose()
     handlers = {
+        "convert": commands.convert,
         "ls": commands.ls,
         "show": commands.show,
         "verify": commands.verify,

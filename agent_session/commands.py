@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_LOG_BYTES_ENV",
     "backend",
+    "convert",
     "examine",
     "export",
     "ls",
@@ -88,13 +89,14 @@ async def ls(args: argparse.Namespace) -> int:
             print(json_line(row.to_json()))
             continue
         cells = [row.id, row.cwd or "-", _created(row.created_at), str(row.events), row.state]
-        table.append([*cells, str(row.size), ", ".join(row.flags)])
+        log = "zstd" if row.compression == "zstd" else "jsonl"
+        table.append([*cells, log, str(row.size), ", ".join(row.flags)])
     if args.json:
         return worst
     if not table:
         print("no sessions")
         return OK
-    header = ["ID", "CWD", "CREATED (UTC)", "EVENTS", "LAST TURN", "BYTES", "FLAGS"]
+    header = ["ID", "CWD", "CREATED (UTC)", "EVENTS", "LAST TURN", "LOG", "BYTES", "FLAGS"]
     widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
     for line in [header, *table]:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
@@ -181,6 +183,28 @@ async def verify(args: argparse.Namespace) -> int:
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         print(f"verified {sum(counts.values())} session(s): {summary or 'none'}")
     return worst
+
+
+async def convert(args: argparse.Namespace) -> int:
+    """Rewrite a stopped session's log into the other encoding."""
+    from persistence_jsonl.convert import convert as rewrite
+    from session import SessionNotFoundError
+
+    store = backend(args.root)
+    try:
+        done = await rewrite(store.jsonl, args.id, args.to)
+    except SessionNotFoundError:
+        raise NotFound(f'no session "{args.id}" in {args.root}') from None
+    finally:
+        await store.aclose()
+    if done.old is None:
+        print(f"{args.id}: already {os.path.basename(done.new)}; nothing to do")
+    else:
+        print(
+            f"{args.id}: {os.path.basename(done.old)} -> {os.path.basename(done.new)} "
+            f"({done.plain_bytes:,} bytes of JSONL in {done.stored_bytes:,} bytes)"
+        )
+    return OK
 
 
 async def export(args: argparse.Namespace) -> int:

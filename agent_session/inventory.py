@@ -55,6 +55,9 @@ class SessionRow:
     refused to read it)."""
     problem: str | None = None
     """The error message for a corrupt, unsupported or unreadable entry."""
+    compression: str = "none"
+    """The log's encoding: ``none`` (``session.jsonl``) or ``zstd``
+    (``session.jsonl.zstd``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The row with the wire format's camelCase keys (``createdAt``)."""
@@ -77,7 +80,16 @@ def rows(root: str, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[Sess
         if summary is None:
             flag = _problem_flag(found.error)
             yield SessionRow(
-                found.fallback_id, None, None, 0, "-", size, path, [flag], str(found.error)
+                found.fallback_id,
+                None,
+                None,
+                0,
+                "-",
+                size,
+                path,
+                [flag],
+                str(found.error),
+                found.compression,
             )
             continue
         header = summary.header
@@ -98,6 +110,7 @@ def rows(root: str, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[Sess
             path,
             flags,
             problem,
+            found.compression,
         )
 
 

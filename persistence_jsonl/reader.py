@@ -53,7 +53,8 @@ def both_encodings(directory: str) -> SessionFormatUnsupportedError:
     """The refusal of a session directory holding a plain and a compressed log."""
     return SessionFormatUnsupportedError(
         f'session directory "{directory}" holds both {PLAIN.filename} and {ZSTD.filename}: '
-        "which one is the session's is unknown; move one of them away"
+        "which one is the session's is unknown (an interrupted `agent-session convert`? run "
+        "it again); otherwise move one of them away"
     )
 
 

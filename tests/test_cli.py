@@ -142,6 +142,7 @@ def test_ls_rows_flags_and_json(tmp_path: Path) -> None:
         "path",
         "flags",
         "problem",
+        "compression",
     }  # camelCase, as the wire format
     assert by_id["s1"]["state"] == "interrupted"
     assert by_id["clean"]["flags"] == ["torn tail"]

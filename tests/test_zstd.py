@@ -17,9 +17,16 @@ import pytest
 import zstandard
 
 from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.convert import convert
 from persistence_jsonl.scan import scan_log
 from persistence_jsonl.zstd import MAGIC, compress_frame, scan_frames, zstd_plaintext
-from session import Runtime, SessionEvent, SessionPersistenceCorruptionError
+from session import (
+    Runtime,
+    SessionCollisionError,
+    SessionEvent,
+    SessionFormatUnsupportedError,
+    SessionPersistenceCorruptionError,
+)
 from tests.corpus import case_bytes, cases
 
 HEADER = b'{"type":"session","version":0,"id":"z","createdAt":1,"delegationDepth":0}\n'
@@ -279,3 +286,83 @@ async def test_the_stack_killed_at_each_failpoint_on_a_compressed_log(
     assert log.read_bytes() == repaired
     await resume_and_continue(tmp_path, before)
     assert not log.with_name("session.jsonl").exists()  # resumed in its own encoding
+
+
+async def test_convert_both_ways_keeps_every_event_and_finishes_an_interrupted_run(
+    tmp_path: Path,
+) -> None:
+    directory = await write_two_turns(tmp_path, "none")
+    plain, packed = directory / "session.jsonl", directory / "session.jsonl.zstd"
+    original = plain.read_bytes()
+    storage = JsonlPersistence(tmp_path).jsonl
+    done = await convert(storage, "w", "zstd")
+    assert (done.old, done.new) == (str(plain), str(packed))
+    assert not plain.exists()
+    assert (
+        b"".join(
+            zstandard.ZstdDecompressor().decompress(f, 1 << 20)
+            for f in frames_of(packed.read_bytes())
+        )
+        == original
+    )
+    assert len(frames_of(packed.read_bytes())) == 2  # the header, then the events
+    assert (await convert(storage, "w", "zstd")).old is None  # already: nothing to do
+    await convert(storage, "w", "none")
+    assert plain.read_bytes() == original
+    assert not packed.exists()
+    # A conversion that stopped after the new file was durable left both: loads refuse the
+    # session, and running the conversion again finishes it.
+    packed.write_bytes(compress_frame(original[: original.index(b"\n") + 1]))
+    packed.write_bytes(packed.read_bytes() + compress_frame(original[original.index(b"\n") + 1 :]))
+    with pytest.raises(SessionFormatUnsupportedError, match="interrupted `agent-session convert`"):
+        await JsonlPersistence(tmp_path).load("w")
+    await convert(storage, "w", "zstd")
+    assert not plain.exists()
+    assert [e.type for e in (await JsonlPersistence(tmp_path).load("w")).events][-1] == "turn/end"
+
+
+async def test_convert_refuses_a_torn_log_and_a_session_another_writer_holds(
+    tmp_path: Path,
+) -> None:
+    directory = await write_two_turns(tmp_path, "none")
+    log = directory / "session.jsonl"
+    with open(log, "ab") as f:
+        f.write(b'{"type":"turn/sta')
+    storage = JsonlPersistence(tmp_path).jsonl
+    with pytest.raises(SessionPersistenceCorruptionError, match="torn tail"):
+        await convert(storage, "w", "zstd")
+    assert not (directory / "session.jsonl.zstd").exists()
+    holder = JsonlPersistence(tmp_path)
+    await holder.load("w")  # repairs, and holds the writer lock
+    with pytest.raises(SessionCollisionError, match="another writer"):
+        await convert(JsonlPersistence(tmp_path).jsonl, "w", "zstd")
+    await holder.aclose()
+    assert (await convert(storage, "w", "zstd")).old == str(log)
+
+
+@pytest.mark.process
+def test_the_cli_lists_converts_and_exports_compressed_sessions(tmp_path: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agent_session", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    root = str(tmp_path / "store")
+    made = cli("demo", "--root", root, "--session-id", "z", "--compression", "zstd")
+    assert made.returncode == 0, made.stderr
+    assert "a zstd-compressed JSONL file" in made.stdout
+    listed = cli("ls", root)
+    assert listed.stdout.splitlines()[0].split()[6:8] == ["TURN", "LOG"]
+    assert listed.stdout.splitlines()[1].split()[6] == "zstd"
+    plain = cli("export", root, "z", "--format", "openai", "--json")
+    assert plain.returncode == 0, plain.stderr
+    converted = cli("convert", root, "z", "--to", "none")
+    assert converted.returncode == 0, converted.stderr
+    assert converted.stdout.startswith("z: session.jsonl.zstd -> session.jsonl (")
+    assert cli("ls", root, "--json").stdout.count('"compression":"none"') == 1
+    assert cli("export", root, "z", "--format", "openai", "--json").stdout == plain.stdout
+    assert cli("convert", root, "nosuch", "--to", "zstd").returncode == 3
