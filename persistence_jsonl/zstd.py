@@ -153,15 +153,17 @@ def decompress_frame(
     bytes (nothing past ``limit + 1`` bytes is ever produced)."""
     if declared is not None and declared > limit:
         raise _too_large(start, limit, path)
-    out = bytearray()
+    pieces: list[bytes] = []  # joined once at the end: no buffer regrown and copied
+    total = 0
     try:
         for piece in _decoded(frame):
-            out += piece
-            if len(out) > limit:
+            pieces.append(piece)
+            total += len(piece)
+            if total > limit:
                 raise _too_large(start, limit, path)
     except zstandard.ZstdError:
         raise zstd_corrupt(path, f"frame at byte {start} failed validation") from None
-    return bytes(out)
+    return b"".join(pieces)
 
 
 def _decoded(frame: bytes) -> Iterator[bytes]:
