@@ -4,10 +4,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
+INTEROP := tests/interop/node_modules/.installed
 PACKAGES := session agent_loop persistence_jsonl recovery checkpoint_policy agent_session bench
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: test test-fast demo bench lint typecheck pytest clean venv
+.PHONY: test test-fast demo bench lint typecheck pytest clean venv interop
 
 venv:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version)'
@@ -33,7 +34,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(PACKAGES)
 
-pytest: $(STAMP)
+# The TypeScript reference stack (and the Node.js it needs), pinned by its lock file, for
+# the tests that load this project's logs with it.
+$(INTEROP): tests/interop/package-lock.json
+	@echo "installing the TypeScript reference stack into tests/interop (npm)"
+	@cd tests/interop && npm ci --no-audit --no-fund --silent
+	@touch $(INTEROP)
+
+interop: $(INTEROP)
+
+pytest: $(STAMP) $(INTEROP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
@@ -50,3 +60,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
+	rm -rf tests/interop/node_modules

@@ -1,0 +1,17 @@
+// Load (cold, repairing) one session with the reference's JSONL backend and print
+// {meta, events} or {error} as one JSON line. Usage: node load.mjs ROOT ID [none|zstd]
+import { Context } from '@deepseek-ai/cordis';
+import { SessionStore } from '@deepseek-ai/dsh-session';
+import JsonlSessionPersistence from '@deepseek-ai/dsh-session-persistence-jsonl';
+
+const [root, id, compression] = process.argv.slice(2);
+const ctx = new Context();
+ctx.sessions = new SessionStore(ctx);
+const backend = new JsonlSessionPersistence(ctx, { root, compression: compression ?? 'zstd' });
+try {
+  const loaded = await backend.load(id);
+  console.log(JSON.stringify({ meta: loaded.meta, events: loaded.events }));
+} catch (error) {
+  console.log(JSON.stringify({ error: String(error?.message ?? error) }));
+}
+process.exit(0);

