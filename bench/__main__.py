@@ -163,14 +163,18 @@ asyncio.run(main())
 """
 
 
-async def load_peak_rss(root: str, target_mb: int = 100) -> tuple[float, float]:
-    """(peak RSS MB of a child loading a ~100 MB log, log size MB)."""
-    runtime, backend = stack(root)
+async def load_peak_rss(
+    root: str, target_mb: int = 100, compression: str = "none"
+) -> tuple[float, float]:
+    """(peak RSS MB of a child loading a log of ~100 MB of JSONL, plain or compressed; the
+    JSONL's size in MB)."""
+    runtime, backend = stack(root, compression)
     session = runtime.sessions.create("heavy")
     text = "lorem ipsum dolor sit amet " * 150  # a ~4 KB tool output per result
     session.append("turn/start", {"turn": 1})
     step = 0
     path = None
+    plain = counted = 0
     while True:
         step += 1
         append_step(session, step, 20)
@@ -188,10 +192,12 @@ async def load_peak_rss(root: str, target_mb: int = 100) -> tuple[float, float]:
                 surface_op="append",
             )
         await runtime.sessions.flush(session)
-        if os.path.getsize(path) >= target_mb * 1024 * 1024:
+        plain += sum(len(e.encode()) + 1 for e in session.events[counted:])
+        counted = len(session.events)
+        if plain >= target_mb * 1024 * 1024:
             break
     await backend.aclose()
-    size_mb = os.path.getsize(path) / 1e6
+    size_mb = plain / 1e6  # unpacked lines: a little more than the plain file holds
     out = subprocess.run(
         [sys.executable, "-c", PEAK_CHILD, root], capture_output=True, text=True, check=True
     )
@@ -276,6 +282,11 @@ async def collect(runs: int) -> dict[str, list[float]]:
     peak = await repeat(1, load_peak_rss)
     figures["load_peak_rss_mb"] = [p[0] for p in peak]
     figures["load_log_mb"] = [p[1] for p in peak]
+    packed_peak = await repeat(1, lambda root: load_peak_rss(root, compression="zstd"))
+    figures["zstd_load_peak_rss_mb"] = [p[0] for p in packed_peak]
+    figures["zstd_load_rss_vs_plain"] = [
+        z[0] / p[0] for z, p in zip(packed_peak, peak, strict=True)
+    ]
     figures["sqlite_checkpoints_per_s_1"] = sqlite_rate
     figures["vs_sqlite_1"] = [ours / theirs for ours, theirs in zip(rate, sqlite_rate, strict=True)]
     figures["zstd_checkpoints_per_s_1"] = zstd_rate
