@@ -366,3 +366,13 @@ def test_the_cli_lists_converts_and_exports_compressed_sessions(tmp_path: Path) 
     assert cli("ls", root, "--json").stdout.count('"compression":"none"') == 1
     assert cli("export", root, "z", "--format", "openai", "--json").stdout == plain.stdout
     assert cli("convert", root, "nosuch", "--to", "zstd").returncode == 3
+    crashed = cli(
+        "demo", "--root", root, "--session-id", "c", "--compression", "zstd", "--no-recover"
+    )
+    assert crashed.returncode == 0, crashed.stderr
+    assert cli("verify", root, "c").returncode == 1
+    assert cli("show", root, "c", "--json").stdout.startswith('{"type":"session","version":0,')
+    recovered = cli("recover", root, "c")
+    assert recovered.stdout.startswith("c: repaired (interrupted): 3 closer(s) appended")
+    assert cli("verify", root, "c").returncode == 0
+    assert (tmp_path / "store" / "_no-cwd" / "c" / "session.jsonl.zstd").exists()
