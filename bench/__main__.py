@@ -153,12 +153,16 @@ async def empty_flush_us(root: str, rounds: int = 20_000) -> float:
 
 
 PEAK_CHILD = """
-import asyncio, resource, sys
+import asyncio, sys
 from persistence_jsonl import JsonlPersistence
 async def main():
     backend = JsonlPersistence(sys.argv[1])
     stored = await backend.inspect("heavy")
-    print(len(stored.events), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    # This process's own peak (kB): ru_maxrss would include the parent's, inherited across
+    # exec.
+    with open("/proc/self/status") as status:
+        peak = next(line for line in status if line.startswith("VmHWM:"))
+    print(len(stored.events), peak.split()[1])
 asyncio.run(main())
 """
 

@@ -170,7 +170,7 @@ async def test_a_truncated_checksum_is_a_torn_frame_whose_lines_are_recovered(
 
 
 BOMB = """
-import asyncio, resource, sys
+import asyncio, sys
 from persistence_jsonl import JsonlPersistence
 async def main():
     backend = JsonlPersistence(sys.argv[1], max_log_bytes=int(sys.argv[2]))
@@ -178,7 +178,10 @@ async def main():
         await backend.inspect("z")
     except Exception as e:
         print(type(e).__name__, e)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+    # This process's own peak: ru_maxrss would include the parent's, inherited across exec.
+    with open("/proc/self/status") as status:
+        peak = next(line for line in status if line.startswith("VmHWM:"))
+    print(int(peak.split()[1]) // 1024)
 asyncio.run(main())
 """
 
