@@ -16,14 +16,9 @@ from pathlib import Path
 import pytest
 
 from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
+from tests.stores import TURN, plant
 
 pytestmark = pytest.mark.process
-
-HEADER = b'{"type":"session","version":0,"id":"%s","createdAt":1,"delegationDepth":0}\n'
-TURN = (
-    b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
-    b'{"type":"turn/end","seq":1,"time":1,"data":{"turn":1,"reason":{"kind":"completed"}}}\n'
-)
 
 
 MEASURE = """
@@ -51,10 +46,7 @@ def run(*args: str) -> tuple[int, str, str, int]:
 
 
 def session(root: Path, id: str, body: bytes = TURN) -> Path:
-    directory = root / "_no-cwd" / id
-    directory.mkdir(parents=True)
-    (directory / "session.jsonl").write_bytes(HEADER % id.encode() + body)
-    return directory
+    return plant(root, id, body)
 
 
 def test_verify_and_ls_report_every_planted_entry_and_exit_2(tmp_path: Path) -> None:

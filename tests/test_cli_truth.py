@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.stores import OPEN_TURN, plant
 from tests.test_one_bad_entry import DROP_CAPS
 
 pytestmark = pytest.mark.process
 
-HEADER = b'{"type":"session","version":0,"id":"%s","createdAt":1,"delegationDepth":0}\n'
-OPEN_TURN = b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
 COMMAND = [sys.executable, "-m", "agent_session"]
 
 
@@ -38,9 +37,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 def store(root: Path, ids: dict[str, bytes]) -> Path:
     for id, body in ids.items():
-        directory = root / "_no-cwd" / id
-        directory.mkdir(parents=True)
-        (directory / "session.jsonl").write_bytes(HEADER % id.encode() + body)
+        plant(root, id, body)
     return root
 
 

@@ -245,7 +245,7 @@ async def refused_zero_tail(backend: JsonlPersistence, files: dict[str, bytes]) 
     with pytest.raises(SessionPersistenceCorruptionError, match="invalid frame magic") as e:
         await backend.inspect("enum")
     at = int(str(e.value).split("at byte ")[1].split()[0])
-    ((data),) = files.values()
+    (data,) = files.values()
     assert not data[at:].strip(b"\0")  # refused exactly where the zeros start
     return zstd_plaintext(data[:at], "p", 1 << 30)
 

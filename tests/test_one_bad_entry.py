@@ -18,22 +18,14 @@ import pytest
 from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.fileio import FileOps, Stat
 from session import Runtime, SessionFormatUnsupportedError
+from tests.stores import HEADER, OPEN_TURN, plant
 
-HEADER = b'{"type":"session","version":0,"id":"%s","createdAt":1,"delegationDepth":0}\n'
-OPEN_TURN = b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
 DROP_CAPS = [
     "setpriv",
     "--inh-caps=-dac_override,-dac_read_search",
     "--bounding-set=-dac_override,-dac_read_search",
 ]
 """Root ignores file modes; without these capabilities it meets them like any user."""
-
-
-def plant(root: Path, id: str, body: bytes = b"") -> Path:
-    directory = root / "_no-cwd" / id
-    directory.mkdir(parents=True)
-    (directory / "session.jsonl").write_bytes(HEADER % id.encode() + body)
-    return directory
 
 
 class Denied(FileOps):

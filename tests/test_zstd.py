@@ -6,6 +6,7 @@ with the reference's message and bounded memory."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -27,15 +28,12 @@ from session import (
     SessionFormatUnsupportedError,
     SessionPersistenceCorruptionError,
 )
+from tests import stores
 from tests.corpus import case_bytes, cases
 
-HEADER = b'{"type":"session","version":0,"id":"z","createdAt":1,"delegationDepth":0}\n'
-START = b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
-END = b'{"type":"turn/end","seq":1,"time":1,"data":{"turn":1,"reason":{"kind":"completed"}}}\n'
-ORIGINAL = [
-    {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1}},
-    {"type": "turn/end", "seq": 1, "time": 1, "data": {"turn": 1, "reason": {"kind": "completed"}}},
-]
+HEADER = stores.HEADER % b"z"
+START, END = stores.TURN.splitlines(keepends=True)
+ORIGINAL = [json.loads(START), json.loads(END)]
 PREFIXES = [c for c in cases("upstream-v0-zstd") if c["case"].startswith("prefix-")]
 
 
