@@ -91,19 +91,9 @@ def raw_fsync_paced_ms(root: str, steps: int = 200, chunks: int = 20) -> float:
 
 async def big_step(root: str, chunks: int = 100_000) -> tuple[float, float, float]:
     """(append events/s, cold-inspect events/s, load / orjson) for one step of ``chunks``."""
-    runtime, backend = stack(root)
-    session = runtime.sessions.create("big")
-    start = time.perf_counter()
-    session.append("turn/start", {"turn": 1})
-    append_step(session, 1, chunks)
-    await runtime.sessions.flush(session)
-    append_rate = len(session.events) / (time.perf_counter() - start)
-    await backend.aclose()
+    events, append_seconds = await write_big_step(root, "none", chunks)
     fresh = JsonlPersistence(root)
-    start = time.perf_counter()
-    inspected = await fresh.inspect("big")
-    load_seconds = time.perf_counter() - start
-    assert len(inspected.events) == len(session.events) + 1  # plus the open turn's closer
+    inspected, load_seconds = await timed_inspect(fresh, events)
     path = fresh.locate(inspected.header)
     with open(path, "rb") as f:
         lines = f.read().splitlines()
@@ -112,29 +102,44 @@ async def big_step(root: str, chunks: int = 100_000) -> tuple[float, float, floa
         orjson.loads(line)
     orjson_seconds = time.perf_counter() - start
     await fresh.aclose()
-    events = len(session.events)
-    return append_rate, events / load_seconds, orjson_seconds / load_seconds
+    return events / append_seconds, events / load_seconds, orjson_seconds / load_seconds
+
+
+async def write_big_step(root: str, compression: str, chunks: int) -> tuple[int, float]:
+    """Write session ``big``: a turn/start and one step of ``chunks`` streamed deltas, flushed
+    once; (its event count, seconds from the first append to the end of the flush)."""
+    runtime, backend = stack(root, compression)
+    session = runtime.sessions.create("big")
+    start = time.perf_counter()
+    session.append("turn/start", {"turn": 1})
+    append_step(session, 1, chunks)
+    await runtime.sessions.flush(session)
+    seconds = time.perf_counter() - start
+    await backend.aclose()
+    return len(session.events), seconds
+
+
+async def timed_inspect(backend: JsonlPersistence, events: int) -> tuple[Any, float]:
+    """A cold inspect of ``big`` (checked to hold ``events`` and the open turn's closer), and
+    how long it took."""
+    start = time.perf_counter()
+    inspected = await backend.inspect("big")
+    seconds = time.perf_counter() - start
+    assert len(inspected.events) == events + 1
+    return inspected, seconds
 
 
 async def zstd_big_step(root: str, chunks: int = 100_000) -> tuple[float, float]:
     """(cold-inspect events/s, compressed / plain bytes) for one step of ``chunks`` written
     to a compressed log."""
-    runtime, backend = stack(root, "zstd")
-    session = runtime.sessions.create("big")
-    session.append("turn/start", {"turn": 1})
-    append_step(session, 1, chunks)
-    await runtime.sessions.flush(session)
-    await backend.aclose()
+    events, _ = await write_big_step(root, "zstd", chunks)
     fresh = JsonlPersistence(root)
-    start = time.perf_counter()
-    inspected = await fresh.inspect("big")
-    load_seconds = time.perf_counter() - start
-    assert len(inspected.events) == len(session.events) + 1  # plus the open turn's closer
+    inspected, load_seconds = await timed_inspect(fresh, events)
     raw = await fresh.read_raw("big")
     assert raw is not None
     compressed = os.path.getsize(fresh.locate(inspected.header))
     await fresh.aclose()
-    return len(session.events) / load_seconds, compressed / len(raw.content)
+    return events / load_seconds, compressed / len(raw.content)
 
 
 async def empty_flush_us(root: str, rounds: int = 20_000) -> float:
