@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -146,24 +147,27 @@ def _parser() -> argparse.ArgumentParser:
         help="JSON lines: the header line as stored, then the events as inspect returns them",
     )
 
-    verify = command(
-        "verify",
-        "check sessions without writing",
-        "Read-only check of the named sessions, or of every entry of the store.",
-    )
-    verify.add_argument("root", help=_ROOT_HELP)
-    verify.add_argument("ids", nargs="*", metavar="ID", help="sessions to check (default: all)")
-    verify.add_argument("--json", action="store_true", help="one JSON object per session")
-
-    recover = command(
-        "recover",
-        "durably repair interrupted or torn sessions",
-        "Close every interrupted turn and cut every torn tail (a cold load of each such "
-        "session); sessions a live writer holds are skipped. Idempotent.",
-    )
-    recover.add_argument("root", help=_ROOT_HELP)
-    recover.add_argument("ids", nargs="*", metavar="ID", help="sessions to repair (default: all)")
-    recover.add_argument("--json", action="store_true", help="one JSON object per session")
+    for name, help, description, verb in (
+        (
+            "verify",
+            "check sessions without writing",
+            "Read-only check of the named sessions, or of every entry of the store.",
+            "check",
+        ),
+        (
+            "recover",
+            "durably repair interrupted or torn sessions",
+            "Close every interrupted turn and cut every torn tail (a cold load of each such "
+            "session); sessions a live writer holds are skipped. Idempotent.",
+            "repair",
+        ),
+    ):
+        judge = command(name, help, description)
+        judge.add_argument("root", help=_ROOT_HELP)
+        judge.add_argument(
+            "ids", nargs="*", metavar="ID", help=f"sessions to {verb} (default: all)"
+        )
+        judge.add_argument("--json", action="store_true", help="one JSON object per session")
 
     convert = command(
         "convert",
@@ -222,7 +226,7 @@ def _tolerate_any_stdout_encoding() -> None:
     """Print what the terminal's encoding cannot show as escapes instead of failing (an
     em dash on a latin-1 terminal)."""
     for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, __import__("io").TextIOWrapper):
+        if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
 
 

@@ -75,13 +75,13 @@ def _created(ms: int | None) -> str:
 async def ls(args: argparse.Namespace) -> int:
     """One row per entry of the store; a problem entry (corrupt, unsupported, unreadable) is
     listed with its reason, and sets the exit code."""
-    from agent_session.inventory import PROBLEM_FLAGS, rows
+    from agent_session.inventory import rows
 
     worst = OK
     table: list[list[str]] = []
     problems: list[str] = []
     for row in rows(store_root(args.root), max_log_bytes()):
-        bad = next((f for f in row.flags if f in PROBLEM_FLAGS), None)
+        bad = row.problem_flag
         if bad is not None:
             worst = max(worst, STATUS_CODES.get(bad, CORRUPT))
             problems.append(f"{row.id}: {bad} — {row.problem}")
@@ -107,12 +107,12 @@ async def ls(args: argparse.Namespace) -> int:
     return worst
 
 
-async def examine(root: str, id: str) -> Examination:
-    """What ``examine`` says of a session (raises :class:`NotFound`)."""
+async def examine(store: JsonlPersistence, root: str, id: str) -> Examination:
+    """What ``store.examine`` says of a session (raises :class:`NotFound` naming ``root``)."""
     from session import SessionNotFoundError
 
     try:
-        return await backend(root).examine(id)
+        return await store.examine(id)
     except SessionNotFoundError:
         raise NotFound(f'no session "{id}" in {root}') from None
 
@@ -122,10 +122,11 @@ async def show(args: argparse.Namespace) -> int:
     events."""
     from agent_session.transcript import render
 
-    examined = await examine(args.root, args.id)
+    store = backend(args.root)
+    examined = await examine(store, args.root, args.id)
     stored, inspected = examined.stored_events, examined.session
     if args.json:
-        raw = await backend(args.root).read_raw(args.id)
+        raw = await store.read_raw(args.id)
         if raw is not None:  # the header line exactly as stored
             print(raw.content.split(b"\n", 1)[0].decode())
     if args.json or args.events:
@@ -149,13 +150,13 @@ async def show(args: argparse.Namespace) -> int:
 def targets(args: argparse.Namespace) -> list[tuple[str, Verdict | None]]:
     """``(id, verdict)`` pairs: the named ids, or every entry of the store with the
     ``(status, detail)`` the listing already found for a problem entry."""
-    from agent_session.inventory import PROBLEM_FLAGS, rows
+    from agent_session.inventory import rows
 
     if args.ids:
         return [(id, None) for id in args.ids]
     out: list[tuple[str, Verdict | None]] = []
     for row in rows(store_root(args.root), max_log_bytes()):
-        bad = next((f for f in row.flags if f in PROBLEM_FLAGS), None)
+        bad = row.problem_flag
         out.append((row.id, (bad, row.problem or "") if bad else None))
     return out
 
@@ -214,7 +215,7 @@ async def export(args: argparse.Namespace) -> int:
     from session import Session
     from session.events.types import REQUEST_HEADER
 
-    examined = await examine(args.root, args.id)
+    examined = await examine(backend(args.root), args.root, args.id)
     stored, inspected = examined.stored_events, examined.session
     if len(inspected.events) > stored:
         print(

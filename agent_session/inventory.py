@@ -59,6 +59,11 @@ class SessionRow:
     """The log's encoding: ``none`` (``session.jsonl``) or ``zstd``
     (``session.jsonl.zstd``)."""
 
+    @property
+    def problem_flag(self) -> str | None:
+        """The flag that makes it a problem entry (not a readable session), or ``None``."""
+        return next((flag for flag in self.flags if flag in PROBLEM_FLAGS), None)
+
     def to_json(self) -> dict[str, Any]:
         """The row with the wire format's camelCase keys (``createdAt``)."""
         row = asdict(self)

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 
 from persistence_jsonl.durable import create_by_link
-from persistence_jsonl.encoding import ENCODINGS, PLAIN, ZSTD, LogEncoding, encoding_of
+from persistence_jsonl.encoding import ENCODINGS, LogEncoding, encoding_of, logs_in
 from persistence_jsonl.layout import encode_segment
 from persistence_jsonl.storage import JsonlStorage
 from session import SessionNotFoundError, SessionPersistenceCorruptionError
@@ -90,8 +90,10 @@ def _finish_interrupted(storage: JsonlStorage, id: str, target: LogEncoding) -> 
     limit = storage.reader.max_log_bytes
     for project in storage.ops.listdir(storage.root):
         directory = os.path.join(storage.root, project, encode_segment(id))
-        paths = [os.path.join(directory, e.filename) for e in (PLAIN, ZSTD)]
-        reads = [storage.reader.stable_read(p) if storage.ops.stat(p) else None for p in paths]
+        paths = [path for path, _ in logs_in(directory, storage.ops.stat)]
+        if len(paths) < 2:
+            continue
+        reads = [storage.reader.stable_read(p) for p in paths]
         texts = [
             encoding_of(p).raw(r[0], p, limit)
             for p, r in zip(paths, reads, strict=True)

@@ -5,10 +5,11 @@ encoding of the file they hold."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from typing import Final, Literal, Protocol
 
-from persistence_jsonl.fileio import FileOps
+from persistence_jsonl.fileio import FileOps, Stat
 from persistence_jsonl.layout import LOG_NAME, ZSTD_LOG_NAME
 from persistence_jsonl.scan import LogSummary, ScannedLog, scan_log, summarize_log
 from persistence_jsonl.zstd import (
@@ -20,7 +21,16 @@ from persistence_jsonl.zstd import (
     zstd_plaintext,
 )
 
-__all__ = ["ENCODINGS", "PLAIN", "ZSTD", "Compression", "LogEncoding", "encoding_of"]
+__all__ = [
+    "ENCODINGS",
+    "FLAT_SUFFIXES",
+    "PLAIN",
+    "ZSTD",
+    "Compression",
+    "LogEncoding",
+    "encoding_of",
+    "logs_in",
+]
 
 Compression = Literal["auto", "none", "zstd"]
 """A backend's compression mode: ``auto`` reads and appends each log in the encoding its
@@ -135,6 +145,17 @@ PLAIN: Final[LogEncoding] = _Plain()
 ZSTD: Final[LogEncoding] = _Zstd()
 ENCODINGS: Final[dict[str, LogEncoding]] = {"none": PLAIN, "zstd": ZSTD}
 """The encodings by the reference's name."""
+
+
+FLAT_SUFFIXES: Final = (PLAIN.suffix, ZSTD.suffix)
+"""The endings of a flat ``<project>/<id>.jsonl[.zstd]`` log, which the reference refuses."""
+
+
+def logs_in(directory: str, stat: Callable[[str], Stat | None]) -> list[tuple[str, Stat]]:
+    """The logs a session directory holds (plain first) with what ``stat`` says of each:
+    one path to check, for every reader of a directory."""
+    found = ((os.path.join(directory, e.filename), e) for e in (PLAIN, ZSTD))
+    return [(path, entry) for path, _ in found if (entry := stat(path)) is not None]
 
 
 def encoding_of(path: str) -> LogEncoding:

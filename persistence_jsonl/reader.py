@@ -9,7 +9,14 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from persistence_jsonl.encoding import PLAIN, ZSTD, Compression, encoding_of
+from persistence_jsonl.encoding import (
+    FLAT_SUFFIXES,
+    PLAIN,
+    ZSTD,
+    Compression,
+    encoding_of,
+    logs_in,
+)
 from persistence_jsonl.fileio import FileOps, Stat
 from persistence_jsonl.layout import encode_segment, iter_entries, parse_header, session_dir
 from session import (
@@ -127,7 +134,7 @@ class LogReader:
     def _candidate(self, project: str, segment: str) -> str | None:
         """The log of the session directory ``segment`` in ``project`` if there is one;
         refuses the foreign artifacts the reference refuses for that id."""
-        for suffix in (".jsonl", ".jsonl.zstd"):
+        for suffix in FLAT_SUFFIXES:
             flat = os.path.join(project, segment + suffix)
             entry = self._stat_in(flat, project)
             if entry is not None and not entry.is_dir:
@@ -135,11 +142,7 @@ class LogReader:
         directory = os.path.join(project, segment)
         if self._stat_in(directory, project) is None:
             return None
-        found = [
-            path
-            for path in (os.path.join(directory, e.filename) for e in (PLAIN, ZSTD))
-            if self._stat_in(path, directory) is not None
-        ]
+        found = [path for path, _ in logs_in(directory, lambda p: self._stat_in(p, directory))]
         for path in found:
             if self.compression not in ("auto", encoding_of(path).name):
                 raise other_encoding(path, self.compression)
@@ -245,9 +248,8 @@ class LogReader:
         encodings, or only the other one)."""
         found = [
             path
-            for encoding in (PLAIN, ZSTD)
-            if self.compression in ("auto", encoding.name)
-            and self.ops.stat(path := os.path.join(directory, encoding.filename)) is not None
+            for path, _ in logs_in(directory, self.ops.stat)
+            if self.compression in ("auto", encoding_of(path).name)
         ]
         return found[0] if len(found) == 1 else None
 

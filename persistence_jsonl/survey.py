@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from persistence_jsonl.encoding import PLAIN, ZSTD, encoding_of
+from persistence_jsonl.encoding import FLAT_SUFFIXES, PLAIN, ZSTD, encoding_of, logs_in
 from persistence_jsonl.fileio import FileOps
 from persistence_jsonl.layout import iter_entries
 from persistence_jsonl.locks import held_locks, writer_active
@@ -89,11 +89,11 @@ def _survey_entry(
     if found is None:
         return None  # removed while listing
     if not found.is_dir:
-        if entry.endswith((".jsonl", ".jsonl.zstd")):
+        if entry.endswith(FLAT_SUFFIXES):
             return _refused(entry, found.size, flat_artifact(entry))
         problem = f'"{entry}" is {found.kind_name}, not a session directory'
         return _refused(entry, found.size, SessionStoreEntryError(problem))
-    logs = [(p, s) for e in (PLAIN, ZSTD) if (s := ops.stat(p := os.path.join(entry, e.filename)))]
+    logs = logs_in(entry, ops.stat)
     if len(logs) > 1:
         return _refused(entry, sum(s.size for _, s in logs), both_encodings(entry))
     if not logs:

@@ -15,7 +15,8 @@ end on a line boundary; the complete lines that can be decoded from a torn final
 that cuts the file at the torn start.
 
 Decompression is bounded: a frame that declares, or expands to, more than the reader's limit
-is refused as corruption after at most that many bytes were produced, whatever its ratio.
+is refused as corruption once that many bytes (plus at most one 1 MiB read) were produced,
+whatever its ratio.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def decompress_frame(
     """The plaintext of one complete frame, its checksum verified. Raises corruption (the
     reference's ``frame at byte <start> failed validation``) for a frame that does not decode
     or whose checksum differs, and for one that declares or produces more than ``limit``
-    bytes (nothing past ``limit + 1`` bytes is ever produced)."""
+    bytes (at most ``limit`` plus one :data:`_READ` are ever produced)."""
     if declared is not None and declared > limit:
         raise _too_large(start, limit, path)
     pieces: list[bytes] = []  # joined once at the end: no buffer regrown and copied
@@ -220,11 +221,7 @@ def scan_zstd_log(data: bytes, path: str, limit: int, *, check_version: bool = T
 
 def _complete_plaintext(data: bytes, path: str, limit: int) -> tuple[bytes, Frames]:
     """The plaintext of the complete frames (checked), and where the frames are."""
-    frames = scan_frames(data, path)
-    if not frames.complete:
-        raise SessionPersistenceCorruptionError(
-            f'empty or header-less Zstandard session log: "{path}"'
-        )
+    frames = _headed_frames(data, path)
     parts: list[bytes] = []
     total = 0
     for (start, end), declared in zip(frames.complete, frames.declared, strict=True):
@@ -236,6 +233,16 @@ def _complete_plaintext(data: bytes, path: str, limit: int) -> tuple[bytes, Fram
     return b"".join(parts), frames
 
 
+def _headed_frames(data: bytes, path: str) -> Frames:
+    """:func:`scan_frames`, refusing a file without one complete frame (no header)."""
+    frames = scan_frames(data, path)
+    if not frames.complete:
+        raise SessionPersistenceCorruptionError(
+            f'empty or header-less Zstandard session log: "{path}"'
+        )
+    return frames
+
+
 def zstd_plaintext(data: bytes, path: str, limit: int) -> bytes:
     """The plaintext of the complete frames (a torn final frame is left out): what the
     reference's raw artifact of a compressed log holds."""
@@ -245,11 +252,7 @@ def zstd_plaintext(data: bytes, path: str, limit: int) -> bytes:
 def summarize_zstd_log(data: bytes, path: str, limit: int) -> LogSummary:
     """What :func:`persistence_jsonl.scan.summarize_log` says of a compressed log, decoding
     one frame at a time; sizes and the torn flag are the file's."""
-    frames = scan_frames(data, path)
-    if not frames.complete:
-        raise SessionPersistenceCorruptionError(
-            f'empty or header-less Zstandard session log: "{path}"'
-        )
+    frames = _headed_frames(data, path)
 
     def plaintext() -> Iterator[bytes]:
         for (start, end), declared in zip(frames.complete, frames.declared, strict=True):

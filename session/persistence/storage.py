@@ -78,7 +78,8 @@ class Storage(Protocol):
         Raises:
             As :meth:`load` for a foreign artifact of ``id`` it refuses, and ``OSError``.
 
-        Never writes; must cost no more than a few ``stat`` calls.
+        Never writes; must cost no more than a few ``stat`` calls per place a log of
+        ``id`` could be (JSONL: per project directory).
         """
         ...
 
