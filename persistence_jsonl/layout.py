@@ -22,7 +22,6 @@ __all__ = [
     "LOG_NAME",
     "NO_CWD_DIR",
     "check_storable_id",
-    "encode_header",
     "encode_segment",
     "iter_entries",
     "parse_header",
@@ -141,12 +140,6 @@ def iter_entries(ops: FileOps, root: str) -> Iterator[str]:
             continue
         for entry in entries:
             yield os.path.join(project_path, entry)
-
-
-def encode_header(header: SessionHeader) -> bytes:
-    """The header line (without newline): ``{"type":"session", version, id, createdAt, ...}``
-    with ``delegationDepth`` always present, as the reference writes it."""
-    return encode_json(snapshot({"type": "session", **header.to_json()}))
 
 
 _RETIRED: Final = ("sandboxMode", "approvalPolicy")

@@ -37,7 +37,6 @@ from persistence_jsonl.encoding import ENCODINGS, Compression, LogEncoding, enco
 from persistence_jsonl.fileio import FileOps
 from persistence_jsonl.layout import (
     check_storable_id,
-    encode_header,
     project_dir,
     session_dir,
 )
@@ -51,6 +50,7 @@ from session import (
     SessionEvent,
     SessionHeader,
 )
+from session.events.header import header_line
 from session.json.lossless import is_safe_int
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 
@@ -147,6 +147,9 @@ class JsonlStorage:
 
     async def revision(self, id: str) -> str | None:
         return await asyncio.to_thread(self.reader.revision, id)
+
+    def as_stored(self, events: Sequence[SessionEvent]) -> Sequence[SessionEvent]:
+        return events  # lines keep the written key order
 
     async def list_snapshots(self) -> list[SessionSnapshot]:
         return await asyncio.to_thread(self.reader.snapshots)
@@ -287,7 +290,7 @@ class JsonlStorage:
         if elsewhere is not None and elsewhere != final:
             raise _collision(header.id)
         self._own(header)  # creates the directories, durably
-        content = encoding.wrap(encode_header(header) + b"\n") + encoding.wrap(data)
+        content = encoding.wrap(header_line(header) + b"\n") + encoding.wrap(data)
         elapsed = create_by_link(self.ops, directory, final, content)
         if elapsed is None:
             raise _collision(header.id)

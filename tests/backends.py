@@ -8,11 +8,14 @@ contract suite by adding one kit factory to ``KITS``.
 from __future__ import annotations
 
 import os
+import sqlite3
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from persistence_jsonl import JsonlPersistence
+from persistence_sqlite import SqlitePersistence
+from persistence_sqlite.schema import open_database
 from recovery import closers
 from session import SessionHeader, encode_json
 from session.json.lossless import snapshot
@@ -23,6 +26,13 @@ from session.persistence.write_behind import Scheduler
 
 class Kit(Protocol):
     name: str
+    keeps_ignorable: bool
+    """Whether the medium stores an event's ``ignorable`` flag (SQLite rows cannot)."""
+    header_names_id: bool
+    """Whether a stored header carries an id that can disagree with where it is stored."""
+    answers_at_once: bool
+    """Whether ``stored_now`` knows about logs other instances wrote (SQLite only knows its
+    own: asking the database would block the event loop)."""
 
     def make(
         self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
@@ -44,6 +54,7 @@ class Kit(Protocol):
 
 class MemoryKit:
     name = "memory"
+    keeps_ignorable = header_names_id = answers_at_once = True
 
     def __init__(self) -> None:
         self.store = MemoryStore()
@@ -76,6 +87,7 @@ class MemoryKit:
 
 class JsonlKit:
     name = "jsonl"
+    keeps_ignorable = header_names_id = answers_at_once = True
 
     def __init__(self) -> None:
         self.root = tempfile.mkdtemp(prefix="jsonl-kit-")
@@ -117,5 +129,65 @@ class JsonlKit:
         return total
 
 
-KITS: dict[str, Callable[[], Kit]] = {"memory": MemoryKit, "jsonl": JsonlKit}
+class SqliteKit:
+    name = "sqlite"
+    keeps_ignorable = header_names_id = answers_at_once = False
+
+    def __init__(self) -> None:
+        self.path = os.path.join(tempfile.mkdtemp(prefix="sqlite-kit-"), "sessions.db")
+
+    def make(
+        self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
+    ) -> PersistenceCoordinator:
+        return SqlitePersistence(
+            self.path, scheduler=scheduler, write_batch_max_delay_ms=write_batch_max_delay_ms
+        )
+
+    def plant(
+        self,
+        header: Mapping[str, Any],
+        events: Sequence[Mapping[str, Any]],
+        *,
+        under: str | None = None,
+    ) -> None:
+        db = open_database(self.path, "wal", 1000).connection
+        id = under if under is not None else header["id"]
+        optional = ("cwd", "parentSession", "seedLength", "origin", "delegationDepth")
+        db.execute(
+            "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planted', 0)",
+            (
+                id,
+                header["version"],
+                header["createdAt"],
+                *(header.get(k) for k in optional),
+                header.get("agentPreset"),
+            ),
+        )
+        for e in events:
+            wire = snapshot(e)
+            db.execute(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    id,
+                    wire["seq"],
+                    wire["type"],
+                    wire["time"],
+                    encode_json(wire["data"]).decode(),
+                    encode_json(wire["sourceEventSeqs"]).decode()
+                    if "sourceEventSeqs" in wire
+                    else None,
+                    encode_json(wire["surfaceOp"]).decode() if "surfaceOp" in wire else None,
+                ),
+            )
+        db.close()
+
+    def append_calls(self) -> int:
+        if not os.path.exists(self.path):
+            return 0
+        with sqlite3.connect(self.path) as db:
+            (total,) = db.execute("SELECT COALESCE(SUM(revision), 0) FROM sessions").fetchone()
+        return int(total)
+
+
+KITS: dict[str, Callable[[], Kit]] = {"memory": MemoryKit, "jsonl": JsonlKit, "sqlite": SqliteKit}
 """Every backend the contract suite runs against."""

@@ -12,11 +12,13 @@ from pydantic import ConfigDict
 
 from session.errors import JsonValueError, SessionHeaderError
 from session.events.wire import WireModel
+from session.json.codec import encode_json
 from session.json.lossless import is_safe_int, snapshot
 
 __all__ = [
     "SESSION_FORMAT_VERSION",
     "SessionHeader",
+    "header_line",
     "header_problem",
     "now_ms",
     "version_message",
@@ -79,8 +81,10 @@ class SessionHeader(WireModel):
     """How many events were seeded from the parent (the fork boundary + 1)."""
     origin: Literal["subagent"] | None = None
     """``subagent`` for sessions created by delegation."""
-    delegation_depth: int = 0
-    """How many delegation hops separate this session from a user-facing one."""
+    delegation_depth: int | None = 0
+    """How many delegation hops separate this session from a user-facing one; ``None`` only
+    for a header read from a store that kept it absent (the reference's SQLite rows), which
+    a JSONL header writes as 0."""
     agent_preset: str | None = None
     """Name of the agent preset the session was created with."""
 
@@ -154,3 +158,14 @@ def header_problem(
     if "agentPreset" in value and not isinstance(value["agentPreset"], str):
         return "agentPreset must be a string"
     return None
+
+
+def header_line(header: SessionHeader) -> bytes:
+    """The header line of a JSONL log (without newline): ``{"type":"session", version, id,
+    createdAt, ...}`` with ``delegationDepth`` always present (0 when the header has none),
+    as the reference writes it. The one writer of this line, for every backend that renders
+    a session as JSONL."""
+    wire = header.to_json()
+    if "delegationDepth" not in wire:  # absent in a header read from SQLite rows
+        wire = SessionHeader.model_validate({**wire, "delegationDepth": 0}).to_json()
+    return encode_json(snapshot({"type": "session", **wire}))

@@ -87,9 +87,12 @@ class Inspection:
         """The stored log with the closers added."""
         return StoredSession(self.header, self.closed.events)
 
-    def repaired(self, revision: str) -> Inspection:
-        """The inspection of the log once this one's repair is durable at ``revision``."""
+    def repaired(self, revision: str, closers: Sequence[SessionEvent]) -> Inspection:
+        """The inspection of the log once this one's repair is durable at ``revision``, with
+        the closers as a read of the storage returns them (``storage.as_stored``)."""
         closed = self.closed
+        if [e.encode() for e in closers] != [e.encode() for e in self.closers]:
+            closed = validate_log(closers, after=self.checked)
         return Inspection(self.header, closed, (), closed, revision, None, None)
 
 
@@ -250,7 +253,8 @@ class Ledger:
                     inspection.header, inspection.cut_at, inspection.closers
                 )
                 revision = await self.storage.revision(id)
-                inspection = inspection.repaired(revision or "")
+                stored = self.storage.as_stored(inspection.closers)
+                inspection = inspection.repaired(revision or "", stored)
                 self._remember(id, inspection)
             self.record(State(inspection.header, len(inspection.stored), True))
             return inspection

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from session.errors import SessionCollisionError
 from session.events.event import SessionEvent
-from session.events.header import SessionHeader
-from session.json.codec import decode_json, encode_json
+from session.events.header import SessionHeader, header_line
+from session.json.codec import decode_json
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 from session.persistence.coordinator import PersistenceCoordinator
 from session.persistence.ledger import Repair
@@ -107,6 +107,9 @@ class MemoryStorage:
         log.lines.extend(event.encode() for event in closers)
         log.touch()
 
+    def as_stored(self, events: Sequence[SessionEvent]) -> Sequence[SessionEvent]:
+        return events  # lines keep the written key order
+
     async def list_snapshots(self) -> list[SessionSnapshot]:
         return [SessionSnapshot(log.header, log.revision) for log in self.store.logs.values()]
 
@@ -135,7 +138,7 @@ class MemoryStorage:
 
 def _header_line(log: MemoryLog) -> bytes:
     """The header line of the artifact ``read_raw`` returns, as a JSONL log's first line."""
-    return encode_json({"type": "session", **log.header.to_json()})
+    return header_line(log.header)
 
 
 class MemoryPersistence(PersistenceCoordinator):

@@ -147,6 +147,13 @@ class Storage(Protocol):
         """
         ...
 
+    def as_stored(self, events: Sequence[SessionEvent]) -> Sequence[SessionEvent]:
+        """``events`` as a later read of this storage would return them: equal values, in
+        the key order the medium keeps (a row-based medium does not keep a written order).
+        A load that repairs returns its closers this way, so it returns what every later
+        load returns. No I/O."""
+        ...
+
     async def list_snapshots(self) -> list[SessionSnapshot]:
         """The header and revision of every materialized session (never-appended ones are
         absent). Never writes."""

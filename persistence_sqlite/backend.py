@@ -1,0 +1,54 @@
+"""``SqlitePersistence``: the persistence service over :class:`SqliteStorage` (the coordinator
+holding a SQLite storage), with the reference's repair as its default."""
+
+from __future__ import annotations
+
+import os
+
+from persistence_sqlite.schema import JournalMode
+from persistence_sqlite.storage import SqliteStorage
+from recovery import closers as default_repair
+from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.ledger import Repair
+from session.persistence.write_behind import Scheduler
+
+__all__ = ["SqlitePersistence"]
+
+
+class SqlitePersistence(PersistenceCoordinator):
+    """Every session in one SQLite database file (``path``, or ``":memory:"``) in the
+    reference's format: a database either side writes loads on the other. The guarantees,
+    and where the I/O runs, are :class:`persistence_sqlite.storage.SqliteStorage`'s; this class
+    only builds it and hands it to the coordinator.
+
+    ``journal_mode`` is the reference's (``wal`` by default); ``busy_timeout_ms`` is how long
+    a write waits for another process's write transaction before failing with
+    :class:`session.SessionCollisionError`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        journal_mode: JournalMode = "wal",
+        write_batch_max_delay_ms: int = 200,
+        prepared_session_cache_size: int = 5,
+        busy_timeout_ms: int = 5000,
+        repair: Repair = default_repair,
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        storage = SqliteStorage(path, journal_mode=journal_mode, busy_timeout_ms=busy_timeout_ms)
+        super().__init__(
+            storage,
+            repair=repair,
+            write_batch_max_delay_ms=write_batch_max_delay_ms,
+            prepared_session_cache_size=prepared_session_cache_size,
+            scheduler=scheduler,
+        )
+        self.sqlite = storage
+        """The SQLite storage this backend holds."""
+
+    @property
+    def path(self) -> str:
+        """The absolute database path, or ``":memory:"``."""
+        return self.sqlite.path

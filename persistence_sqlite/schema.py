@@ -1,0 +1,190 @@
+"""The reference's SQLite database format (``dsh-session-persistence-sqlite``): its schema, its
+identity pragmas and its opening checks, with this build's stricter connection settings.
+
+Opening a database either returns a connection that is safe to write this format into, or
+raises :class:`session.SessionFormatUnsupportedError` with the reference's message (a newer or
+older schema version, a foreign application id, an unversioned database that already holds
+other tables, a file that is not a SQLite database), having changed nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from session import SessionFormatUnsupportedError
+
+__all__ = [
+    "APPLICATION_ID",
+    "JOURNAL_MODES",
+    "SCHEMA_VERSION",
+    "JournalMode",
+    "OpenDatabase",
+    "open_database",
+]
+
+SCHEMA_VERSION: Final = 14
+"""``PRAGMA user_version`` of the format (the reference's ``SCHEMA_VERSION``)."""
+APPLICATION_ID: Final = 1146308688
+"""``PRAGMA application_id`` of the format: 0x44534850, "DSHP"."""
+
+JournalMode = Literal["wal", "delete", "truncate", "persist"]
+JOURNAL_MODES: Final = ("wal", "delete", "truncate", "persist")
+
+_DDL: Final = """
+CREATE TABLE IF NOT EXISTS persistence_state (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  store_id  TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS sessions (
+  id               TEXT PRIMARY KEY,
+  version          INTEGER NOT NULL,
+  created_at       INTEGER NOT NULL,
+  cwd              TEXT,
+  parent_session   TEXT,
+  seed_length      INTEGER,
+  origin           TEXT,
+  delegation_depth INTEGER,
+  agent_preset    TEXT,
+  incarnation      TEXT NOT NULL,
+  revision         INTEGER NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS events (
+  session_id        TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  seq               INTEGER NOT NULL,
+  type              TEXT NOT NULL,
+  time              INTEGER NOT NULL,
+  data              TEXT NOT NULL,
+  source_event_seqs TEXT,
+  surface_op        TEXT,
+  PRIMARY KEY (session_id, seq)
+) STRICT;
+"""
+
+_STRICT_TABLES: Final = (3, 37, 0)  # the first SQLite that knows STRICT tables
+
+
+@dataclass(frozen=True, slots=True)
+class OpenDatabase:
+    """A configured connection and the identity of the store it opened."""
+
+    connection: sqlite3.Connection
+    identity: str
+    """``file:<dev>:<ino>:store:<store_id>`` (``memory:store:<store_id>`` in memory): a new
+    file at the same path, or another store, never shares a revision with this one."""
+
+
+def open_database(path: str, journal_mode: JournalMode, busy_timeout_ms: int) -> OpenDatabase:
+    """Open (creating if missing) the session database at ``path`` (absolute, or
+    ``":memory:"``), check its format and apply the schema, in the reference's order.
+
+    A missing file is created exclusively with mode 0600, and missing parent directories
+    0700, before SQLite opens it. Every connection runs with ``foreign_keys = ON``,
+    ``synchronous = FULL`` (a commit is on stable storage when it returns, whatever SQLite's
+    build default is) and a finite ``busy_timeout`` (another process's write transaction is
+    waited for that long, then the call fails with ``database is locked``).
+
+    Raises:
+        SessionFormatUnsupportedError: Not this format (the message names the path).
+        OSError: The file or its directories cannot be created or opened.
+    """
+    if sqlite3.sqlite_version_info < _STRICT_TABLES:
+        raise SessionFormatUnsupportedError(
+            f"the session database format needs SQLite 3.37 or newer (STRICT tables); this "
+            f"Python links SQLite {sqlite3.sqlite_version}"
+        )
+    if path != ":memory:":
+        _create_file(path)
+    connection = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+    )
+    try:
+        _configure(connection, path, journal_mode, busy_timeout_ms)
+        (store_id,) = connection.execute(
+            "SELECT store_id FROM persistence_state WHERE singleton = 1"
+        ).fetchone()
+        if not isinstance(store_id, str) or not store_id:
+            raise SessionFormatUnsupportedError(
+                f'session database at "{path}" has no valid store identity'
+            )
+        if path == ":memory:":
+            identity = f"memory:store:{store_id}"
+        else:
+            found = os.stat(path)
+            identity = f"file:{found.st_dev}:{found.st_ino}:store:{store_id}"
+    except sqlite3.OperationalError:  # busy, I/O: not a verdict on the format
+        connection.close()
+        raise
+    except sqlite3.DatabaseError as e:
+        connection.close()
+        raise SessionFormatUnsupportedError(
+            f'session database at "{path}" cannot be read as a SQLite database: {e}'
+        ) from e
+    except BaseException:
+        connection.close()
+        raise
+    return OpenDatabase(connection, identity)
+
+
+def _create_file(path: str) -> None:
+    """Create the missing parents (0700) and the file (0600, exclusively); an existing file
+    keeps its mode."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        if e.errno != errno.EEXIST:
+            raise
+        return
+    os.close(fd)
+
+
+def _configure(
+    connection: sqlite3.Connection, path: str, journal_mode: JournalMode, busy_timeout_ms: int
+) -> None:
+    """The reference's checks and schema in one ``BEGIN IMMEDIATE`` transaction, then the
+    journal mode; plus this build's durability and busy-timeout settings."""
+    connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    connection.execute("PRAGMA foreign_keys = ON")
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        (on_disk,) = connection.execute("PRAGMA user_version").fetchone()
+        (application_id,) = connection.execute("PRAGMA application_id").fetchone()
+        (objects,) = connection.execute(
+            "SELECT COUNT(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'"
+        ).fetchone()
+        where = f'session database at "{path}"'
+        if on_disk == 0 and (application_id != 0 or objects > 0):
+            raise SessionFormatUnsupportedError(
+                f"{where} has an unversioned schema or application identity"
+            )
+        if on_disk not in (0, SCHEMA_VERSION):
+            raise SessionFormatUnsupportedError(
+                f"{where} has schema version {on_disk}, incompatible with this build "
+                f"({SCHEMA_VERSION})"
+            )
+        if on_disk == SCHEMA_VERSION and application_id != APPLICATION_ID:
+            raise SessionFormatUnsupportedError(
+                f"{where} has application id {application_id}, expected {APPLICATION_ID}"
+            )
+        for statement in _DDL.split(";")[:-1]:
+            connection.execute(statement)
+        connection.execute(
+            "INSERT OR IGNORE INTO persistence_state (singleton, store_id) VALUES (1, ?)",
+            (str(uuid.uuid4()),),
+        )
+        if on_disk == 0:
+            connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+        raise
+    connection.execute(f"PRAGMA journal_mode = {journal_mode.upper()}")
+    connection.execute("PRAGMA synchronous = FULL")
