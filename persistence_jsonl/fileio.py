@@ -256,6 +256,11 @@ class FileOps:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory; a missing or non-empty one is left as it is."""
+        with contextlib.suppress(FileNotFoundError, OSError):
+            os.rmdir(path)
+
     def lock(self, path: str) -> int | None:
         """Take an exclusive advisory lock on ``path`` (created 0600 if missing) without
         waiting; return its descriptor, or ``None`` if another process holds it. The lock

@@ -36,6 +36,7 @@ from persistence_jsonl.durable import (
 from persistence_jsonl.encoding import ENCODINGS, Compression, LogEncoding, encoding_of
 from persistence_jsonl.fileio import FileOps
 from persistence_jsonl.layout import (
+    LOCK_NAME,
     check_storable_id,
     project_dir,
     session_dir,
@@ -222,6 +223,30 @@ class JsonlStorage:
         self._drop_fd(id)
         self._locks.release(id)
         self._encodings.pop(id, None)
+
+    async def delete(self, id: str) -> bool:
+        """Take the session's writer lock (refused while another process holds it), remove
+        its log and sync the directory, then remove the lock file and the directory."""
+        return await asyncio.to_thread(self._delete, id)
+
+    def _delete(self, id: str) -> bool:
+        path = self.reader.find(id)
+        if path is None:
+            return False
+        directory = os.path.dirname(path)
+        self._locks.take(id, directory)
+        try:
+            self._drop_fd(id)
+            self.ops.unlink(path)  # the session is gone once this is on disk
+            self.ops.fsync_dir(directory)
+            self.ops.unlink(os.path.join(directory, LOCK_NAME))
+        finally:
+            self._encoders.pop(id, None)
+            self._locks.release(id)
+            self._encodings.pop(id, None)
+        self.ops.rmdir(directory)  # a leftover empty directory is not a session
+        self.ops.fsync_dir(os.path.dirname(directory))
+        return True
 
     # --- writes -----------------------------------------------------------------------------
 

@@ -654,3 +654,48 @@ async def test_examine_reports_what_is_stored_now(backend: PersistenceCoordinato
     assert raw is not None
     assert after.size == len(raw.content)
     assert (after.closers, after.stored_events) == (0, before.stored_events + before.closers)
+
+
+# --- delete (beyond the reference, which has none) ---------------------------------------------
+
+
+async def test_delete_removes_a_stored_session_for_every_later_reader(kit: Kit) -> None:
+    backend = kit.make()
+    for id in ("gone", "kept"):
+        await backend.create(header(id))
+        await backend.append(id, detached(id).events)
+    await backend.delete("gone")
+    assert [h.id for h in await backend.list_headers()] == ["kept"]
+    with pytest.raises(SessionNotFoundError):
+        await backend.load("gone")
+    await backend.aclose()
+    fresh = kit.make()  # a restart finds no trace of it, and the id is free again
+    assert [h.id for h in await fresh.list_headers()] == ["kept"]
+    assert await fresh.read_raw("gone") is None
+    await fresh.create(header("gone"))
+    await fresh.append("gone", detached("gone").events[:1])
+    assert len((await fresh.inspect("gone")).events) == 2  # the new log (plus its closer)
+    assert len((await fresh.load("kept")).events) == 6
+    await fresh.aclose()
+
+
+async def test_delete_is_refused_while_the_session_is_live(
+    runtime: Runtime, backend: PersistenceCoordinator
+) -> None:
+    session = runtime.sessions.create("busy")
+    closed_turn(session)
+    await runtime.sessions.flush(session)
+    with pytest.raises(SessionCollisionError, match='cannot delete session "busy" while it is'):
+        await backend.delete("busy")
+    assert len(await backend.read_from("busy", 0)) == 6
+    await runtime.sessions.dispose(session)
+    await backend.delete("busy")
+    assert await backend.list_headers() == []
+
+
+async def test_delete_of_an_unknown_id_is_not_found(backend: PersistenceCoordinator) -> None:
+    with pytest.raises(SessionNotFoundError, match='session "never" not found'):
+        await backend.delete("never")
+    await backend.create(header("lazy"))  # created, never appended: nothing stored
+    with pytest.raises(SessionNotFoundError):
+        await backend.delete("lazy")

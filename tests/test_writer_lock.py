@@ -137,3 +137,23 @@ async def test_ls_reports_a_turn_held_by_a_live_writer_as_open(tmp_path: Path) -
     holder.send_signal(signal.SIGKILL)
     holder.wait(timeout=30)
     assert state() == "interrupted"  # nobody holds it any more: it needs recovery
+
+
+async def test_delete_is_refused_while_another_process_writes_the_session(
+    tmp_path: Path,
+) -> None:
+    go = tmp_path / "go"
+    go.touch()
+    holder = writer(tmp_path / "root", "held", 1, go, "--hold")
+    assert holder.stdout is not None
+    assert holder.stdout.readline().startswith("acked 0")
+    assert holder.stdout.readline().strip() == "holding"
+    other = JsonlPersistence(tmp_path / "root")
+    with pytest.raises(SessionCollisionError, match=rf"pid {holder.pid}\)"):
+        await other.delete("held")
+    assert len(await other.read_from("held", 0)) == 1  # nothing was removed
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    await other.delete("held")  # the dead owner's lock is gone: now it can be deleted
+    assert list((tmp_path / "root").rglob("*")) == [tmp_path / "root" / "_no-cwd"]
+    await other.aclose()

@@ -124,5 +124,10 @@ class SessionPersistence(ABC):
         """The stored bytes of a session, or ``None`` when it does not exist."""
 
     @abstractmethod
+    async def delete(self, id: str) -> None:
+        """Remove a stored session durably (the reference has no delete). Refused while a
+        writer holds it: a live session of this backend, or another process's writer."""
+
+    @abstractmethod
     async def aclose(self) -> None:
         """Quiescent teardown: flush every live session, wait for all work, release storage."""

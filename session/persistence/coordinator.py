@@ -259,6 +259,27 @@ class PersistenceCoordinator(SessionPersistence):
         self._check_open()
         return await self.storage.read_raw(id)
 
+    async def delete(self, id: str) -> None:
+        """Remove the stored session ``id`` durably, with every event (see
+        :meth:`Storage.delete`); what this backend knew of it is forgotten.
+
+        Raises:
+            SessionCollisionError: It is live here (dispose it first), or another writer
+                holds it; nothing is removed.
+            SessionNotFoundError: Nothing of ``id`` is stored.
+        """
+        self._check_open()
+        await self.writer.wait_retirement(id)
+        async with self.ledger.locks.hold(id):
+            state = self.ledger.state(id)
+            if self.writer.session(id) is not None or (state and state.owner is not None):
+                raise SessionCollisionError(
+                    f'cannot delete session "{id}" while it is live; dispose it first'
+                )
+            self.ledger.forget(id)
+            if not await self.storage.delete(id):
+                raise SessionNotFoundError(f'session "{id}" not found')
+
     async def resume(self, id: str) -> Session:
         """Load a stored session (repairing it durably if it was interrupted) and publish it as
         a live session that continues at the next seq. Its seed is the stored log, followed by

@@ -132,6 +132,9 @@ class MemoryStorage:
         content = b"".join(line + b"\n" for line in [_header_line(log), *log.lines])
         return RawArtifact(log.header, "session.jsonl", content)
 
+    async def delete(self, id: str) -> bool:
+        return self.store.logs.pop(id, None) is not None
+
     async def close(self) -> None:
         return None
 

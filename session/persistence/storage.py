@@ -191,6 +191,18 @@ class Storage(Protocol):
         does not exist. Never writes."""
         ...
 
+    async def delete(self, id: str) -> bool:
+        """Remove the stored log of ``id`` durably: when it returns, a restart finds no trace
+        of it; a crash during it leaves either the whole log or none.
+
+        Returns:
+            ``False`` when no log of ``id`` is stored.
+
+        Raises:
+            SessionCollisionError: Another writer holds the session (nothing is removed).
+        """
+        ...
+
     async def close(self) -> None:
         """Release every resource (locks, descriptors); called once, last, by the
         coordinator's ``aclose``."""
