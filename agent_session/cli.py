@@ -1,5 +1,5 @@
-"""The ``agent-session`` command line: run the demo; inspect, verify, recover and export
-stores of JSONL session logs.
+"""The ``agent-session`` command line: run the demo; inspect, verify, recover, export, delete
+and copy sessions of any store (a directory of JSONL logs or a SQLite database).
 
 Startup imports only the standard library: the session stack (and pydantic's model building)
 loads when a command needs it, so ``--help`` and ``--version`` are fast and a Ctrl-C at any
@@ -48,7 +48,11 @@ def _version() -> str:
 MAX_DEMO_TURNS = 1000
 """The most turns ``demo --turns`` runs (about 35 events and a few milliseconds each)."""
 
-_ROOT_HELP = "the store: a directory of JSONL session logs"
+_STORE_HELP = (
+    "the store: a directory of JSONL session logs, or a SQLite database as "
+    "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+)
+_STORE_COMMANDS = ("ls", "show", "verify", "recover", "convert", "export", "rm")
 _EXITS = (
     "Exit codes: 0 healthy, 1 needs recovery, 2 corrupt/unsupported/invalid, 3 not found, "
     "4 usage error, 5 I/O or permission error, 130 interrupted."
@@ -78,8 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser = _Parser(
         prog="agent-session",
-        description="Run the crash-safe session stack; inspect, verify, recover and export "
-        "stores of JSONL session logs.",
+        description="Run the crash-safe session stack; inspect, verify, recover, export, "
+        "delete and copy the sessions of a store: a directory of JSONL logs, or a SQLite "
+        "database (sqlite:///path.db). Every command takes the store first, or as --store.",
         epilog=_EXITS,
     )
     parser.add_argument("--version", action="version", version=f"agent-session {_version()}")
@@ -87,18 +92,31 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
-        return commands.add_parser(
+        parser = commands.add_parser(
             name, help=help, description=description, epilog=_EXITS, parents=[common]
         )
+        if name in _STORE_COMMANDS:
+            parser.add_argument("root", nargs="?", metavar="STORE", help=_STORE_HELP)
+            parser.add_argument(
+                "--store",
+                dest="store_option",
+                metavar="STORE",
+                help="the store, as an option (then every positional argument is an id)",
+            )
+        return parser
 
     demo = command(
         "demo",
         "run the whole stack through a real crash and recovery",
-        "Run a scripted agent on the JSONL backend with the checkpoint policy, SIGKILL it at "
-        "a failpoint in its last turn, then recover, resume and continue the session.",
+        "Run a scripted agent with the checkpoint policy, SIGKILL it at a failpoint in its "
+        "last turn, then recover, resume and continue the session.",
     )
     demo.add_argument(
-        "--root", default="./agent-sessions", help="store root (default: ./agent-sessions)"
+        "--store",
+        "--root",
+        dest="root",
+        default="./agent-sessions",
+        help=f"{_STORE_HELP} (default: ./agent-sessions)",
     )
     demo.add_argument(
         "--crash",
@@ -117,8 +135,8 @@ def _parser() -> argparse.ArgumentParser:
         "--compression",
         choices=["none", "zstd"],
         default="none",
-        help="write the log plain (session.jsonl, the default) or as the reference's default "
-        "session.jsonl.zstd",
+        help="a JSONL store: write the log plain (session.jsonl, the default) or as the "
+        "reference's default session.jsonl.zstd",
     )
     demo.add_argument("--no-recover", action="store_true", help="stop after the crash")
     demo.add_argument("--json", action="store_true", help="print a JSON summary instead")
@@ -129,7 +147,6 @@ def _parser() -> argparse.ArgumentParser:
         "One row per session: id, cwd, created, events, last turn state, size, and flags. "
         "An entry that is not a readable session is listed with its reason.",
     )
-    ls.add_argument("root", help=_ROOT_HELP)
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
 
     show = command(
@@ -137,7 +154,6 @@ def _parser() -> argparse.ArgumentParser:
         "print a session's transcript",
         "The human transcript of a session (read-only; repaired tool results are flagged).",
     )
-    show.add_argument("root", help=_ROOT_HELP)
     show.add_argument("id", help="the session id")
     group = show.add_mutually_exclusive_group()
     group.add_argument("--events", action="store_true", help="the raw event list")
@@ -163,7 +179,6 @@ def _parser() -> argparse.ArgumentParser:
         ),
     ):
         judge = command(name, help, description)
-        judge.add_argument("root", help=_ROOT_HELP)
         judge.add_argument(
             "ids", nargs="*", metavar="ID", help=f"sessions to {verb} (default: all)"
         )
@@ -176,7 +191,6 @@ def _parser() -> argparse.ArgumentParser:
         "session.jsonl.zstd (--to zstd). The new file is durable before the old one is "
         "removed; a session a live writer holds, or one with a torn tail, is refused.",
     )
-    convert.add_argument("root", help=_ROOT_HELP)
     convert.add_argument("id", help="the session id")
     convert.add_argument("--to", required=True, choices=["none", "zstd"])
 
@@ -186,11 +200,48 @@ def _parser() -> argparse.ArgumentParser:
         "The derived message history in a provider's request shape, after checking that "
         "every tool call has exactly one result.",
     )
-    export.add_argument("root", help=_ROOT_HELP)
     export.add_argument("id", help="the session id")
     export.add_argument("--format", required=True, choices=["openai", "anthropic"])
     export.add_argument("--json", action="store_true", help="one compact JSON line")
+
+    rm = command(
+        "rm",
+        "delete a session",
+        "Delete a stopped session durably, with every event. A session a live writer holds "
+        "(JSONL: another process holds its writer lock) is refused.",
+    )
+    rm.add_argument("id", help="the session id")
+
+    copy = command(
+        "copy",
+        "copy sessions between stores",
+        "Copy sessions (default: every session of SRC) into DST, which may be of another "
+        "kind (JSONL directory <-> SQLite database). Every stored event is copied as it is "
+        "stored, byte for byte (an interrupted turn stays interrupted; a torn tail is not "
+        "copied); an id that already exists in DST is refused and left alone there.",
+    )
+    copy.add_argument("source", metavar="SRC", help=_STORE_HELP)
+    copy.add_argument("target", metavar="DST", help="the store to copy into (created if missing)")
+    copy.add_argument("ids", nargs="*", metavar="ID", help="sessions to copy (default: all)")
+    copy.add_argument("--json", action="store_true", help="one JSON object per session")
     return parser
+
+
+def _resolve_store(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Set ``args.store`` from the positional STORE or ``--store`` (then every positional
+    argument is an id)."""
+    from agent_session.stores import parse_store
+
+    given, positional = args.store_option, args.root
+    if given is not None and positional is not None:
+        if hasattr(args, "ids"):  # verify/recover --store S a b: "a" is an id
+            args.ids = [positional, *args.ids]
+        else:
+            parser.error(f"the store was given twice ({positional!r} and --store {given!r})")
+    text = given if given is not None else positional
+    if text is None:
+        parser.error("a store is required: a directory, or sqlite:///path.db (or --store)")
+    args.store = parse_store(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -202,6 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        if args.command in _STORE_COMMANDS:
+            _resolve_store(args, parser)
         return asyncio.run(_dispatch(args))
     except KeyboardInterrupt:
         print("agent-session: interrupted", file=sys.stderr)
@@ -272,12 +325,17 @@ async def _dispatch(args: argparse.Namespace) -> int:
             compression=args.compression,
         )
     if args.command == "recover":
-        store = commands.backend(args.root)
+        store = commands.backend(args.store)
         try:
             return await recover(store, commands.targets(args), as_json=args.json)
         finally:
             await store.aclose()
+    if args.command == "copy":
+        from agent_session.copy import copy
+
+        return await copy(args)
     handlers = {
+        "rm": commands.rm,
         "convert": commands.convert,
         "ls": commands.ls,
         "show": commands.show,

@@ -1,7 +1,8 @@
-"""The read-only commands of ``agent-session``: ``ls``, ``show``, ``verify`` and ``export``.
+"""The read-only commands of ``agent-session`` (``ls``, ``show``, ``verify``, ``export``) and
+``convert``, over any store (:mod:`agent_session.stores`).
 
-Each returns its exit code from the table in :mod:`agent_session.exits`. None of them writes
-to the store (the tests compare bytes and modification times)."""
+Each returns its exit code from the table in :mod:`agent_session.exits`. The read-only ones
+never write to the store (the tests compare bytes and modification times)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from agent_session.output import Progress, json_line
 
 if TYPE_CHECKING:
     from agent_session.inventory import Verdict
-    from persistence_jsonl import JsonlPersistence
-    from session.persistence.coordinator import Examination
+    from agent_session.stores import StoreSpec
+    from session.persistence.coordinator import Examination, PersistenceCoordinator
 
 __all__ = [
     "MAX_LOG_BYTES_ENV",
@@ -28,23 +29,14 @@ __all__ = [
     "export",
     "ls",
     "max_log_bytes",
+    "rm",
     "show",
-    "store_root",
     "targets",
     "verify",
 ]
 
 MAX_LOG_BYTES_ENV = "AGENT_SESSION_MAX_LOG_BYTES"
 """Environment variable: the largest log the commands read into memory (bytes)."""
-
-
-def store_root(path: str) -> str:
-    """``path`` if it names a directory (raises :class:`NotFound` or :class:`UserError`)."""
-    if not os.path.exists(path):
-        raise NotFound(f'store root "{path}" does not exist')
-    if not os.path.isdir(path):
-        raise UserError(f'store root "{path}" is not a directory')
-    return path
 
 
 def max_log_bytes() -> int:
@@ -58,11 +50,10 @@ def max_log_bytes() -> int:
         raise UserError(f"{MAX_LOG_BYTES_ENV} must be a number of bytes, not {limit!r}") from None
 
 
-def backend(root: str) -> JsonlPersistence:
-    """A backend on the store ``root`` (which must exist)."""
-    from persistence_jsonl import JsonlPersistence
-
-    return JsonlPersistence(store_root(root), max_log_bytes=max_log_bytes())
+def backend(store: StoreSpec) -> PersistenceCoordinator:
+    """A backend on ``store``, which must exist (raises :class:`NotFound`)."""
+    store.check_exists()
+    return store.open(max_log_bytes=max_log_bytes())
 
 
 def _created(ms: int | None) -> str:
@@ -80,7 +71,8 @@ async def ls(args: argparse.Namespace) -> int:
     worst = OK
     table: list[list[str]] = []
     problems: list[str] = []
-    for row in rows(store_root(args.root), max_log_bytes()):
+    args.store.check_exists()
+    for row in rows(args.store, max_log_bytes()):
         bad = row.problem_flag
         if bad is not None:
             worst = max(worst, STATUS_CODES.get(bad, CORRUPT))
@@ -89,7 +81,7 @@ async def ls(args: argparse.Namespace) -> int:
             print(json_line(row.to_json()))
             continue
         cells = [row.id, row.cwd or "-", _created(row.created_at), str(row.events), row.state]
-        log = "zstd" if row.compression == "zstd" else "jsonl"
+        log = {"none": "jsonl"}.get(row.compression, row.compression)
         table.append([*cells, log, str(row.size), ", ".join(row.flags)])
     if args.json:
         return worst
@@ -107,14 +99,15 @@ async def ls(args: argparse.Namespace) -> int:
     return worst
 
 
-async def examine(store: JsonlPersistence, root: str, id: str) -> Examination:
-    """What ``store.examine`` says of a session (raises :class:`NotFound` naming ``root``)."""
+async def examine(store: PersistenceCoordinator, where: StoreSpec, id: str) -> Examination:
+    """What ``store.examine`` says of a session (raises :class:`NotFound` naming the
+    store)."""
     from session import SessionNotFoundError
 
     try:
         return await store.examine(id)
     except SessionNotFoundError:
-        raise NotFound(f'no session "{id}" in {root}') from None
+        raise NotFound(f'no session "{id}" in {where.shown}') from None
 
 
 async def show(args: argparse.Namespace) -> int:
@@ -122,13 +115,15 @@ async def show(args: argparse.Namespace) -> int:
     events."""
     from agent_session.transcript import render
 
-    store = backend(args.root)
-    examined = await examine(store, args.root, args.id)
+    store = backend(args.store)
+    try:
+        examined = await examine(store, args.store, args.id)
+        raw = await store.read_raw(args.id) if args.json else None
+    finally:
+        await store.aclose()
     stored, inspected = examined.stored_events, examined.session
-    if args.json:
-        raw = await store.read_raw(args.id)
-        if raw is not None:  # the header line exactly as stored
-            print(raw.content.split(b"\n", 1)[0].decode())
+    if raw is not None:  # the header line exactly as stored
+        print(raw.content.split(b"\n", 1)[0].decode())
     if args.json or args.events:
         for event in inspected.events:
             print(event.encode().decode())
@@ -142,7 +137,7 @@ async def show(args: argparse.Namespace) -> int:
     if pending is not None:
         print(
             f"\n(session {args.id} is interrupted: the closers above are not on disk yet; "
-            f"run `agent-session recover {args.root} {args.id}`)"
+            f"run `agent-session recover {args.store.shown} {args.id}`)"
         )
     return OK
 
@@ -155,7 +150,8 @@ def targets(args: argparse.Namespace) -> list[tuple[str, Verdict | None]]:
     if args.ids:
         return [(id, None) for id in args.ids]
     out: list[tuple[str, Verdict | None]] = []
-    for row in rows(store_root(args.root), max_log_bytes()):
+    args.store.check_exists()
+    for row in rows(args.store, max_log_bytes()):
         bad = row.problem_flag
         out.append((row.id, (bad, row.problem or "") if bad else None))
     return out
@@ -165,21 +161,24 @@ async def verify(args: argparse.Namespace) -> int:
     """A read-only verdict per session and a summary; the exit code of the worst."""
     from agent_session.inventory import status_of
 
-    store = backend(args.root)
+    store = backend(args.store)
     worst = OK
     counts: dict[str, int] = {}
-    todo = targets(args)
-    progress = Progress(len(todo), "verified")
-    for index, (id, found) in enumerate(todo, start=1):
-        status, detail = found or await status_of(store, id)
-        counts[status] = counts.get(status, 0) + 1
-        worst = max(worst, STATUS_CODES.get(status, CORRUPT))
-        if args.json:
-            progress.say(json_line({"id": id, "status": status, "detail": detail}))
-        else:
-            progress.say(f"{id}: {status} — {detail}")
-        progress.step(index)
-    progress.clear()
+    try:
+        todo = targets(args)
+        progress = Progress(len(todo), "verified")
+        for index, (id, found) in enumerate(todo, start=1):
+            status, detail = found or await status_of(store, id)
+            counts[status] = counts.get(status, 0) + 1
+            worst = max(worst, STATUS_CODES.get(status, CORRUPT))
+            if args.json:
+                progress.say(json_line({"id": id, "status": status, "detail": detail}))
+            else:
+                progress.say(f"{id}: {status} — {detail}")
+            progress.step(index)
+        progress.clear()
+    finally:
+        await store.aclose()
     if not args.json:
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         print(f"verified {sum(counts.values())} session(s): {summary or 'none'}")
@@ -188,14 +187,20 @@ async def verify(args: argparse.Namespace) -> int:
 
 async def convert(args: argparse.Namespace) -> int:
     """Rewrite a stopped session's log into the other encoding."""
+    from persistence_jsonl import JsonlPersistence
     from persistence_jsonl.convert import convert as rewrite
     from session import SessionNotFoundError
 
-    store = backend(args.root)
+    store = backend(args.store)
     try:
+        if not isinstance(store, JsonlPersistence):
+            raise UserError(
+                "convert rewrites JSONL logs; a SQLite database has no per-session encoding "
+                "(use `agent-session copy` to move sessions between stores)"
+            )
         done = await rewrite(store.jsonl, args.id, args.to)
     except SessionNotFoundError:
-        raise NotFound(f'no session "{args.id}" in {args.root}') from None
+        raise NotFound(f'no session "{args.id}" in {args.store.shown}') from None
     finally:
         await store.aclose()
     if done.old is None:
@@ -215,7 +220,11 @@ async def export(args: argparse.Namespace) -> int:
     from session import Session
     from session.events.types import REQUEST_HEADER
 
-    examined = await examine(backend(args.root), args.root, args.id)
+    store = backend(args.store)
+    try:
+        examined = await examine(store, args.store, args.id)
+    finally:
+        await store.aclose()
     stored, inspected = examined.stored_events, examined.session
     if len(inspected.events) > stored:
         print(
@@ -239,4 +248,19 @@ async def export(args: argparse.Namespace) -> int:
         print(json_line(document))
     else:
         print(json.dumps(document, ensure_ascii=False, indent=2))
+    return OK
+
+
+async def rm(args: argparse.Namespace) -> int:
+    """Delete a stopped session durably (refused while a writer holds it)."""
+    from session import SessionNotFoundError
+
+    store = backend(args.store)
+    try:
+        await store.delete(args.id)
+    except SessionNotFoundError:
+        raise NotFound(f'no session "{args.id}" in {args.store.shown}') from None
+    finally:
+        await store.aclose()
+    print(f"deleted {args.id} from {args.store.shown}")
     return OK

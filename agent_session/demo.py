@@ -23,8 +23,8 @@ from agent_loop.scripted import ScriptedCall, ScriptedStep
 from agent_session.exits import CORRUPT, INTERRUPTED, IO_ERROR, UserError
 from agent_session.output import Progress
 from agent_session.stack import MODEL, SYSTEM, open_stack
+from agent_session.stores import parse_store
 from agent_session.transcript import render
-from persistence_jsonl import JsonlPersistence
 from session import SessionEvent
 from session.events.outcomes import TOOL_OUTCOME_UNKNOWN
 from session.events.turns import brackets, next_turn_number
@@ -75,23 +75,35 @@ async def run_demo(
     compression: str = "none",
 ) -> int:
     """Run the demo (its log written plain or compressed); return the exit code."""
-    root = os.path.abspath(root)
-    if os.path.exists(root) and not os.path.isdir(root):
-        raise UserError(f'store root "{root}" is not a directory')
+    store = parse_store(root)
+    if os.path.exists(store.path):
+        store.check_exists()  # a file as a JSONL root, a directory as a database
+    if store.kind == "sqlite":
+        compression = "sqlite"
+    root = store.url
     if session_id is None:
         session_id = f"demo-{uuid.uuid4().hex[:8]}"
     report = {"root": root, "sessionId": session_id, "crash": crash, "compression": compression}
     say = _Narrator(out, as_json, report)
-    if await JsonlPersistence(root).storage.revision(session_id) is not None:
+    probe = store.open()
+    try:
+        exists = await probe.storage.revision(session_id) is not None
+    finally:
+        await probe.aclose()
+    if exists:
         raise ValueError(
-            f'session "{session_id}" already exists in {root}; pick another --session-id or --root'
+            f'session "{session_id}" already exists in {root}; pick another --session-id or --store'
         )
     say(f"Session {session_id!r} in {root}")
     say(
         f"A scripted agent runs {turns} turn(s); each asks for read_file and write_file, then "
         "answers."
     )
-    kind = "a JSONL file" if compression == "none" else "a zstd-compressed JSONL file"
+    kind = {
+        "none": "a JSONL file",
+        "zstd": "a zstd-compressed JSONL file",
+        "sqlite": "one row per event in a SQLite database",
+    }[compression]
     say(
         f"The log is {kind}; the checkpoint policy makes it durable before every model "
         "request, before every tool body and after every step."
@@ -106,7 +118,7 @@ async def run_demo(
             file=sys.stderr,
         )
         return INTERRUPTED
-    backend = JsonlPersistence(root)
+    backend = store.open()
     examined = await backend.examine(session_id)
     _show_disk(say, examined)
     if not recover:
@@ -125,7 +137,7 @@ async def run_demo(
     else:
         say("3. Nothing to recover: a cold load found every turn closed and wrote nothing.")
     await _resume(say, root, session_id, examined)
-    command, shown = _command(), os.path.relpath(root)
+    command, shown = _command(), store.shown
     say()
     say("Next, look at what was written:")
     say(f"  {command} ls {shown}")
@@ -223,7 +235,9 @@ def _watch_child(
     errors: IO[str],
 ) -> _ChildRun:
     command = [sys.executable, "-m", "agent_session.child", root, session_id]
-    command += ["--mode", crash, "--turns", str(turns - 1), "--compression", compression]
+    command += ["--mode", crash, "--turns", str(turns - 1)]
+    if compression != "sqlite":  # (a SQLite store has no per-log encoding)
+        command += ["--compression", compression]
     run = _ChildRun()
     progress = Progress(turns, "turns run", threshold=5 if not say.as_json else 1 << 30)
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1)

@@ -8,9 +8,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from agent_session.export import TranscriptError, check_transcript
-from persistence_jsonl import JsonlPersistence
+from agent_session.stores import StoreSpec
 from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
 from persistence_jsonl.survey import survey
+from persistence_sqlite.survey import survey as survey_database
 from session import (
     Session,
     SessionEvent,
@@ -19,6 +20,7 @@ from session import (
     SessionPersistenceCorruptionError,
 )
 from session.events.header import version_problem
+from session.persistence.coordinator import PersistenceCoordinator
 
 __all__ = [
     "PROBLEM_FLAGS",
@@ -56,8 +58,8 @@ class SessionRow:
     problem: str | None = None
     """The error message for a corrupt, unsupported or unreadable entry."""
     compression: str = "none"
-    """The log's encoding: ``none`` (``session.jsonl``) or ``zstd``
-    (``session.jsonl.zstd``)."""
+    """Where its events are: ``none`` (``session.jsonl``), ``zstd``
+    (``session.jsonl.zstd``) or ``sqlite`` (rows of a session database)."""
 
     @property
     def problem_flag(self) -> str | None:
@@ -75,12 +77,21 @@ _TURN_STATES: Final[dict[str | None, str]] = {None: "-", "start": "interrupted",
 """The state column, by the log's last turn bracket."""
 
 
-def rows(root: str, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[SessionRow]:
-    """A row per session directory under ``root`` (and per entry planted beside them), from
-    a streaming pass over each log (header, event count, last turn bracket, torn tail): memory
-    stays bounded whatever the logs' sizes; a log over ``max_log_bytes`` is reported, not
-    read."""
-    for found in survey(root, max_log_bytes=max_log_bytes):
+def rows(store: StoreSpec, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[SessionRow]:
+    """A row per session of ``store``, without writing.
+
+    JSONL: per session directory (and per entry planted beside them), from a streaming pass
+    over each log (header, event count, last turn bracket, torn tail): memory stays bounded
+    whatever the logs' sizes; a log over ``max_log_bytes`` is reported, not read.
+
+    SQLite: per ``sessions`` row, from index queries (event count, last turn bracket, a seq
+    gap flagged ``torn tail``) without parsing any event; a row whose header breaks a rule
+    is a problem entry. Whether another process is writing a session cannot be seen, so an
+    open last turn is ``interrupted``."""
+    if store.kind == "sqlite":
+        yield from _database_rows(store.path)
+        return
+    for found in survey(store.path, max_log_bytes=max_log_bytes):
         summary, path, size = found.summary, found.path, found.size
         if summary is None:
             flag = _problem_flag(found.error)
@@ -119,6 +130,43 @@ def rows(root: str, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[Sess
         )
 
 
+def _database_rows(path: str) -> Iterator[SessionRow]:
+    for found in survey_database(path):
+        header = found.header
+        if header is None:
+            flag = _problem_flag(found.error)
+            yield SessionRow(
+                found.id,
+                None,
+                None,
+                found.events,
+                "-",
+                found.size,
+                path,
+                [flag],
+                str(found.error),
+                "sqlite",
+            )
+            continue
+        flags = ["torn tail"] if found.gap else []
+        problem = version_problem(header)
+        if problem is not None:
+            flags.append("unsupported")
+        state = _TURN_STATES[found.last_bracket]
+        yield SessionRow(
+            header.id,
+            header.cwd,
+            header.created_at,
+            found.events,
+            state,
+            found.size,
+            path,
+            flags,
+            problem,
+            "sqlite",
+        )
+
+
 def _problem_flag(error: BaseException | None) -> str:
     """The flag of an entry that is not a readable session."""
     if isinstance(error, SessionFormatUnsupportedError):
@@ -136,7 +184,7 @@ Verdict = tuple[Status, str]
 """A session's status and its detail line."""
 
 
-async def status_of(backend: JsonlPersistence, id: str) -> Verdict:
+async def status_of(backend: PersistenceCoordinator, id: str) -> Verdict:
     """The full read-only verdict on one session and a detail line. Nothing is written:
     this is the backend's ``examine`` (a read and the in-memory validation of ``inspect``)."""
     try:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from agent_session.exits import CORRUPT, IO_ERROR, OK, STATUS_CODES
 from agent_session.inventory import Verdict, status_of, transcript_problem
 from agent_session.output import Progress, json_line
-from persistence_jsonl import JsonlPersistence
 from recovery import answers
 from session import SessionCollisionError, SessionError
+from session.persistence.coordinator import PersistenceCoordinator
 
 __all__ = ["Outcome", "recover"]
 
@@ -32,7 +32,7 @@ class Outcome:
 
 
 async def recover(
-    backend: JsonlPersistence, targets: list[tuple[str, Verdict | None]], *, as_json: bool
+    backend: PersistenceCoordinator, targets: list[tuple[str, Verdict | None]], *, as_json: bool
 ) -> int:
     """Repair each ``(id, verdict)`` target (a verdict the listing found skips the
     examination); print a line per session that is not intact (every session, as JSON
@@ -63,7 +63,7 @@ async def recover(
     return worst
 
 
-async def _recover_one(backend: JsonlPersistence, id: str, found: Verdict | None) -> Outcome:
+async def _recover_one(backend: PersistenceCoordinator, id: str, found: Verdict | None) -> Outcome:
     status, detail = found or await status_of(backend, id)
     if status == "balanced":
         return Outcome("intact", status, detail)
@@ -87,7 +87,7 @@ async def _recover_one(backend: JsonlPersistence, id: str, found: Verdict | None
     return Outcome("not repaired", status, detail, STATUS_CODES.get(status, CORRUPT))
 
 
-async def _answer_calls(backend: JsonlPersistence, id: str) -> bool:
+async def _answer_calls(backend: PersistenceCoordinator, id: str) -> bool:
     """Append the results the last assistant message's calls lack (unknown outcome for a
     recorded call, not started otherwise), if that makes the history valid; ``False`` (and
     nothing written) when it would not."""

@@ -1,6 +1,7 @@
-"""The reference stack assembled: ``JsonlPersistence`` + ``checkpoint_policy`` + the reference
-loop + a ``ScriptedModel`` with two tools (``read_file``, read-only and parallel-safe;
-``write_file``, a side effect, exclusive). Used by the demo, the crash child and the tests."""
+"""The reference stack assembled: a backend (``JsonlPersistence``, or ``SqlitePersistence``
+for a ``sqlite:///`` store) + ``checkpoint_policy`` + the reference loop + a ``ScriptedModel``
+with two tools (``read_file``, read-only and parallel-safe; ``write_file``, a side effect,
+exclusive). Used by the demo, the crash child and the tests."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from typing import Any
 from agent_loop import AgentRuntime
 from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
 from agent_loop.tools import ToolCall
+from agent_session.stores import parse_store
 from checkpoint_policy import checkpoint_policy
 from persistence_jsonl import FileOps, JsonlPersistence
+from persistence_sqlite import SqlitePersistence
 from session.live.hooks import Disposer
+from session.persistence.coordinator import PersistenceCoordinator
 
 __all__ = ["MODEL", "SYSTEM", "Stack", "open_stack", "turn_script"]
 
@@ -56,10 +60,10 @@ def turn_script(
 
 @dataclass
 class Stack:
-    """A runtime wired with the JSONL backend, the policy, the model and the tools."""
+    """A runtime wired with a backend, the policy, the model and the tools."""
 
     runtime: AgentRuntime
-    backend: JsonlPersistence
+    backend: PersistenceCoordinator
     model: ScriptedModel
     workdir: str
     """Where ``write_file`` writes (the side effect)."""
@@ -81,15 +85,24 @@ def open_stack(
     ops: FileOps | None = None,
     compression: str = "none",
 ) -> Stack:
-    """Assemble the reference stack over ``root``. ``tool_hook(name, call)`` runs at the start
-    of every tool body (failpoints live there). The tools work in ``workdir`` (default: a
-    sibling of the root named ``<root>-workdir``); ``ops`` replaces the backend's system
-    calls (fault injection, recording); ``compression`` is the encoding of a new session's
+    """Assemble the reference stack over the store ``root``: a JSONL directory, or a SQLite
+    database as ``sqlite:///path.db``. ``tool_hook(name, call)`` runs at the start of every
+    tool body (failpoints live there). The tools work in ``workdir`` (default: a sibling of
+    the store named ``<store>-workdir``); ``ops`` replaces a JSONL backend's system calls
+    (fault injection, recording); ``compression`` is the encoding of a new JSONL session's
     log (``none`` or ``zstd``; a stored one keeps its own)."""
     runtime = AgentRuntime()
-    backend = JsonlPersistence(
-        root, write_batch_max_delay_ms=window_ms, ops=ops, new_session_compression=compression
-    )
+    backend: PersistenceCoordinator
+    store = parse_store(root)
+    if store.kind == "sqlite":
+        if ops is not None:
+            raise ValueError("ops (the file seam) applies to a JSONL store only")
+        root = store.path
+        backend = SqlitePersistence(root, write_batch_max_delay_ms=window_ms)
+    else:
+        backend = JsonlPersistence(
+            root, write_batch_max_delay_ms=window_ms, ops=ops, new_session_compression=compression
+        )
     runtime.install(backend)
     uninstall = runtime.install(checkpoint_policy) if policy else None
     model = ScriptedModel(script)

@@ -21,7 +21,8 @@ class SqlitePersistence(PersistenceCoordinator):
     and where the I/O runs, are :class:`persistence_sqlite.storage.SqliteStorage`'s; this class
     only builds it and hands it to the coordinator.
 
-    ``journal_mode`` is the reference's (``wal`` by default); ``busy_timeout_ms`` is how long
+    ``journal_mode`` is the reference's (``wal`` by default; ``None`` keeps the mode an
+    existing database has); ``busy_timeout_ms`` is how long
     a write waits for another process's write transaction before failing with
     :class:`session.SessionCollisionError`.
     """
@@ -30,7 +31,7 @@ class SqlitePersistence(PersistenceCoordinator):
         self,
         path: str | os.PathLike[str],
         *,
-        journal_mode: JournalMode = "wal",
+        journal_mode: JournalMode | None = "wal",
         write_batch_max_delay_ms: int = 200,
         prepared_session_cache_size: int = 5,
         busy_timeout_ms: int = 5000,

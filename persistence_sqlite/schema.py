@@ -25,6 +25,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "JournalMode",
     "OpenDatabase",
+    "check_format",
     "open_database",
 ]
 
@@ -79,12 +80,15 @@ class OpenDatabase:
     file at the same path, or another store, never shares a revision with this one."""
 
 
-def open_database(path: str, journal_mode: JournalMode, busy_timeout_ms: int) -> OpenDatabase:
+def open_database(
+    path: str, journal_mode: JournalMode | None, busy_timeout_ms: int
+) -> OpenDatabase:
     """Open (creating if missing) the session database at ``path`` (absolute, or
     ``":memory:"``), check its format and apply the schema, in the reference's order.
 
     A missing file is created exclusively with mode 0600, and missing parent directories
-    0700, before SQLite opens it. Every connection runs with ``foreign_keys = ON``,
+    0700, before SQLite opens it. ``journal_mode`` ``None`` keeps the mode an existing
+    database has (a new one gets WAL). Every connection runs with ``foreign_keys = ON``,
     ``synchronous = FULL`` (a commit is on stable storage when it returns, whatever SQLite's
     build default is) and a finite ``busy_timeout`` (another process's write transaction is
     waited for that long, then the call fails with ``database is locked``).
@@ -131,6 +135,29 @@ def open_database(path: str, journal_mode: JournalMode, busy_timeout_ms: int) ->
     return OpenDatabase(connection, identity)
 
 
+def check_format(path: str, user_version: int, application_id: int, objects: int) -> None:
+    """The reference's verdict on a database's identity pragmas (``objects``: how many
+    schema objects it has that are not SQLite's own).
+
+    Raises:
+        SessionFormatUnsupportedError: With the reference's message naming ``path``.
+    """
+    where = f'session database at "{path}"'
+    if user_version == 0 and (application_id != 0 or objects > 0):
+        raise SessionFormatUnsupportedError(
+            f"{where} has an unversioned schema or application identity"
+        )
+    if user_version not in (0, SCHEMA_VERSION):
+        raise SessionFormatUnsupportedError(
+            f"{where} has schema version {user_version}, incompatible with this build "
+            f"({SCHEMA_VERSION})"
+        )
+    if user_version == SCHEMA_VERSION and application_id != APPLICATION_ID:
+        raise SessionFormatUnsupportedError(
+            f"{where} has application id {application_id}, expected {APPLICATION_ID}"
+        )
+
+
 def _create_file(path: str) -> None:
     """Create the missing parents (0700) and the file (0600, exclusively); an existing file
     keeps its mode."""
@@ -145,10 +172,14 @@ def _create_file(path: str) -> None:
 
 
 def _configure(
-    connection: sqlite3.Connection, path: str, journal_mode: JournalMode, busy_timeout_ms: int
+    connection: sqlite3.Connection,
+    path: str,
+    journal_mode: JournalMode | None,
+    busy_timeout_ms: int,
 ) -> None:
     """The reference's checks and schema in one ``BEGIN IMMEDIATE`` transaction, then the
-    journal mode; plus this build's durability and busy-timeout settings."""
+    journal mode (``None``: the one the database has, or WAL for a new one); plus this
+    build's durability and busy-timeout settings."""
     connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     connection.execute("PRAGMA foreign_keys = ON")
     connection.execute("BEGIN IMMEDIATE")
@@ -158,20 +189,7 @@ def _configure(
         (objects,) = connection.execute(
             "SELECT COUNT(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'"
         ).fetchone()
-        where = f'session database at "{path}"'
-        if on_disk == 0 and (application_id != 0 or objects > 0):
-            raise SessionFormatUnsupportedError(
-                f"{where} has an unversioned schema or application identity"
-            )
-        if on_disk not in (0, SCHEMA_VERSION):
-            raise SessionFormatUnsupportedError(
-                f"{where} has schema version {on_disk}, incompatible with this build "
-                f"({SCHEMA_VERSION})"
-            )
-        if on_disk == SCHEMA_VERSION and application_id != APPLICATION_ID:
-            raise SessionFormatUnsupportedError(
-                f"{where} has application id {application_id}, expected {APPLICATION_ID}"
-            )
+        check_format(path, on_disk, application_id, objects)
         for statement in _DDL.split(";")[:-1]:
             connection.execute(statement)
         connection.execute(
@@ -186,5 +204,8 @@ def _configure(
         with contextlib.suppress(sqlite3.Error):
             connection.execute("ROLLBACK")
         raise
-    connection.execute(f"PRAGMA journal_mode = {journal_mode.upper()}")
+    if journal_mode is None and on_disk == 0:
+        journal_mode = "wal"
+    if journal_mode is not None:
+        connection.execute(f"PRAGMA journal_mode = {journal_mode.upper()}")
     connection.execute("PRAGMA synchronous = FULL")

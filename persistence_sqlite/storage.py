@@ -43,7 +43,7 @@ from persistence_sqlite.rows import (
     render_row,
     scan,
 )
-from persistence_sqlite.schema import JournalMode, OpenDatabase, open_database
+from persistence_sqlite.schema import JOURNAL_MODES, JournalMode, OpenDatabase, open_database
 from session import (
     SessionCollisionError,
     SessionEvent,
@@ -82,7 +82,7 @@ class SqliteStorage:
         self,
         path: str | os.PathLike[str],
         *,
-        journal_mode: JournalMode = "wal",
+        journal_mode: JournalMode | None = "wal",
         busy_timeout_ms: int = 5000,
     ) -> None:
         raw = os.fspath(path)
@@ -90,7 +90,7 @@ class SqliteStorage:
             raise ValueError("the session database path must be a non-empty string")
         self.path = raw if raw == ":memory:" else os.path.abspath(raw)
         """The absolute database path, or ``":memory:"``."""
-        if journal_mode not in ("wal", "delete", "truncate", "persist"):
+        if journal_mode not in (None, *JOURNAL_MODES):
             raise ValueError(
                 f'journal_mode must be "wal", "delete", "truncate" or "persist", not '
                 f"{journal_mode!r}"

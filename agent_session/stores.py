@@ -1,0 +1,96 @@
+"""Where a command's sessions live: a store named on the command line, parsed once.
+
+``STORE`` is a directory of JSONL logs (a path) or a SQLAlchemy-style URL of a SQLite database:
+``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``. Every command takes one,
+positionally or as ``--store``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from agent_session.exits import NotFound, UserError
+
+if TYPE_CHECKING:
+    from session.persistence.coordinator import PersistenceCoordinator
+
+__all__ = ["SQLITE_PREFIX", "StoreSpec", "parse_store"]
+
+SQLITE_PREFIX = "sqlite:///"
+"""The scheme of a SQLite store URL; what follows is the path (``/`` first when absolute)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSpec:
+    """A parsed ``STORE``: its kind and the absolute path it names."""
+
+    kind: Literal["jsonl", "sqlite"]
+    path: str
+    """The absolute store root (JSONL) or database file (SQLite)."""
+
+    @property
+    def url(self) -> str:
+        """The store as an absolute ``STORE`` (a path, or ``sqlite:////abs/path.db``)."""
+        return self.path if self.kind == "jsonl" else SQLITE_PREFIX + self.path
+
+    @property
+    def shown(self) -> str:
+        """The store as a user types it again from the current directory (relative when
+        that is shorter)."""
+        relative = os.path.relpath(self.path)
+        path = self.path if relative.startswith("..") else relative
+        return path if self.kind == "jsonl" else SQLITE_PREFIX + path
+
+    def check_exists(self) -> None:
+        """Refuse a store that is not there (read commands never create one)."""
+        what = "store root" if self.kind == "jsonl" else "session database"
+        if not os.path.exists(self.path):
+            raise NotFound(f'{what} "{self.path}" does not exist')
+        if self.kind == "jsonl" and not os.path.isdir(self.path):
+            raise UserError(f'store root "{self.path}" is not a directory')
+        if self.kind == "sqlite" and os.path.isdir(self.path):
+            raise UserError(f'session database "{self.path}" is a directory, not a file')
+
+    def open(
+        self, *, max_log_bytes: int | None = None, compression: str = "none"
+    ) -> PersistenceCoordinator:
+        """A backend on this store (created on its first write if it does not exist).
+        ``max_log_bytes`` and ``compression`` (of new sessions) apply to JSONL; a SQLite
+        database keeps the journal mode it has."""
+        if self.kind == "sqlite":
+            from persistence_sqlite import SqlitePersistence
+
+            return SqlitePersistence(self.path, journal_mode=None)
+        from persistence_jsonl import JsonlPersistence
+        from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
+
+        return JsonlPersistence(
+            self.path,
+            max_log_bytes=max_log_bytes or DEFAULT_MAX_LOG_BYTES,
+            new_session_compression=compression,
+        )
+
+
+def parse_store(text: str) -> StoreSpec:
+    """``text`` as a store: a ``sqlite:///`` URL, or else a directory path.
+
+    Raises:
+        UserError: An empty store, a URL of a scheme this build does not serve, or a SQLite
+            URL without a path.
+    """
+    if not text:
+        raise UserError("the store must not be empty")
+    if text.startswith(SQLITE_PREFIX):
+        path = text[len(SQLITE_PREFIX) :]
+        if not path or path.endswith("/"):
+            raise UserError(f"{text!r} names no database file (sqlite:///path/to/file.db)")
+        return StoreSpec("sqlite", os.path.abspath(path))
+    scheme, separator, _ = text.partition("://")
+    if separator and scheme.isidentifier():
+        raise UserError(
+            f"unsupported store {text!r}: give a directory of JSONL logs or a "
+            "sqlite:///path/to/file.db URL"
+        )
+    return StoreSpec("jsonl", os.path.abspath(text))

@@ -1,0 +1,97 @@
+"""What a session database holds, session by session, for operator tools (``ls``): answered
+by index queries over the rows (counts and the last turn bracket), without parsing events,
+on a read-only connection that writes nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import urllib.parse
+from dataclasses import dataclass
+from typing import Literal
+
+from persistence_sqlite.rows import HEADER_COLUMNS, header_of
+from persistence_sqlite.schema import check_format
+from session import SessionError, SessionFormatUnsupportedError, SessionHeader
+
+__all__ = ["SessionSummary", "survey"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One ``sessions`` row and what its event rows say, without reading their data."""
+
+    id: str
+    header: SessionHeader | None
+    """``None`` when the row breaks a header rule (``error`` says which)."""
+    error: SessionError | None
+    events: int
+    """How many event rows it has."""
+    size: int
+    """Bytes of its rows' JSON text."""
+    last_bracket: Literal["start", "end"] | None
+    """The type of its last ``turn/start`` or ``turn/end`` row (``None``: neither)."""
+    gap: bool
+    """Whether its seqs are not exactly ``0..events-1`` (a torn tail, or a damaged log)."""
+
+
+_QUERY = f"""
+SELECT {HEADER_COLUMNS},
+  (SELECT COUNT(*) FROM events e WHERE e.session_id = s.id),
+  (SELECT COALESCE(MAX(seq), -1) FROM events e WHERE e.session_id = s.id),
+  (SELECT COALESCE(SUM(LENGTH(CAST(data AS BLOB))), 0) FROM events e WHERE e.session_id = s.id),
+  (SELECT type FROM events e WHERE e.session_id = s.id AND e.type IN ('turn/start', 'turn/end')
+   ORDER BY e.seq DESC LIMIT 1)
+FROM sessions s ORDER BY s.id
+"""
+
+
+def survey(path: str) -> list[SessionSummary]:
+    """Every session of the database at ``path``, read-only.
+
+    Raises:
+        SessionFormatUnsupportedError: The file is not a session database of this format.
+        OSError: It cannot be opened.
+    """
+    uri = "file:" + urllib.parse.quote(path) + "?mode=ro"
+    try:
+        db = sqlite3.connect(uri, uri=True)
+    except sqlite3.OperationalError as e:
+        raise OSError(f'cannot open session database "{path}": {e}') from e
+    db.text_factory = bytes
+    with contextlib.closing(db):
+        try:
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+            (application_id,) = db.execute("PRAGMA application_id").fetchone()
+            (objects,) = db.execute(
+                "SELECT COUNT(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'"
+            ).fetchone()
+            check_format(path, version, application_id, objects)
+            if version == 0:
+                return []  # an empty database: no sessions yet
+            rows = db.execute(_QUERY).fetchall()
+        except sqlite3.OperationalError as e:
+            raise OSError(f'cannot read session database "{path}": {e}') from e
+        except sqlite3.DatabaseError as e:
+            raise SessionFormatUnsupportedError(
+                f'session database at "{path}" cannot be read as a SQLite database: {e}'
+            ) from e
+    return [_summary(row, path) for row in rows]
+
+
+def _summary(row: tuple[object, ...], path: str) -> SessionSummary:
+    count, last_seq, size, bracket = row[9:]
+    assert isinstance(count, int)
+    assert isinstance(last_seq, int)
+    assert isinstance(size, int)
+    last: Literal["start", "end"] | None = None
+    if bracket is not None:
+        last = "start" if bracket == b"turn/start" else "end"
+    gap = last_seq != count - 1
+    raw_id = row[0]
+    id = raw_id.decode("utf-8", "replace") if isinstance(raw_id, bytes) else str(raw_id)
+    try:
+        header = header_of(row, f'database "{path}"')
+    except SessionError as e:
+        return SessionSummary(id, None, e, count, size, last, gap)
+    return SessionSummary(id, header, None, count, size, last, gap)
