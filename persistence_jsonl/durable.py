@@ -13,7 +13,8 @@ import os
 import secrets
 import time
 
-from persistence_jsonl.fileio import FileOps, failpoint
+from persistence_jsonl.fileio import FileOps
+from session.persistence.failpoints import failpoint
 
 __all__ = [
     "RollbackFailed",

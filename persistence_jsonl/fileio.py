@@ -23,7 +23,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import signal
 import stat as stat_module
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,25 +30,7 @@ from typing import Final, Literal
 
 from session.errors import SessionStoreEntryError
 
-__all__ = ["FAILPOINT_ENV", "FileOps", "Stat", "failpoint"]
-
-FAILPOINT_ENV = "AGENT_SESSION_FAILPOINT"
-"""Environment variable naming a failpoint (``name`` or ``name@N`` for its N-th hit) at which
-the process SIGKILLs itself. For crash tests only; unset in production."""
-_failpoint = os.environ.get(FAILPOINT_ENV, "")
-_failpoint_name, _, _failpoint_hit = _failpoint.partition("@")
-_failpoint_hits = 0
-
-
-def failpoint(name: str) -> None:
-    """Die here (SIGKILL, no cleanup) if the environment names this failpoint."""
-    global _failpoint_hits
-    if name != _failpoint_name:
-        return
-    _failpoint_hits += 1
-    if _failpoint_hits >= int(_failpoint_hit or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
-
+__all__ = ["FileOps", "Stat"]
 
 FILE_MODE = 0o600
 """Mode of every file the backend creates."""

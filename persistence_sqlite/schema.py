@@ -161,7 +161,14 @@ def check_format(path: str, user_version: int, application_id: int, objects: int
 def _create_file(path: str) -> None:
     """Create the missing parents (0700) and the file (0600, exclusively); an existing file
     keeps its mode."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    missing = []
+    parent = os.path.dirname(path)
+    while not os.path.exists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    for directory in reversed(missing):  # every one 0700, as Node's recursive mkdir does
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, 0o700)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except OSError as e:

@@ -52,6 +52,7 @@ from session import (
 )
 from session.events.header import header_line
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+from session.persistence.failpoints import failpoint
 
 __all__ = ["RowCut", "SqliteStorage"]
 
@@ -255,6 +256,8 @@ class SqliteStorage:
                 _materialize(db, header)
             db.executemany(_INSERT_EVENT, rows)
             db.execute(_BUMP, (id,))
+            failpoint("sqlite:append:before-commit")
+        failpoint("sqlite:append:after-commit")
         self._seen.add(id)
 
     def append_inline(
@@ -290,6 +293,8 @@ class SqliteStorage:
             db.executemany(_INSERT_EVENT, rows)
             if cut_at is not None or rows:
                 db.execute(_BUMP, (id,))
+            failpoint("sqlite:repair:before-commit")
+        failpoint("sqlite:repair:after-commit")
 
     async def delete(self, id: str) -> bool:
         """Delete the session's row and (by ``ON DELETE CASCADE``) its events in one

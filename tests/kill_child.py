@@ -1,4 +1,6 @@
-"""A JSONL writer for the kill matrix; the failpoint comes from the environment.
+"""A writer for the kill matrix; the failpoint comes from the environment. The store is the
+JSONL root ``ROOT`` (``none``/``zstd`` logs), or with ``sqlite`` the database
+``ROOT/sessions.db``.
 
 ``python -m tests.kill_child ROOT SEED write``: create session ``k`` and append up to five
 batches of random sizes (seeded), printing ``acked <n>`` (events durable so far) after each.
@@ -9,11 +11,21 @@ left interrupted with a torn tail), which repairs it.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import sys
 
 from persistence_jsonl import JsonlPersistence
+from persistence_sqlite import SqlitePersistence
 from session import Session
+from session.persistence.coordinator import PersistenceCoordinator
+
+
+def open_backend(root: str, compression: str) -> PersistenceCoordinator:
+    """The kill matrix's store: JSONL logs of ``compression``, or ``sqlite``."""
+    if compression == "sqlite":
+        return SqlitePersistence(os.path.join(root, "sessions.db"))
+    return JsonlPersistence(root, new_session_compression=compression)
 
 
 def events(seed: int) -> list[list[object]]:
@@ -46,7 +58,7 @@ def events(seed: int) -> list[list[object]]:
 
 
 async def main(root: str, seed: int, action: str, compression: str = "none") -> None:
-    backend = JsonlPersistence(root, new_session_compression=compression)
+    backend = open_backend(root, compression)
     if action == "write":
         await backend.create({"version": 0, "id": "k", "createdAt": 1, "delegationDepth": 0})
         acked = 0

@@ -1,10 +1,12 @@
 """A writer process for the writer-lock tests.
 
-``python -m tests.lock_child ROOT ID COUNT GO_FILE [--die]``: waits until ``GO_FILE`` exists,
+``python -m tests.lock_child STORE ID COUNT GO_FILE [--die]``: waits until ``GO_FILE`` exists,
 then appends ``COUNT`` events to session ``ID`` one small batch at a time, continuing the log
 from whatever is stored. Prints ``acked <seq>`` per acknowledged event and ``refused <msg>``
 when another writer owns the session. With ``--die`` it SIGKILLs itself after its first
 acknowledged batch (holding the lock); with ``--hold`` it sleeps holding the lock until killed.
+``STORE`` is a JSONL root or ``sqlite:///path.db`` (where the events are not marked
+``ignorable``, which SQLite rows cannot keep; the type is registered here).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import signal
 import sys
 import time
 
-from persistence_jsonl import JsonlPersistence
+from agent_session.stores import parse_store
 from session import (
     SessionCollisionError,
     SessionError,
@@ -31,7 +33,8 @@ async def main(
 ) -> None:
     while not os.path.exists(go):
         time.sleep(0.001)
-    backend = JsonlPersistence(root)
+    backend = parse_store(root).open()
+    ignorable = {} if root.startswith("sqlite:") else {"ignorable": True}
     try:
         cursor = len(await backend.read_from(id, 0))
     except SessionNotFoundError:
@@ -47,7 +50,7 @@ async def main(
             "seq": cursor,
             "time": 1,
             "data": {"pid": os.getpid(), "n": cursor},
-            "ignorable": True,
+            **ignorable,
         }
         if turn and cursor == 0:
             event = {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1}}

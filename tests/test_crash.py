@@ -1,5 +1,6 @@
-"""Crash tests with real processes: a child runs the reference stack (JSONL backend, policy,
-loop, scripted model) and is SIGKILLed at a failpoint; the parent loads what is on disk.
+"""Crash tests with real processes: a child runs the reference stack (JSONL or SQLite backend,
+policy, loop, scripted model) and is SIGKILLed at a failpoint; the parent loads what is on
+disk.
 
 Invariants: every event the child reported durable is present and unchanged; the repaired log
 ends with the right closers; the derived history pairs every tool call with exactly one
@@ -18,7 +19,7 @@ import pytest
 
 from agent_session.child import digest
 from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
-from persistence_jsonl import JsonlPersistence
+from agent_session.stores import parse_store
 from recovery import TOOL_OUTCOME_UNKNOWN
 from session import SessionEvent
 
@@ -27,7 +28,13 @@ pytestmark = pytest.mark.process
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_child(root: Path, mode: str, *extra: str) -> list[tuple[int, str]]:
+@pytest.fixture(params=["jsonl", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store the child writes: a JSONL directory, or a SQLite database."""
+    return str(tmp_path) if request.param == "jsonl" else f"sqlite:///{tmp_path}/sessions.db"
+
+
+def run_child(root: str, mode: str, *extra: str) -> list[tuple[int, str]]:
     """Run the crash child to its death; return its durable reports."""
     result = subprocess.run(
         [sys.executable, "-m", "agent_session.child", str(root), "crash", "--mode", mode, *extra],
@@ -67,8 +74,8 @@ def pairing_problems(messages: list[Any]) -> list[str]:
     return problems
 
 
-async def check_after_crash(root: Path, reports: list[tuple[int, str]]) -> list[SessionEvent]:
-    backend = JsonlPersistence(root)
+async def check_after_crash(root: str, reports: list[tuple[int, str]]) -> list[SessionEvent]:
+    backend = parse_store(root).open()
     loaded = list((await backend.load("crash")).events)
     for count, sha in reports:
         assert digest(loaded[:count]) == sha, f"durable prefix of {count} events changed"
@@ -77,24 +84,26 @@ async def check_after_crash(root: Path, reports: list[tuple[int, str]]) -> list[
     return loaded
 
 
-async def resume_and_continue(root: Path, before: list[SessionEvent]) -> None:
+async def resume_and_continue(root: str, before: list[SessionEvent]) -> None:
     turns = sum(1 for e in before if e.type == "turn/start")
-    stack = open_stack(str(root), turn_script(turns + 1))
+    stack = open_stack(root, turn_script(turns + 1))
     session = await stack.runtime.sessions.resume("crash")
     assert session.seq == len(before) + 1  # the stored log plus one session/end-seed
     reason = await stack.runtime.agent(session, model=MODEL, system=SYSTEM).run_turn("again")
     assert reason == {"kind": "completed"}
     assert pairing_problems(session.derive_messages()) == []
     await stack.close()
-    reread = await JsonlPersistence(root).load("crash")
+    backend = parse_store(root).open()
+    reread = await backend.load("crash")
+    await backend.aclose()
     assert [e.encode() for e in reread.events] == [e.encode() for e in session.events]
     assert sum(1 for e in reread.events if e.type == "turn/start") == turns + 1
 
 
 @pytest.mark.parametrize("mode", ["tool", "parallel-tool"])
-async def test_crash_inside_a_tool_body(tmp_path: Path, mode: str) -> None:
-    reports = run_child(tmp_path, mode)
-    events = await check_after_crash(tmp_path, reports)
+async def test_crash_inside_a_tool_body(store: str, mode: str) -> None:
+    reports = run_child(store, mode)
+    events = await check_after_crash(store, reports)
     assert events[-1].data["reason"] == {"kind": "interrupted"}
     results = [e for e in events if e.type == "tool/result"]
     unknown = [
@@ -113,12 +122,12 @@ async def test_crash_inside_a_tool_body(tmp_path: Path, mode: str) -> None:
     from session import Session
 
     assert pairing_problems(Session.create("x", seed=events).derive_messages()) == []
-    await resume_and_continue(tmp_path, events)
+    await resume_and_continue(store, events)
 
 
-async def test_crash_inside_the_model_request(tmp_path: Path) -> None:
-    reports = run_child(tmp_path, "request")
-    events = await check_after_crash(tmp_path, reports)
+async def test_crash_inside_the_model_request(store: str) -> None:
+    reports = run_child(store, "request")
+    events = await check_after_crash(store, reports)
     start = max(i for i, e in enumerate(events) if e.type == "turn/start")
     tail = [e.type for e in events[start - 1 :]]
     assert tail == [
@@ -132,46 +141,49 @@ async def test_crash_inside_the_model_request(tmp_path: Path) -> None:
     ]
     # (request/header is logged once per loop, on its first request: in turn 1 here)
     assert not any(e.type == "tool/result" for e in events[start:])
-    await resume_and_continue(tmp_path, events)
+    await resume_and_continue(store, events)
 
 
-async def test_crash_midstream_past_the_batching_window(tmp_path: Path) -> None:
-    reports = run_child(tmp_path, "midstream", "--window", "50")
-    events = await check_after_crash(tmp_path, reports)
+async def test_crash_midstream_past_the_batching_window(store: str) -> None:
+    reports = run_child(store, "midstream", "--window", "50")
+    events = await check_after_crash(store, reports)
     start = max(i for i, e in enumerate(events) if e.type == "turn/start")
     chunks = [e for e in events[start:] if e.type == "assistant/chunk"]
     assert chunks, "the background write persisted the chunks streamed before the crash"
     assert not any(e.type == "assistant/message" for e in events[start:])
     assert [e.type for e in events[-2:]] == ["step/end", "turn/end"]
-    await resume_and_continue(tmp_path, events)
+    await resume_and_continue(store, events)
 
 
-async def test_crash_right_after_the_post_step_checkpoint(tmp_path: Path) -> None:
-    reports = run_child(tmp_path, "post-step")
-    events = await check_after_crash(tmp_path, reports)
+async def test_crash_right_after_the_post_step_checkpoint(store: str) -> None:
+    reports = run_child(store, "post-step")
+    events = await check_after_crash(store, reports)
     start = max(i for i, e in enumerate(events) if e.type == "turn/start")
     last = events[start:]
     assert [e.type for e in last if e.type == "tool/result"] == ["tool/result"] * 2
     assert all("error" not in e.data for e in last if e.type == "tool/result")
     assert [e.type for e in events[-2:]] == ["step/end", "turn/end"]
-    await resume_and_continue(tmp_path, events)
+    await resume_and_continue(store, events)
 
 
-async def test_without_the_policy_the_crash_loses_the_recorded_tool_call(tmp_path: Path) -> None:
+async def test_without_the_policy_the_crash_loses_the_recorded_tool_call(store: str) -> None:
     """Why the policy exists: with only write-behind, the tool body ran (its side effect
     happened) but the durable log does not know the call was ever made."""
-    run_child(tmp_path, "tool", "--no-policy", "--window", "600000")
-    assert not Path(f"{tmp_path}-workdir", "notes-2-1.txt").exists()  # died in the body
-    events = await check_after_crash(tmp_path, [])
+    run_child(store, "tool", "--no-policy", "--window", "600000")
+    workdir = parse_store(store).path + "-workdir"
+    assert not Path(workdir, "notes-2-1.txt").exists()  # died in the body
+    events = await check_after_crash(store, [])
     assert not any(e.type == "tool/call" and e.data["callId"] == "call-2-1" for e in events)
-    with_policy = tmp_path.parent / f"{tmp_path.name}-with-policy"
+    with_policy = store.replace("sessions.db", "policy.db") + (
+        "-with-policy" * ("///" not in store)
+    )
     run_child(with_policy, "tool", "--window", "600000")
     protected = await check_after_crash(with_policy, [])
     assert any(e.type == "tool/call" and e.data["callId"] == "call-2-1" for e in protected)
 
 
-async def test_a_run_without_crash_is_balanced_and_complete(tmp_path: Path) -> None:
-    reports = run_child(tmp_path, "none", "--turns", "2")
-    events = await check_after_crash(tmp_path, reports)
+async def test_a_run_without_crash_is_balanced_and_complete(store: str) -> None:
+    reports = run_child(store, "none", "--turns", "2")
+    events = await check_after_crash(store, reports)
     assert events[-1].data["reason"] == {"kind": "completed"}
     assert reports[-1][0] == len(events)  # the loop's final flush made everything durable

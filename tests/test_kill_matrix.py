@@ -1,7 +1,8 @@
-"""The kill matrix: SIGKILL at every backend failpoint (between an append's write and its
-fsync; after a materialization's temp write, link and directory fsync; after a repair's
-truncate and its closer write), over many runs with varied batch sizes, for plain and
-compressed logs. After each kill the log loads, holds every acknowledged batch and no partial
+"""The kill matrix: SIGKILL at every backend failpoint (JSONL: between an append's write and
+its fsync; after a materialization's temp write, link and directory fsync; after a repair's
+truncate and its closer write. SQLite: before and after each transaction's commit, and at the
+instant an acknowledgement is read, inside the next commit), over many runs with varied batch
+sizes, for plain and compressed logs and SQLite databases. After each kill the log loads, holds every acknowledged batch and no partial
 one, and loads again to the same result: a repair interrupted and redone never duplicates
 closers."""
 
@@ -9,17 +10,17 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.encoding import ENCODINGS, ZSTD
-from persistence_jsonl.fileio import FAILPOINT_ENV
 from persistence_jsonl.zstd import decompress_frame, scan_frames
-from tests.kill_child import events
+from session.persistence.failpoints import FAILPOINT_ENV
+from tests.kill_child import events, open_backend
 
 pytestmark = pytest.mark.process
 
@@ -31,12 +32,22 @@ WRITE_POINTS = [
     "materialize:after-dir-fsync",
 ]
 REPAIR_POINTS = ["repair:after-truncate", "repair:after-closer-write"]
+SQLITE_WRITE_POINTS = ["sqlite:append:before-commit", "sqlite:append:after-commit", "ack"]
+"""``ack``: no failpoint; the parent SIGKILLs the writer as it reads an acknowledgement, while
+the writer is already inside its next transaction."""
+SQLITE_REPAIR_POINTS = ["sqlite:repair:before-commit", "sqlite:repair:after-commit"]
+MATRIX = [
+    *((point, kind) for kind in ("none", "zstd") for point in WRITE_POINTS + REPAIR_POINTS),
+    *((point, "sqlite") for point in SQLITE_WRITE_POINTS + SQLITE_REPAIR_POINTS),
+]
 
 
 def child(
     root: Path, seed: int, action: str, point: str, compression: str
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, FAILPOINT_ENV: point}
+    if point.startswith("ack@"):  # kill it when it acknowledges the N-th batch
+        return kill_at_ack(root, seed, int(point[4:]), env)
     return subprocess.run(
         [sys.executable, "-m", "tests.kill_child", str(root), str(seed), action, compression],
         cwd=REPO,
@@ -48,8 +59,33 @@ def child(
     )
 
 
+def kill_at_ack(
+    root: Path, seed: int, ack: int, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.kill_child", str(root), str(seed), "write", "sqlite"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if len(lines) == ack:
+            process.send_signal(signal.SIGKILL)
+            break
+    out, err = process.communicate(timeout=60)
+    if process.returncode == 0:  # it wrote its last batch before the signal: kill nothing
+        return subprocess.CompletedProcess(process.args, -signal.SIGKILL, "".join(lines) + out, err)
+    return subprocess.CompletedProcess(process.args, process.returncode, "".join(lines) + out, err)
+
+
 async def check_write_kill(root: Path, seed: int, point: str, compression: str) -> None:
-    hit = 1 + seed % 3 if point == "append:after-write" else 1
+    many = point in ("append:after-write", "sqlite:append:after-commit", "ack")
+    hit = 1 + seed % 3 if many else 1
     result = child(root, seed, "write", f"{point}@{hit}", compression)
     assert result.returncode == -signal.SIGKILL, result.stderr
     acked = [
@@ -61,7 +97,7 @@ async def check_write_kill(root: Path, seed: int, point: str, compression: str) 
     for batch in events(seed):
         total += len(batch)
         boundaries.add(total)
-    backend = JsonlPersistence(root)
+    backend = open_backend(str(root), compression)
     if not await backend.list_headers():  # the crash came before the log's name was durable
         assert not acked
         return
@@ -71,10 +107,26 @@ async def check_write_kill(root: Path, seed: int, point: str, compression: str) 
     assert len(stored) in boundaries, f"partial batch: {len(stored)} events"
     first = await backend.load("k")
     await backend.aclose()
-    again = JsonlPersistence(root)
+    again = open_backend(str(root), compression)
     second = await again.load("k")
     assert [e.encode() for e in second.events] == [e.encode() for e in first.events]
     await again.aclose()
+
+
+def open_the_last_row_turn(database: Path) -> int:
+    """Drop the last ``turn/end`` row and every row after it, and put a torn row (its data
+    cut in half, unparsable) at its seq. Returns how many ``turn/end`` rows remain."""
+    with sqlite3.connect(database) as db:
+        (seq, data) = db.execute(
+            "SELECT seq, data FROM events WHERE type = 'turn/end' ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        db.execute("DELETE FROM events WHERE seq >= ?", (seq,))
+        db.execute(
+            "INSERT INTO events VALUES ('k', ?, 'turn/end', 7, ?, NULL, NULL)",
+            (seq, data[: len(data) // 2]),
+        )
+        (kept,) = db.execute("SELECT COUNT(*) FROM events WHERE type = 'turn/end'").fetchone()
+    return int(kept) - 1
 
 
 def open_the_last_turn(log: Path) -> int:
@@ -99,17 +151,20 @@ def open_the_last_turn(log: Path) -> int:
 async def check_repair_kill(root: Path, seed: int, point: str, compression: str) -> None:
     prepared = child(root, seed, "write", "none", compression)
     assert prepared.returncode == 0, prepared.stderr
-    kept = open_the_last_turn(root / "_no-cwd" / "k" / ENCODINGS[compression].filename)
+    if compression == "sqlite":
+        kept = open_the_last_row_turn(root / "sessions.db")
+    else:
+        kept = open_the_last_turn(root / "_no-cwd" / "k" / ENCODINGS[compression].filename)
     result = child(root, seed, "repair", point, compression)
     assert result.returncode == -signal.SIGKILL, result.stderr
-    backend = JsonlPersistence(root)
+    backend = open_backend(str(root), compression)
     first = await backend.load("k")
     await backend.aclose()
     types = [e.type for e in first.events]
     assert types[-1] == "turn/end"
     assert first.events[-1].data["reason"] == {"kind": "interrupted"}
     assert types.count("turn/end") == kept + 1  # the real ones, one closer: never duplicated
-    again = JsonlPersistence(root)
+    again = open_backend(str(root), compression)
     second = await again.load("k")
     assert [e.encode() for e in second.events] == [e.encode() for e in first.events]
     await again.aclose()
@@ -119,23 +174,21 @@ RUNS = int(os.environ.get("KILL_MATRIX_RUNS", "20"))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compression", ["none", "zstd"])
-@pytest.mark.parametrize("point", WRITE_POINTS + REPAIR_POINTS)
+@pytest.mark.parametrize(("point", "compression"), MATRIX)
 async def test_kill_matrix(tmp_path: Path, point: str, compression: str) -> None:
     runs = RUNS if compression == "none" else max(1, RUNS // 2)
     for seed in range(runs):
         root = tmp_path / f"run-{seed}"
-        if point in REPAIR_POINTS:
+        if point in REPAIR_POINTS + SQLITE_REPAIR_POINTS:
             await check_repair_kill(root, seed, point, compression)
         else:
             await check_write_kill(root, seed, point, compression)
 
 
-@pytest.mark.parametrize("compression", ["none", "zstd"])
-@pytest.mark.parametrize("point", WRITE_POINTS + REPAIR_POINTS)
+@pytest.mark.parametrize(("point", "compression"), MATRIX)
 async def test_kill_matrix_smoke(tmp_path: Path, point: str, compression: str) -> None:
     """One run per failpoint in the quick suite (the full matrix is marked slow)."""
-    if point in REPAIR_POINTS:
+    if point in REPAIR_POINTS + SQLITE_REPAIR_POINTS:
         await check_repair_kill(tmp_path, 3, point, compression)
     else:
         await check_write_kill(tmp_path, 3, point, compression)

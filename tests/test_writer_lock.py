@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 register_event_type("plugin/write")
 
 
-def writer(root: Path, id: str, count: int, go: Path, *flags: str) -> subprocess.Popen[str]:
+def writer(root: str | Path, id: str, count: int, go: Path, *flags: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.lock_child", str(root), id, str(count), str(go), *flags],
         cwd=REPO,
