@@ -1,12 +1,13 @@
-"""Logs this project writes, loaded by the TypeScript reference itself (its published JSONL
-backend under Node.js, installed by ``make interop`` from ``tests/interop``): the demo's
-compressed logs, SIGKILLed at each of the five failpoints, load there with the events they
-load with here, and the repaired files are byte-identical on both sides."""
+"""Logs this project writes, loaded by the TypeScript reference itself (its published JSONL and
+SQLite backends under Node.js, installed by ``make interop`` from ``tests/interop``): the
+demo's logs and databases, SIGKILLed at each of the five failpoints, load there with the
+events they load with here, and the repaired files (rows) are identical on both sides."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from persistence_jsonl import JsonlPersistence
+from persistence_sqlite import SqlitePersistence
 from tests.test_crash import run_child
 
 pytestmark = pytest.mark.process
@@ -58,3 +60,47 @@ async def test_the_reference_loads_what_a_crash_left_here_identically(
     assert (theirs / log).read_bytes() == (
         ours / log
     ).read_bytes()  # the same repair, byte for byte
+
+
+def reference_load_sqlite(database: Path, id: str) -> dict[str, Any]:
+    """What the reference SQLite backend's ``load(id)`` returns (``{meta, events}`` or
+    ``{error}``)."""
+    assert NODE.exists(), "the reference stack is not installed: run `make interop` (npm)"
+    done = subprocess.run(
+        [str(NODE), str(INTEROP / "load-sqlite.mjs"), str(database), id],
+        cwd=INTEROP,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def database_rows(database: Path) -> list[list[Any]]:
+    """Every row of the two tables, in key order."""
+    with sqlite3.connect(database) as db:
+        sessions = [list(r) for r in db.execute("SELECT * FROM sessions ORDER BY id")]
+        events = [list(r) for r in db.execute("SELECT * FROM events ORDER BY session_id, seq")]
+    return [*sessions, *events]
+
+
+@pytest.mark.parametrize("mode", ["request", "tool", "parallel-tool", "midstream", "post-step"])
+async def test_the_reference_sqlite_backend_loads_what_a_crash_left_here_identically(
+    tmp_path: Path, mode: str
+) -> None:
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    assert run_child(f"sqlite:///{ours}/sessions.db", mode)
+    shutil.copytree(ours, theirs)  # the database with its WAL, as the SIGKILL left them
+    backend = SqlitePersistence(ours / "sessions.db")
+    loaded = await backend.load("crash")
+    await backend.aclose()
+    reference = reference_load_sqlite(theirs / "sessions.db", "crash")
+    assert "error" not in reference, reference["error"]
+    assert reference["meta"] == loaded.header.to_json()
+    assert reference["events"] == [e.to_json() for e in loaded.events]
+    assert any(e.type == "turn/end" for e in loaded.events)
+    # the same repair: the same rows, the same revision move
+    assert database_rows(theirs / "sessions.db") == database_rows(ours / "sessions.db")
