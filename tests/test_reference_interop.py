@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from agent_session.copy import copy_session
 from persistence_jsonl import JsonlPersistence
 from persistence_sqlite import SqlitePersistence
+from tests.corpus import case_bytes, case_id, cases
 from tests.test_crash import run_child
 
 pytestmark = pytest.mark.process
@@ -104,3 +106,24 @@ async def test_the_reference_sqlite_backend_loads_what_a_crash_left_here_identic
     assert any(e.type == "turn/end" for e in loaded.events)
     # the same repair: the same rows, the same revision move
     assert database_rows(theirs / "sessions.db") == database_rows(ours / "sessions.db")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in cases("upstream-sqlite-v0") if c["case"] == "as-written"],
+    ids=case_id,
+)
+async def test_a_reference_database_copied_to_jsonl_loads_in_the_reference_jsonl_backend(
+    tmp_path: Path, case: dict[str, Any]
+) -> None:
+    """What the reference's SQLite backend loaded from its database, its JSONL backend loads
+    from our copy of that database as a directory of logs."""
+    (tmp_path / "sessions.db").write_bytes(case_bytes(case, "db_b64"))
+    source = SqlitePersistence(tmp_path / "sessions.db")
+    target = JsonlPersistence(tmp_path / "jsonl")
+    await copy_session(source, target, case["session_id"])
+    await source.aclose()
+    await target.aclose()
+    reference = reference_load(tmp_path / "jsonl", case["session_id"], "none")
+    assert "error" not in reference, reference["error"]
+    assert reference["events"] == case["load"]["events"]

@@ -1,0 +1,149 @@
+"""``copy`` between stores keeps every stored event byte for byte: the reference's JSONL logs
+through SQLite and back, and the reference's SQLite databases through JSONL and back; a copy
+that cannot be exact is refused and leaves nothing behind."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_session.copy import copy_session
+from persistence_jsonl import JsonlPersistence
+from persistence_sqlite import SqlitePersistence
+from session import SessionCollisionError, SessionError, SessionEventError, decode_json
+from tests.corpus import PACKED_ROW_TYPES, case_bytes, case_id, cases, complete_lines
+
+
+def _final_logs() -> list[dict[str, Any]]:
+    """Per scenario of the plain corpus, the longest log that loads (the whole run)."""
+    best: dict[str, dict[str, Any]] = {}
+    for case in cases():
+        if "error" in case["load"] or not case["case"].startswith("prefix-"):
+            continue
+        kept = best.get(case["scenario"])
+        if kept is None or len(case_bytes(case)) > len(case_bytes(kept)):
+            best[case["scenario"]] = case
+    return [best[s] for s in sorted(best)]
+
+
+def _plain_lines(lines: list[bytes]) -> dict[int, bytes]:
+    """The event lines that are not packed rows, by seq."""
+    out = {}
+    for line in lines[1:]:
+        raw = decode_json(line)
+        if raw["type"] not in PACKED_ROW_TYPES:
+            out[raw["seq"]] = line
+    return out
+
+
+@pytest.mark.parametrize("case", _final_logs(), ids=case_id)
+async def test_reference_jsonl_logs_survive_sqlite_and_back_byte_for_byte(
+    case: dict[str, Any], tmp_path: Path
+) -> None:
+    source_root = tmp_path / "src"
+    log = source_root / case["path"]
+    log.parent.mkdir(parents=True)
+    log.write_bytes(case_bytes(case))
+    original = _plain_lines(complete_lines(case))
+    assert original
+    id = case["session_id"]
+    source = JsonlPersistence(source_root)
+    database = SqlitePersistence(tmp_path / "s.db")
+    copied = await copy_session(source, database, id)
+    back = JsonlPersistence(tmp_path / "back")
+    await copy_session(database, back, id)
+    rendered = (await database.read_raw(id)).content.split(b"\n")  # type: ignore[union-attr]
+    final = (tmp_path / "back" / case["path"]).read_bytes().split(b"\n")
+    for seq, line in original.items():
+        assert rendered[seq + 1] == line, f"row {seq}"
+        assert line in final, f"line of seq {seq}"
+    stored = [e.encode() for e in await source.read_from(id, 0)]
+    assert copied.events == len(stored)
+    assert [e.encode() for e in await back.read_from(id, 0)] == stored
+    for backend in (source, database, back):
+        await backend.aclose()
+
+
+def _rows(path: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as db:
+        return db.execute(
+            "SELECT session_id, seq, type, time, data, source_event_seqs, surface_op "
+            "FROM events ORDER BY session_id, seq"
+        ).fetchall()
+
+
+AS_WRITTEN = [c for c in cases("upstream-sqlite-v0") if c["case"] == "as-written"]
+
+
+@pytest.mark.parametrize("case", AS_WRITTEN, ids=case_id)
+async def test_reference_databases_survive_jsonl_and_back_row_for_row(
+    case: dict[str, Any], tmp_path: Path
+) -> None:
+    original = tmp_path / "original.db"
+    original.write_bytes(case_bytes(case, "db_b64"))
+    rows = _rows(original)
+    source = SqlitePersistence(original)
+    jsonl = JsonlPersistence(tmp_path / "jsonl")
+    again = SqlitePersistence(tmp_path / "again.db")
+    await copy_session(source, jsonl, case["session_id"])
+    await copy_session(jsonl, again, case["session_id"])
+    for backend in (source, jsonl, again):
+        await backend.aclose()
+    assert _rows(tmp_path / "again.db") == rows  # the same JSON text in every column
+    assert _rows(original) == rows  # the source was only read
+
+
+async def test_a_copy_never_replaces_a_session_of_the_target(tmp_path: Path) -> None:
+    case = AS_WRITTEN[0]
+    (tmp_path / "a.db").write_bytes(case_bytes(case, "db_b64"))
+    (tmp_path / "b.db").write_bytes(case_bytes(case, "db_b64"))
+    before = _rows(tmp_path / "b.db")
+    source, target = SqlitePersistence(tmp_path / "a.db"), SqlitePersistence(tmp_path / "b.db")
+    with pytest.raises(SessionCollisionError):
+        await copy_session(source, target, case["session_id"])
+    await source.aclose()
+    await target.aclose()
+    assert _rows(tmp_path / "b.db") == before
+
+
+async def test_an_event_sqlite_cannot_hold_is_refused_and_nothing_is_left(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "src"
+    source = JsonlPersistence(root)
+    await source.create({"version": 0, "id": "p", "createdAt": 1, "delegationDepth": 0})
+    plugin = {"type": "future/thing", "seq": 0, "time": 1, "data": {}, "ignorable": True}
+    await source.append("p", [plugin])
+    target = SqlitePersistence(tmp_path / "t.db")
+    with pytest.raises(SessionEventError, match="marked ignorable, which the SQLite"):
+        await copy_session(source, target, "p")
+    assert await target.list_headers() == []
+    await source.aclose()
+    await target.aclose()
+
+
+async def test_a_copy_that_would_read_back_differently_is_removed(tmp_path: Path) -> None:
+    """A hand-written line whose keys are not in the reference's order cannot be kept
+    byte for byte by rows (they keep the reference's order): refused, and removed again."""
+    root = tmp_path / "src"
+    log = root / "_no-cwd" / "o" / "session.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(
+        b'{"type":"session","version":0,"id":"o","createdAt":1,"delegationDepth":0}\n'
+        b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
+        b'{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}\n'
+        b'{"type":"assistant/message","seq":2,"time":1,"data":{"turn":1,"step":1,"message":'
+        b'{"role":"assistant","id":"a","content":[{"type":"text","text":"hi"}],'
+        b'"source":{"kind":"model","provider":"p","model":"m"}}},'
+        b'"surfaceOp":"append","sourceEventSeqs":[]}\n'
+    )
+    source = JsonlPersistence(root)
+    target = SqlitePersistence(tmp_path / "t.db")
+    with pytest.raises(SessionError, match="would not be byte-identical.*event seq 2"):
+        await copy_session(source, target, "o")
+    assert await target.list_headers() == []
+    await source.aclose()
+    await target.aclose()
