@@ -18,7 +18,7 @@ from session import __version__
 
 pytestmark = pytest.mark.process
 
-COMMANDS = ["demo", "ls", "show", "verify", "recover", "export"]
+COMMANDS = ["demo", "ls", "show", "verify", "recover", "export", "convert", "rm", "copy"]
 
 
 def cli(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess[str]:
