@@ -82,7 +82,8 @@ async def ls(args: argparse.Namespace) -> int:
             continue
         cells = [row.id, row.cwd or "-", _created(row.created_at), str(row.events), row.state]
         log = {"none": "jsonl"}.get(row.compression, row.compression)
-        table.append([*cells, log, str(row.size), ", ".join(row.flags)])
+        size = "-" if row.size is None else str(row.size)
+        table.append([*cells, log, size, ", ".join(row.flags)])
     if args.json:
         return worst
     if not table:

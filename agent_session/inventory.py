@@ -50,7 +50,9 @@ class SessionRow:
     state: str
     """Last turn: ``complete``; ``open`` (a live writer holds the session, the turn is still
     running); ``interrupted`` (open with no writer: it needs recovery); or ``-``."""
-    size: int
+    size: int | None
+    """Bytes of its log file; ``None`` for a session in a database (reading every row's data
+    only to count bytes would make listing a large database slow)."""
     path: str
     flags: list[str] = field(default_factory=list)
     """``torn tail``, ``corrupt``, ``unsupported``, ``unreadable`` (the operating system
@@ -141,7 +143,7 @@ def _database_rows(path: str) -> Iterator[SessionRow]:
                 None,
                 found.events,
                 "-",
-                found.size,
+                None,
                 path,
                 [flag],
                 str(found.error),
@@ -159,7 +161,7 @@ def _database_rows(path: str) -> Iterator[SessionRow]:
             header.created_at,
             found.events,
             state,
-            found.size,
+            None,
             path,
             flags,
             problem,

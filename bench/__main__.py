@@ -20,15 +20,26 @@ from typing import Any
 
 import orjson
 
+from bench.listing import ls_10k_sessions
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.rows import encode_batch
+from persistence_sqlite import SqlitePersistence
 from session import Runtime, Session
+from session.persistence.coordinator import PersistenceCoordinator
 
 
-def stack(root: str, compression: str = "none") -> tuple[Runtime, JsonlPersistence]:
+def open_backend(root: str, compression: str = "none") -> PersistenceCoordinator:
+    """The backend of a figure: JSONL logs (``none``/``zstd``), or ``sqlite`` (our SQLite
+    backend, ``<root>/sessions.db``)."""
+    if compression == "sqlite":
+        return SqlitePersistence(os.path.join(root, "sessions.db"))
+    return JsonlPersistence(root, new_session_compression=compression)
+
+
+def stack(root: str, compression: str = "none") -> tuple[Runtime, PersistenceCoordinator]:
     runtime = Runtime()
-    backend = JsonlPersistence(root, new_session_compression=compression)
+    backend = open_backend(root, compression)
     runtime.install(backend)
     return runtime, backend
 
@@ -45,9 +56,9 @@ async def step_checkpoints(
 
 
 async def concurrent_checkpoints(
-    root: str, sessions: int = 16, steps: int = 50, chunks: int = 20
+    root: str, sessions: int = 16, steps: int = 50, chunks: int = 20, compression: str = "none"
 ) -> float:
-    runtime, backend = stack(root)
+    runtime, backend = stack(root, compression)
     live = [runtime.sessions.create(f"c{i}") for i in range(sessions)]
     start = time.perf_counter()
     await asyncio.gather(*(run_steps(runtime, s, steps, chunks) for s in live))
@@ -95,6 +106,7 @@ async def big_step(root: str, chunks: int = 100_000) -> tuple[float, float, floa
     fresh = JsonlPersistence(root)
     inspected, load_seconds = await timed_inspect(fresh, events)
     path = fresh.locate(inspected.header)
+    assert path is not None
     with open(path, "rb") as f:
         lines = f.read().splitlines()
     start = time.perf_counter()
@@ -119,7 +131,16 @@ async def write_big_step(root: str, compression: str, chunks: int) -> tuple[int,
     return len(session.events), seconds
 
 
-async def timed_inspect(backend: JsonlPersistence, events: int) -> tuple[Any, float]:
+async def sqlite_big_step(root: str, chunks: int = 100_000) -> float:
+    """Cold-inspect events/s of one step of ``chunks`` in our SQLite backend."""
+    events, _ = await write_big_step(root, "sqlite", chunks)
+    fresh = open_backend(root, "sqlite")
+    _, load_seconds = await timed_inspect(fresh, events)
+    await fresh.aclose()
+    return events / load_seconds
+
+
+async def timed_inspect(backend: PersistenceCoordinator, events: int) -> tuple[Any, float]:
     """A cold inspect of ``big`` (checked to hold ``events`` and the open turn's closer), and
     how long it took."""
     start = time.perf_counter()
@@ -137,7 +158,7 @@ async def zstd_big_step(root: str, chunks: int = 100_000) -> tuple[float, float]
     inspected, load_seconds = await timed_inspect(fresh, events)
     raw = await fresh.read_raw("big")
     assert raw is not None
-    compressed = os.path.getsize(fresh.locate(inspected.header))
+    compressed = os.path.getsize(str(fresh.locate(inspected.header)))
     await fresh.aclose()
     return events / load_seconds, compressed / len(raw.content)
 
@@ -304,6 +325,18 @@ async def collect(runs: int) -> dict[str, list[float]]:
     figures["zstd_load_events_per_s"] = [p[0] for p in packed]
     figures["zstd_load_vs_plain"] = [p[0] / b[1] for p, b in zip(packed, big, strict=True)]
     figures["zstd_bytes_ratio"] = [p[1] for p in packed]
+    ours = await repeat(runs, lambda root: step_checkpoints(root, compression="sqlite"))
+    figures["sqlite_backend_checkpoints_per_s_1"] = [o[1] for o in ours]
+    figures["sqlite_backend_vs_jsonl_1"] = [o[1] / r for o, r in zip(ours, rate, strict=True)]
+    figures["sqlite_backend_checkpoints_per_s_16"] = await repeat(
+        runs, lambda root: concurrent_checkpoints(root, compression="sqlite")
+    )
+    loads = await repeat(runs, sqlite_big_step)
+    figures["sqlite_backend_load_events_per_s"] = loads
+    figures["sqlite_backend_load_vs_jsonl"] = [s / b[1] for s, b in zip(loads, big, strict=True)]
+    listing = await repeat(1, ls_10k_sessions)
+    figures["jsonl_ls_10k_sessions_s"] = [ls[0] for ls in listing]
+    figures["sqlite_ls_10k_sessions_s"] = [ls[1] for ls in listing]
     return figures
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "header_values",
     "read_back",
     "render_row",
+    "rendered_size",
     "scan",
 ]
 
@@ -131,7 +132,12 @@ def _parsed(row: EventRow) -> dict[str, Any] | None:
     not parse (the reference's "hole")."""
     seq, kind, time, data, sources, op = row
     try:
-        event = {"type": _text(kind), "seq": seq, "time": time, "data": decode_json(data)}
+        event = {
+            "type": kind.decode("utf-8", "replace"),
+            "seq": seq,
+            "time": time,
+            "data": decode_json(data),
+        }
         if sources is not None:
             event["sourceEventSeqs"] = decode_json(sources)
         if op is not None:
@@ -188,6 +194,29 @@ def render_row(row: EventRow) -> bytes:
     if op is not None:
         line += b',"surfaceOp":' + op
     return line + b"}"
+
+
+_RENDERED: Final = len(b'{"type":,"seq":,"time":,"data":}\n')
+_SOURCES: Final = len(b',"sourceEventSeqs":')
+_OP: Final = len(b',"surfaceOp":')
+
+
+def rendered_size(rows: Sequence[EventRow]) -> int:
+    """``len`` of the lines :func:`render_row` makes of ``rows``, newlines included, without
+    building them."""
+    if not rows:
+        return 0
+    seqs, kinds, times, datas, sources, ops = zip(*rows, strict=True)
+    kind_sizes = {kind: len(encode_json(_text(kind))) for kind in set(kinds)}
+    return (
+        _RENDERED * len(rows)
+        + sum(map(kind_sizes.__getitem__, kinds))
+        + sum(len(str(n)) for n in seqs)
+        + sum(len(str(n)) for n in times)
+        + sum(map(len, datas))
+        + sum(_SOURCES + len(s) for s in sources if s is not None)
+        + sum(_OP + len(o) for o in ops if o is not None)
+    )
 
 
 def _text(value: bytes | str) -> str:

@@ -41,8 +41,10 @@ from persistence_sqlite.rows import (
     header_values,
     read_back,
     render_row,
+    rendered_size,
     scan,
 )
+from persistence_sqlite.runs import with_lazy_runs
 from persistence_sqlite.schema import JOURNAL_MODES, JournalMode, OpenDatabase, open_database
 from session import (
     SessionCollisionError,
@@ -173,8 +175,8 @@ class SqliteStorage:
             ) from None
         cut = None if torn is None else RowCut(torn, revision)
         # the size of the JSONL text the rows stand for (what read_raw returns)
-        size = len(header_line(header)) + sum(len(render_row(r)) for r in rows) + len(rows) + 1
-        return StoredLog(header, events, revision, cut, size)
+        size = len(header_line(header)) + 1 + rendered_size(rows)
+        return StoredLog(header, with_lazy_runs(events), revision, cut, size)
 
     async def revision(self, id: str) -> str | None:
         row = await self._run(

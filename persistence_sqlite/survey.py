@@ -1,6 +1,6 @@
 """What a session database holds, session by session, for operator tools (``ls``): answered
-by index queries over the rows (counts and the last turn bracket), without parsing events,
-on a read-only connection that writes nothing."""
+by index queries over the rows (counts and the last turn bracket), without reading or parsing
+any event's data, on a read-only connection that writes nothing."""
 
 from __future__ import annotations
 
@@ -27,8 +27,6 @@ class SessionSummary:
     error: SessionError | None
     events: int
     """How many event rows it has."""
-    size: int
-    """Bytes of its rows' JSON text."""
     last_bracket: Literal["start", "end"] | None
     """The type of its last ``turn/start`` or ``turn/end`` row (``None``: neither)."""
     gap: bool
@@ -39,7 +37,6 @@ _QUERY = f"""
 SELECT {HEADER_COLUMNS},
   (SELECT COUNT(*) FROM events e WHERE e.session_id = s.id),
   (SELECT COALESCE(MAX(seq), -1) FROM events e WHERE e.session_id = s.id),
-  (SELECT COALESCE(SUM(LENGTH(CAST(data AS BLOB))), 0) FROM events e WHERE e.session_id = s.id),
   (SELECT type FROM events e WHERE e.session_id = s.id AND e.type IN ('turn/start', 'turn/end')
    ORDER BY e.seq DESC LIMIT 1)
 FROM sessions s ORDER BY s.id
@@ -80,10 +77,9 @@ def survey(path: str) -> list[SessionSummary]:
 
 
 def _summary(row: tuple[object, ...], path: str) -> SessionSummary:
-    count, last_seq, size, bracket = row[9:]
+    count, last_seq, bracket = row[9:]
     assert isinstance(count, int)
     assert isinstance(last_seq, int)
-    assert isinstance(size, int)
     last: Literal["start", "end"] | None = None
     if bracket is not None:
         last = "start" if bracket == b"turn/start" else "end"
@@ -93,5 +89,5 @@ def _summary(row: tuple[object, ...], path: str) -> SessionSummary:
     try:
         header = header_of(row, f'database "{path}"')
     except SessionError as e:
-        return SessionSummary(id, None, e, count, size, last, gap)
-    return SessionSummary(id, header, None, count, size, last, gap)
+        return SessionSummary(id, None, e, count, last, gap)
+    return SessionSummary(id, header, None, count, last, gap)

@@ -12,10 +12,12 @@ from bench.__main__ import (
     empty_flush_us,
     raw_fsync_ms,
     raw_fsync_paced_ms,
+    sqlite_big_step,
     sqlite_checkpoints,
     step_checkpoints,
     zstd_big_step,
 )
+from bench.listing import ls_10k_sessions
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
 from session import Runtime
@@ -53,6 +55,15 @@ async def test_every_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
     load_rate, bytes_ratio = await zstd_big_step(str(tmp_path / "f"), chunks=500)
     assert load_rate > 0
     assert 0 < bytes_ratio < 0.5  # repetitive deltas compress well
+    (tmp_path / "g").mkdir()
+    assert (await step_checkpoints(str(tmp_path / "g"), 3, 4, "sqlite"))[1] > 0
+    (tmp_path / "h").mkdir()
+    assert await concurrent_checkpoints(str(tmp_path / "h"), 2, 2, 3, "sqlite") > 0
+    (tmp_path / "i").mkdir()
+    assert await sqlite_big_step(str(tmp_path / "i"), chunks=50) > 0
+    jsonl_seconds, sqlite_seconds = await ls_10k_sessions(str(tmp_path), count=5)
+    assert jsonl_seconds > 0
+    assert sqlite_seconds > 0
 
 
 def test_append_step_shape() -> None:

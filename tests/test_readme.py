@@ -47,6 +47,7 @@ def test_the_readme_has_the_blocks_these_tests_know() -> None:
         "The event log #1",
         "Persistence #1",
         "The JSONL backend #1",
+        "The SQLite backend #1",
         "Agents: the model and tool seams, the loop, the checkpoint policy #1",
     ]
 
@@ -68,6 +69,13 @@ def test_the_jsonl_example_creates_then_resumes(tmp_path: Path) -> None:
     assert run(block, tmp_path) == ["chat-3 has 3 events"]
     assert run(block, tmp_path) == ["chat-3 has 7 events"]  # 3 stored, end-seed, 3 new
     assert (tmp_path / "agent-sessions" / "_no-cwd" / "chat-3" / "session.jsonl").is_file()
+
+
+def test_the_sqlite_example_creates_then_resumes(tmp_path: Path) -> None:
+    block = blocks()["The SQLite backend #1"]
+    assert run(block, tmp_path) == ["chat-4 has 3 events"]
+    assert run(block, tmp_path) == ["chat-4 has 7 events"]
+    assert (tmp_path / "sessions.db").read_bytes().startswith(b"SQLite format 3\0")
 
 
 def test_the_agent_example(tmp_path: Path) -> None:

@@ -1,0 +1,77 @@
+"""``ls`` of a store of 10,000 sessions, JSONL and SQLite: one session written by the real
+backend, planted 10,000 times (its files copied, its rows re-keyed), then listed as
+``agent-session ls`` lists it (:func:`agent_session.inventory.rows`), in seconds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import time
+
+from agent_session.inventory import rows
+from agent_session.stores import parse_store
+from bench.workload import run_steps
+from persistence_jsonl import JsonlPersistence
+from persistence_sqlite import SqlitePersistence
+from session import Runtime
+from session.persistence.coordinator import PersistenceCoordinator
+
+__all__ = ["ls_10k_sessions"]
+
+
+async def _one_session(backend: PersistenceCoordinator) -> None:
+    """Session ``s0``: one complete turn of four steps of 20 streamed deltas (about 100
+    events)."""
+    runtime = Runtime()
+    runtime.install(backend)
+    session = runtime.sessions.create("s0")
+    await run_steps(runtime, session, 4, 20)
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    await backend.aclose()
+
+
+def _plant_directories(root: str, count: int) -> None:
+    project = os.path.join(root, "_no-cwd")
+    with open(os.path.join(project, "s0", "session.jsonl"), "rb") as f:
+        first, rest = f.read().split(b"\n", 1)
+    for n in range(1, count):
+        directory = os.path.join(project, f"s{n}")
+        os.mkdir(directory)
+        header = first.replace(b'"id":"s0"', b'"id":"s%d"' % n)
+        with open(os.path.join(directory, "session.jsonl"), "wb") as f:
+            f.write(header + b"\n" + rest)
+    shutil.rmtree(os.path.join(project, "s0", "session.lock"), ignore_errors=True)
+
+
+def _plant_rows(path: str, count: int) -> None:
+    with sqlite3.connect(path) as db:
+        for n in range(1, count):
+            db.execute(
+                "INSERT INTO sessions SELECT ?, version, created_at, cwd, parent_session, "
+                "seed_length, origin, delegation_depth, agent_preset, incarnation, revision "
+                "FROM sessions WHERE id = 's0'",
+                (f"s{n}",),
+            )
+            db.execute(
+                "INSERT INTO events SELECT ?, seq, type, time, data, source_event_seqs, "
+                "surface_op FROM events WHERE session_id = 's0'",
+                (f"s{n}",),
+            )
+
+
+async def ls_10k_sessions(root: str, count: int = 10_000) -> tuple[float, float]:
+    """(seconds to list ``count`` JSONL sessions, seconds to list them in SQLite)."""
+    directory, database = os.path.join(root, "jsonl"), os.path.join(root, "sessions.db")
+    await _one_session(JsonlPersistence(directory))
+    await _one_session(SqlitePersistence(database))
+    _plant_directories(directory, count)
+    _plant_rows(database, count)
+    seconds = []
+    for store in (directory, "sqlite:///" + database):
+        start = time.perf_counter()
+        listed = list(rows(parse_store(store)))
+        seconds.append(time.perf_counter() - start)
+        assert len(listed) == count
+        assert all(row.state == "complete" and row.events > 90 for row in listed)
+    return seconds[0], seconds[1]
