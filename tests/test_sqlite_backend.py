@@ -12,10 +12,13 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from persistence_sqlite import APPLICATION_ID, SCHEMA_VERSION, SqlitePersistence
 from session import (
@@ -26,6 +29,7 @@ from session import (
     SessionPersistenceCorruptionError,
     register_event_type,
 )
+from session.events.eventlog import LazyRun
 from tests.test_writer_lock import writer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -285,3 +289,57 @@ async def test_concurrent_sessions_on_one_database(tmp_path: Path) -> None:
     assert len(await backend.list_headers()) == 20
     await backend.aclose()
     assert os.path.exists(tmp_path / "s.db")
+
+
+CHUNKS = [
+    {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "a"}},
+    {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "\u00e9\n\u2028"}},
+    {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 1, "text": "b"}},
+    {"turn": 1, "step": 1, "chunk": {"type": "reasoning-delta", "index": 0, "text": "r"}},
+    {"turn": 1, "step": 1, "chunk": {"text": "other key order", "index": 0, "type": "text-delta"}},
+    {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "x", "extra": 1}},
+    {
+        "turn": 1,
+        "step": 1,
+        "chunk": {"type": "tool-call-delta", "index": 0, "id": "c", "argumentsDelta": "{"},
+    },
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, len(CHUNKS) - 1), max_size=40), st.integers(1, 9))
+def test_streamed_deltas_load_exactly_as_written(choices: list[int], dt: int) -> None:
+    """Runs of plain deltas come back as lazy runs; every event (any shape, any run length)
+    encodes exactly as it was written."""
+
+    async def scenario(path: str) -> tuple[list[bytes], list[bytes], int]:
+        clock = iter(range(0, 10_000, dt))
+        session = Session.create("d", clock=lambda: next(clock))
+        session.append("turn/start", {"turn": 1})
+        session.append("step/start", {"turn": 1, "step": 1})
+        for choice in choices:
+            session.append("assistant/chunk", CHUNKS[choice])
+        backend = SqlitePersistence(path)
+        await backend.create({**HEADER, "id": "d"})
+        await backend.append("d", session.events)
+        stored = await backend.storage.load("d")
+        await backend.aclose()
+        assert stored is not None
+        lazy = sum(isinstance(p, LazyRun) for p in getattr(stored.events, "parts", ()))
+        fresh = SqlitePersistence(path)
+        loaded = await fresh.read_from("d", 0)
+        await fresh.aclose()
+        return [e.encode() for e in session.events], [e.encode() for e in loaded], lazy
+
+    with tempfile.TemporaryDirectory() as root:
+        written, loaded, lazy = asyncio.run(scenario(os.path.join(root, "s.db")))
+    assert loaded == written
+    runs = sum(
+        1
+        for i in range(len(choices) - 2)
+        if choices[i] == choices[i + 1] == choices[i + 2]
+        and choices[i] < 4
+        and (i == 0 or choices[i - 1] != choices[i])
+    )
+    if runs:
+        assert lazy >= 1
