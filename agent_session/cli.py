@@ -309,7 +309,6 @@ def _exit_code(error: Exception) -> int:
 
 async def _dispatch(args: argparse.Namespace) -> int:
     from agent_session import commands
-    from agent_session.recover import recover
 
     if args.command == "demo":
         from agent_session.demo import run_demo
@@ -325,6 +324,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
             compression=args.compression,
         )
     if args.command == "recover":
+        from agent_session.recover import recover
+
         store = commands.backend(args.store)
         try:
             return await recover(store, commands.targets(args), as_json=args.json)

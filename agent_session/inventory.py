@@ -9,9 +9,6 @@ from typing import Any, Final
 
 from agent_session.export import TranscriptError, check_transcript
 from agent_session.stores import StoreSpec
-from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
-from persistence_jsonl.survey import survey
-from persistence_sqlite.survey import survey as survey_database
 from session import (
     Session,
     SessionEvent,
@@ -79,21 +76,24 @@ _TURN_STATES: Final[dict[str | None, str]] = {None: "-", "start": "interrupted",
 """The state column, by the log's last turn bracket."""
 
 
-def rows(store: StoreSpec, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterator[SessionRow]:
+def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[SessionRow]:
     """A row per session of ``store``, without writing.
 
     JSONL: per session directory (and per entry planted beside them), from a streaming pass
     over each log (header, event count, last turn bracket, torn tail): memory stays bounded
     whatever the logs' sizes; a log over ``max_log_bytes`` is reported, not read.
 
-    SQLite: per ``sessions`` row, from index queries (event count, last turn bracket, a seq
-    gap flagged ``torn tail``) without parsing any event; a row whose header breaks a rule
-    is a problem entry. Whether another process is writing a session cannot be seen, so an
-    open last turn is ``interrupted``."""
+    SQLite: per ``sessions`` row, from index queries (its last seq, its last turn bracket)
+    without reading any event's data, so a torn or damaged row is not seen (``verify``
+    reads every row); a row whose header breaks a rule is a problem entry. Whether another
+    process is writing a session cannot be seen, so an open last turn is ``interrupted``."""
     if store.kind == "sqlite":
         yield from _database_rows(store.path)
         return
-    for found in survey(store.path, max_log_bytes=max_log_bytes):
+    from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
+    from persistence_jsonl.survey import survey  # (only what this kind of store needs)
+
+    for found in survey(store.path, max_log_bytes=max_log_bytes or DEFAULT_MAX_LOG_BYTES):
         summary, path, size = found.summary, found.path, found.size
         if summary is None:
             flag = _problem_flag(found.error)
@@ -133,7 +133,9 @@ def rows(store: StoreSpec, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> Iterat
 
 
 def _database_rows(path: str) -> Iterator[SessionRow]:
-    for found in survey_database(path):
+    from persistence_sqlite.survey import survey
+
+    for found in survey(path):
         header = found.header
         if header is None:
             flag = _problem_flag(found.error)
@@ -150,7 +152,7 @@ def _database_rows(path: str) -> Iterator[SessionRow]:
                 "sqlite",
             )
             continue
-        flags = ["torn tail"] if found.gap else []
+        flags = []
         problem = version_problem(header)
         if problem is not None:
             flags.append("unsupported")

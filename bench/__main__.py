@@ -328,6 +328,9 @@ async def collect(runs: int) -> dict[str, list[float]]:
     ours = await repeat(runs, lambda root: step_checkpoints(root, compression="sqlite"))
     figures["sqlite_backend_checkpoints_per_s_1"] = [o[1] for o in ours]
     figures["sqlite_backend_vs_jsonl_1"] = [o[1] / r for o, r in zip(ours, rate, strict=True)]
+    figures["sqlite_backend_vs_sqlite_1"] = [
+        o[1] / s for o, s in zip(ours, sqlite_rate, strict=True)
+    ]
     figures["sqlite_backend_checkpoints_per_s_16"] = await repeat(
         runs, lambda root: concurrent_checkpoints(root, compression="sqlite")
     )

@@ -26,17 +26,15 @@ class SessionSummary:
     """``None`` when the row breaks a header rule (``error`` says which)."""
     error: SessionError | None
     events: int
-    """How many event rows it has."""
+    """Its last row's seq + 1: how many events it holds unless rows are missing (a damaged
+    log, which ``verify`` reports; counting the rows would read every index entry)."""
     last_bracket: Literal["start", "end"] | None
     """The type of its last ``turn/start`` or ``turn/end`` row (``None``: neither)."""
-    gap: bool
-    """Whether its seqs are not exactly ``0..events-1`` (a torn tail, or a damaged log)."""
 
 
 _QUERY = f"""
 SELECT {HEADER_COLUMNS},
-  (SELECT COUNT(*) FROM events e WHERE e.session_id = s.id),
-  (SELECT COALESCE(MAX(seq), -1) FROM events e WHERE e.session_id = s.id),
+  (SELECT seq FROM events e WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1),
   (SELECT type FROM events e WHERE e.session_id = s.id AND e.type IN ('turn/start', 'turn/end')
    ORDER BY e.seq DESC LIMIT 1)
 FROM sessions s ORDER BY s.id
@@ -77,17 +75,15 @@ def survey(path: str) -> list[SessionSummary]:
 
 
 def _summary(row: tuple[object, ...], path: str) -> SessionSummary:
-    count, last_seq, bracket = row[9:]
-    assert isinstance(count, int)
-    assert isinstance(last_seq, int)
+    last_seq, bracket = row[9:]
+    count = last_seq + 1 if isinstance(last_seq, int) else 0
     last: Literal["start", "end"] | None = None
     if bracket is not None:
         last = "start" if bracket == b"turn/start" else "end"
-    gap = last_seq != count - 1
     raw_id = row[0]
     id = raw_id.decode("utf-8", "replace") if isinstance(raw_id, bytes) else str(raw_id)
     try:
         header = header_of(row, f'database "{path}"')
     except SessionError as e:
-        return SessionSummary(id, None, e, count, last, gap)
-    return SessionSummary(id, header, None, count, last, gap)
+        return SessionSummary(id, None, e, count, last)
+    return SessionSummary(id, header, None, count, last)
