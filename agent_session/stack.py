@@ -75,7 +75,7 @@ class Stack:
 
 
 def open_stack(
-    root: str,
+    root: str | os.PathLike[str],
     script: list[ScriptedStep],
     *,
     policy: bool = True,
@@ -93,21 +93,23 @@ def open_stack(
     log (``none`` or ``zstd``; a stored one keeps its own)."""
     runtime = AgentRuntime()
     backend: PersistenceCoordinator
-    store = parse_store(root)
+    store = parse_store(os.fspath(root))
     if store.kind == "sqlite":
         if ops is not None:
             raise ValueError("ops (the file seam) applies to a JSONL store only")
-        root = store.path
-        backend = SqlitePersistence(root, write_batch_max_delay_ms=window_ms)
+        backend = SqlitePersistence(store.path, write_batch_max_delay_ms=window_ms)
     else:
         backend = JsonlPersistence(
-            root, write_batch_max_delay_ms=window_ms, ops=ops, new_session_compression=compression
+            store.path,
+            write_batch_max_delay_ms=window_ms,
+            ops=ops,
+            new_session_compression=compression,
         )
     runtime.install(backend)
     uninstall = runtime.install(checkpoint_policy) if policy else None
     model = ScriptedModel(script)
     runtime.models.register("scripted", model)
-    workdir = workdir or os.path.abspath(root).rstrip(os.sep) + "-workdir"
+    workdir = workdir or store.path.rstrip(os.sep) + "-workdir"
 
     async def read_file(args: Any, call: ToolCall) -> str:
         if tool_hook is not None:

@@ -1,6 +1,7 @@
 """``ls`` of a store of 10,000 sessions, JSONL and SQLite: one session written by the real
-backend, planted 10,000 times (its files copied, its rows re-keyed), then listed as
-``agent-session ls`` lists it (:func:`agent_session.inventory.rows`), in seconds."""
+backend, planted 10,000 times (its files copied, its rows re-keyed), then surveyed as
+``agent-session ls`` surveys it (each backend's ``survey``: what ``ls`` reads), in
+seconds."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import shutil
 import sqlite3
 import time
 
-from agent_session.inventory import rows
-from agent_session.stores import parse_store
 from bench.workload import run_steps
 from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.survey import survey as survey_directory
 from persistence_sqlite import SqlitePersistence
+from persistence_sqlite.survey import survey as survey_database
 from session import Runtime
 from session.persistence.coordinator import PersistenceCoordinator
 
@@ -67,11 +68,13 @@ async def ls_10k_sessions(root: str, count: int = 10_000) -> tuple[float, float]
     await _one_session(SqlitePersistence(database))
     _plant_directories(directory, count)
     _plant_rows(database, count)
-    seconds = []
-    for store in (directory, "sqlite:///" + database):
-        start = time.perf_counter()
-        listed = list(rows(parse_store(store)))
-        seconds.append(time.perf_counter() - start)
-        assert len(listed) == count
-        assert all(row.state == "complete" and row.events > 90 for row in listed)
-    return seconds[0], seconds[1]
+    start = time.perf_counter()
+    logs = list(survey_directory(directory))
+    jsonl_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    rows = survey_database(database)
+    sqlite_seconds = time.perf_counter() - start
+    assert len(logs) == len(rows) == count
+    assert all(s.summary and s.summary.last_bracket == "end" for s in logs)
+    assert all(r.last_bracket == "end" and r.events > 90 for r in rows)
+    return jsonl_seconds, sqlite_seconds

@@ -48,7 +48,7 @@ async def test_the_reference_loads_what_a_crash_left_here_identically(
     tmp_path: Path, mode: str, compression: str
 ) -> None:
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
-    assert run_child(ours, mode, "--compression", compression)
+    assert run_child(str(ours), mode, "--compression", compression)
     shutil.copytree(ours, theirs)
     backend = JsonlPersistence(ours, compression=compression)
     loaded = await backend.load("crash")

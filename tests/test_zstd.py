@@ -272,11 +272,12 @@ async def test_the_stack_killed_at_each_failpoint_on_a_compressed_log(
     second load changes nothing, and the session resumes and runs another turn."""
     from tests.test_crash import check_after_crash, resume_and_continue, run_child
 
-    reports = run_child(tmp_path, mode, "--compression", "zstd")
+    store = str(tmp_path)
+    reports = run_child(store, mode, "--compression", "zstd")
     assert reports
     log = tmp_path / "_no-cwd" / "crash" / "session.jsonl.zstd"
     assert not log.with_name("session.jsonl").exists()
-    before = await check_after_crash(tmp_path, reports)
+    before = await check_after_crash(store, reports)
     repaired = log.read_bytes()
     assert scan_frames(repaired, "p").torn_start is None
     for frame in frames_of(repaired):  # as the reference would compress each of them
@@ -285,7 +286,7 @@ async def test_the_stack_killed_at_each_failpoint_on_a_compressed_log(
     again = await JsonlPersistence(tmp_path, compression="zstd").load("crash")
     assert [e.encode() for e in again.events] == [e.encode() for e in before]
     assert log.read_bytes() == repaired
-    await resume_and_continue(tmp_path, before)
+    await resume_and_continue(store, before)
     assert not log.with_name("session.jsonl").exists()  # resumed in its own encoding
 
 
