@@ -254,7 +254,9 @@ async def refused_zero_tail(backend: JsonlPersistence, files: dict[str, bytes]) 
 async def test_crash_states_sampled(tmp_path: Path, compression: str) -> None:
     checked = await enumerate_states(tmp_path, every_byte=False, compression=compression)
     print(f"crash-state enumeration (sampled cuts, {compression}): {checked}")
-    assert checked["states"] > (400 if compression == "none" else 200)
+    # How many writes the run makes depends on when its batching windows expire, so the count
+    # varies between runs (199-260 compressed states seen): a floor, well clear of that.
+    assert checked["states"] > (300 if compression == "none" else 150)
 
 
 @pytest.mark.slow
