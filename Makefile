@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
 INTEROP := tests/interop/node_modules/.installed
-PACKAGES := session agent_loop persistence_jsonl persistence_sqlite recovery checkpoint_policy agent_session bench
+PACKAGES := session agent_loop persistence_jsonl persistence_sqlite persistence_postgres recovery checkpoint_policy agent_session bench
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 .PHONY: test test-fast demo bench lint typecheck pytest clean venv interop
@@ -43,14 +43,16 @@ $(INTEROP): tests/interop/package-lock.json
 
 interop: $(INTEROP)
 
+# The PostgreSQL tests run against a throwaway server (scripts/with-postgres starts it, or
+# uses yours when AGENT_SESSION_PG_DSN is set).
 pytest: $(STAMP) $(INTEROP)
-	$(BIN)/pytest -q
+	scripts/with-postgres $(BIN)/pytest -q
 
 test: lint typecheck pytest
 
 # The library's tests without the long sweeps and the real child processes (under 30 s).
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -n auto -m "not slow and not process"
+	scripts/with-postgres $(BIN)/pytest -q -n auto -m "not slow and not process"
 
 demo: $(RUNTIME)
 	@$(BIN)/agent-session demo --crash tool

@@ -103,7 +103,6 @@ class SqliteStorage:
         self.journal_mode = journal_mode
         self.busy_timeout_ms = busy_timeout_ms
         self._db: OpenDatabase | None = None
-        self._seen: set[str] = set()  # ids known stored (written or read here, not deleted)
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="session-sqlite")
 
     # --- the worker -------------------------------------------------------------------------
@@ -145,10 +144,10 @@ class SqliteStorage:
             ) from None
 
     def stored_now(self, id: str) -> bool | None:
-        """``True`` for a session this storage wrote or read and did not delete; otherwise
-        ``None`` (asking the database would block the event loop): another process's log of
-        ``id`` is then refused at the first flush, as the reference refuses every one."""
-        return True if id in self._seen else None
+        """``None``: asking the database would block the event loop. (A log this backend
+        wrote or read is known to its coordinator; another process's is refused at the first
+        flush, as the reference refuses every one.)"""
+        return None
 
     async def load(self, id: str) -> StoredLog | None:
         return await self._run(lambda db: self._load(db, id))
@@ -165,7 +164,6 @@ class SqliteStorage:
                 f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq", (id,)
             ).fetchall()
         header = header_of(row, f'database "{self.path}"')
-        self._seen.add(id)
         revision = self._revision(row[9], row[10])
         try:
             events, torn = scan(rows)
@@ -260,7 +258,6 @@ class SqliteStorage:
             db.execute(_BUMP, (id,))
             failpoint("sqlite:append:before-commit")
         failpoint("sqlite:append:after-commit")
-        self._seen.add(id)
 
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
@@ -303,7 +300,6 @@ class SqliteStorage:
         transaction; ``False`` when it is not stored."""
 
         def delete(db: sqlite3.Connection) -> bool:
-            self._seen.discard(id)
             with _transaction(db, "IMMEDIATE"):
                 return db.execute("DELETE FROM sessions WHERE id = ?", (id,)).rowcount > 0
 

@@ -10,10 +10,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+import psycopg
+import pytest
+
 from persistence_jsonl import JsonlPersistence
+from persistence_postgres import PostgresPersistence
+from persistence_postgres.schema import migrate
 from persistence_sqlite import SqlitePersistence
 from persistence_sqlite.schema import open_database
 from recovery import closers
@@ -189,5 +195,72 @@ class SqliteKit:
         return int(total)
 
 
-KITS: dict[str, Callable[[], Kit]] = {"memory": MemoryKit, "jsonl": JsonlKit, "sqlite": SqliteKit}
+class PostgresKit:
+    name = "postgres"
+    keeps_ignorable = header_names_id = True
+    answers_at_once = False
+
+    def __init__(self) -> None:
+        self.dsn = fresh_database()
+
+    def make(
+        self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
+    ) -> PersistenceCoordinator:
+        return PostgresPersistence(
+            self.dsn, scheduler=scheduler, write_batch_max_delay_ms=write_batch_max_delay_ms
+        )
+
+    def plant(
+        self,
+        header: Mapping[str, Any],
+        events: Sequence[Mapping[str, Any]],
+        *,
+        under: str | None = None,
+    ) -> None:
+        id = under if under is not None else header["id"]
+        line = encode_json(snapshot({"type": "session", **header})).decode()
+        with psycopg.connect(self.dsn, autocommit=True) as db:
+            migrate(db)
+            db.execute(
+                "INSERT INTO agent_session VALUES (%s, %s, %s, %s, 1, gen_random_uuid())",
+                (id, line, header["createdAt"], len(events)),
+            )
+            for e in events:
+                wire = snapshot(e)
+                db.execute(
+                    "INSERT INTO agent_session_event VALUES (%s, %s, 1, %s, %s)",
+                    (id, wire["seq"], wire["type"], encode_json(wire).decode()),
+                )
+
+    def append_calls(self) -> int:
+        with psycopg.connect(self.dsn, autocommit=True) as db:
+            migrate(db)
+            row = db.execute("SELECT COALESCE(SUM(revision), 0) FROM agent_session").fetchone()
+        return int(row[0]) if row else 0
+
+
+def fresh_database() -> str:
+    """The DSN of a new, empty database on the test server (``AGENT_SESSION_PG_DSN``, which
+    ``make test`` and ``.ci/run`` provide through ``scripts/with-postgres``). Without it the
+    calling test fails: the PostgreSQL tests never skip."""
+    server = os.environ.get("AGENT_SESSION_PG_DSN")
+    if not server:
+        pytest.fail(
+            "AGENT_SESSION_PG_DSN is not set: run the tests through scripts/with-postgres "
+            "(make test does), or point it at a PostgreSQL server"
+        )
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(server, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {name}")
+    info = psycopg.conninfo.conninfo_to_dict(server)
+    info["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
+
+
+KITS: dict[str, Callable[[], Kit]] = {
+    "memory": MemoryKit,
+    "jsonl": JsonlKit,
+    "sqlite": SqliteKit,
+    "postgres": PostgresKit,
+}
 """Every backend the contract suite runs against."""

@@ -15,6 +15,7 @@ PACKAGES = (
     "recovery",
     "persistence_jsonl",
     "persistence_sqlite",
+    "persistence_postgres",
     "agent_loop",
     "checkpoint_policy",
     "agent_session",
@@ -25,6 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "recovery": {"session"},
     "persistence_jsonl": {"session", "recovery"},
     "persistence_sqlite": {"session", "recovery"},
+    "persistence_postgres": {"session", "recovery", "persistence_jsonl"},  # it stores JSONL lines
     "agent_loop": {"session"},
     "checkpoint_policy": {"session", "agent_loop"},
     "agent_session": set(PACKAGES) - {"agent_session", "bench"},

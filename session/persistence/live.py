@@ -113,11 +113,15 @@ class LiveWriter:
     def on_created(self, session: Session) -> None:
         """``session/created``: start writing ``session`` (binding starts now if a loop runs,
         else at its first flush). Vetoes the creation of a session without events whose id
-        already has a stored log (it could only collide at its first flush), when storage
-        can tell at once: raises :class:`SessionCollisionError`."""
+        already has a stored log (it could only collide at its first flush), when this
+        backend stored or read that log itself, or storage can tell at once: raises
+        :class:`SessionCollisionError`."""
         if session in self._live:
             return
-        if not session.events and self._storage.stored_now(session.id):
+        known = self._ledger.state(session.id)
+        if not session.events and (
+            (known is not None and known.materialized) or self._storage.stored_now(session.id)
+        ):
             raise SessionCollisionError(
                 f'session "{session.id}" already has a stored log: resume it '
                 "(sessions.resume, or sessions.open_or_create) instead of creating it"

@@ -1,0 +1,42 @@
+"""``PostgresPersistence``: the persistence service over :class:`PostgresStorage` (the
+coordinator holding a PostgreSQL storage), with the reference's repair as its default."""
+
+from __future__ import annotations
+
+from persistence_postgres.storage import PostgresStorage
+from recovery import closers as default_repair
+from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.ledger import Repair
+from session.persistence.write_behind import Scheduler
+
+__all__ = ["PostgresPersistence"]
+
+
+class PostgresPersistence(PersistenceCoordinator):
+    """Every session in one PostgreSQL database (``dsn``: a ``postgresql://`` URL or a
+    libpq connection string), for a fleet of hosts. The guarantees, and where the I/O runs,
+    are :class:`persistence_postgres.storage.PostgresStorage`'s; the schema is created or
+    upgraded on first use (:mod:`persistence_postgres.schema`). ``pool_size`` bounds the
+    connections (and worker threads) appends and reads use; one more holds the writer locks.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        write_batch_max_delay_ms: int = 200,
+        prepared_session_cache_size: int = 5,
+        pool_size: int = 8,
+        repair: Repair = default_repair,
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        storage = PostgresStorage(dsn, pool_size=pool_size)
+        super().__init__(
+            storage,
+            repair=repair,
+            write_batch_max_delay_ms=write_batch_max_delay_ms,
+            prepared_session_cache_size=prepared_session_cache_size,
+            scheduler=scheduler,
+        )
+        self.postgres = storage
+        """The PostgreSQL storage this backend holds."""

@@ -1,0 +1,416 @@
+"""``PostgresStorage``: sessions as rows of a PostgreSQL database
+(:mod:`persistence_postgres.schema`), as a :class:`session.persistence.storage.Storage`.
+
+Guarantees:
+
+- An append is one statement, so one round trip and one transaction: the session row's
+  ``next_seq`` moves from the value this writer expects to the batch's end and the batch's rows
+  are inserted, or nothing happens (another writer, on any host, moved the log: the batch is
+  refused with :class:`SessionCollisionError`; nothing is spliced or duplicated). Every
+  connection runs with ``synchronous_commit = on``, and a server with ``fsync = off`` is
+  refused: when an append returns, its commit is flushed on the server.
+- A commit whose acknowledgement is lost (the connection drops during it) is reconciled on a
+  new connection by reading ``next_seq`` and comparing the stored lines: reported done when
+  the batch is there exactly, refused as an I/O error when it is not (the batch is kept and
+  retried; the check of ``next_seq`` makes a retry safe), never assumed either way.
+- A repair is one transaction that locks the session row and re-checks its revision.
+- A live session's writer holds a session-level advisory lock on a dedicated connection
+  (:class:`persistence_postgres.locks.AdvisoryLocks`); the server frees it when the holder
+  dies.
+- Every database call runs on a worker thread (a pool of connections, so the commits of
+  different sessions overlap and the server groups them), never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from persistence_jsonl.layout import parse_header
+from persistence_postgres.lines import Line, batch_lines, scan_rows
+from persistence_postgres.locks import AdvisoryLocks
+from persistence_postgres.schema import check_durability, migrate
+from session import SessionCollisionError, SessionEvent, SessionHeader
+from session.events.header import header_line
+from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+from session.persistence.failpoints import failpoint
+
+__all__ = ["PostgresStorage", "RowCut"]
+
+T = TypeVar("T")
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+_PAGE = 10_000
+"""Rows per keyset page of a load (bounds the driver's buffers, whatever the log's size)."""
+_APPEND = (
+    "WITH moved AS (UPDATE agent_session SET next_seq = %(end)s, revision = revision + 1, "
+    "updated_at = now() WHERE id = %(id)s AND next_seq = %(start)s RETURNING id) "
+    "INSERT INTO agent_session_event (session_id, seq, n, type, line) "
+    "SELECT moved.id, u.seq, u.n, u.type, u.line FROM moved, "
+    "unnest(%(seqs)s::bigint[], %(ns)s::int[], %(types)s::text[], %(lines)s::text[]) "
+    "AS u(seq, n, type, line)"
+)
+_MATERIALIZE = (
+    "WITH created AS (INSERT INTO agent_session "
+    "(id, header, created_at, next_seq, revision, incarnation) "
+    "VALUES (%(id)s, %(header)s, %(created)s, %(end)s, 1, %(incarnation)s) "
+    "ON CONFLICT (id) DO NOTHING RETURNING id) "
+    "INSERT INTO agent_session_event (session_id, seq, n, type, line) "
+    "SELECT created.id, u.seq, u.n, u.type, u.line FROM created, "
+    "unnest(%(seqs)s::bigint[], %(ns)s::int[], %(types)s::text[], %(lines)s::text[]) "
+    "AS u(seq, n, type, line)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RowCut:
+    """Where a torn tail starts, and the revision of the rows it was found in."""
+
+    seq: int
+    revision: str
+
+
+def writer_name() -> str:
+    """The ``application_name`` of this process's connections: what a refused writer is
+    told about the owner."""
+    return f"agent-session host={socket.gethostname()} pid={os.getpid()}"[:63]
+
+
+class PostgresStorage:
+    """Sessions as rows of one PostgreSQL database (see the module docstring)."""
+
+    name = "session-persistence-postgres"
+
+    def __init__(self, dsn: str, *, pool_size: int = 8) -> None:
+        if not isinstance(dsn, str) or not dsn:
+            raise ValueError("the PostgreSQL connection string must be a non-empty string")
+        if type(pool_size) is not int or pool_size < 1:
+            raise TypeError("pool_size must be a positive integer")
+        self.dsn = dsn
+        self._settings: dict[str, Any] = {
+            "autocommit": True,
+            "options": "-c synchronous_commit=on",
+            "application_name": writer_name(),
+            "connect_timeout": 10,
+        }
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            kwargs=self._settings,
+            configure=check_durability,
+            open=False,
+            name="agent-session",
+        )
+        self._opened = False
+        self._worker = ThreadPoolExecutor(pool_size, thread_name_prefix="session-postgres")
+        self.locks = AdvisoryLocks(lambda: psycopg.connect(dsn, **self._settings))
+        """The writer locks of live sessions (one dedicated connection)."""
+
+    # --- the workers ------------------------------------------------------------------------
+
+    async def _run(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` with a pooled connection on a worker thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, self._call, work)
+
+    def _call(self, work: Callable[[Connection], T]) -> T:
+        with _translated(self.dsn):
+            if not self._opened:
+                self._pool.open(wait=True, timeout=30)
+                with self._pool.connection() as connection:
+                    migrate(connection)
+                self._opened = True
+            with self._pool.connection() as connection:
+                return work(connection)
+
+    @staticmethod
+    def _revision(incarnation: object, revision: object) -> str:
+        return f"postgres:incarnation:{incarnation}:revision:{revision}"
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def check_id(self, id: str) -> None:
+        """Any non-empty string PostgreSQL ``text`` can hold (valid UTF-8, no NUL)."""
+        if not id:
+            raise ValueError("session id must be a non-empty string")
+        if "\0" in id:
+            raise ValueError("session id contains NUL, which PostgreSQL text cannot hold")
+        try:
+            id.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(
+                f"session id contains a lone surrogate U+{ord(id[e.start]):04X} at index "
+                f"{e.start}, which cannot be stored as UTF-8 text"
+            ) from None
+
+    def stored_now(self, id: str) -> bool | None:
+        return None  # a network round trip: the first flush refuses a stored id
+
+    async def load(self, id: str) -> StoredLog | None:
+        return await self._run(lambda db: self._load(db, id))
+
+    def _load(self, db: Connection, id: str) -> StoredLog | None:
+        with db.transaction(), db.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            found = cursor.execute(
+                "SELECT header, incarnation, revision FROM agent_session WHERE id = %s", (id,)
+            ).fetchone()
+            if found is None:
+                return None
+            rows: list[tuple[int, str]] = []
+            while True:  # keyset pages, in the transaction's one snapshot
+                after = rows[-1][0] if rows else -1
+                page = cursor.execute(
+                    "SELECT seq, line FROM agent_session_event WHERE session_id = %s "
+                    "AND seq > %s ORDER BY seq LIMIT %s",
+                    (id, after, _PAGE),
+                ).fetchall()
+                rows.extend(page)
+                if len(page) < _PAGE:
+                    break
+        revision = self._revision(found[1], found[2])
+        scanned = scan_rows(found[0], rows, f'session "{id}" in PostgreSQL')
+        cut = None if scanned.cut_seq is None else RowCut(scanned.cut_seq, revision)
+        log = scanned.log
+        return StoredLog(log.header, log.events, revision, cut, log.size)
+
+    async def revision(self, id: str) -> str | None:
+        row = await self._run(
+            lambda db: db.execute(
+                "SELECT incarnation, revision FROM agent_session WHERE id = %s", (id,)
+            ).fetchone()
+        )
+        return None if row is None else self._revision(row[0], row[1])
+
+    async def list_snapshots(self) -> list[SessionSnapshot]:
+        rows = await self._run(
+            lambda db: db.execute(
+                "SELECT id, header, incarnation, revision FROM agent_session ORDER BY id"
+            ).fetchall()
+        )
+        snapshots = []
+        for id, header, incarnation, revision in rows:
+            with contextlib.suppress(Exception):  # a damaged header is for verify to report
+                parsed = parse_header(header.encode(), f'session "{id}" in PostgreSQL')
+                snapshots.append(SessionSnapshot(parsed, self._revision(incarnation, revision)))
+        return snapshots
+
+    async def read_raw(self, id: str) -> RawArtifact | None:
+        def read(db: Connection) -> RawArtifact | None:
+            with db.transaction():
+                found = db.execute(
+                    "SELECT header FROM agent_session WHERE id = %s", (id,)
+                ).fetchone()
+                if found is None:
+                    return None
+                lines = db.execute(
+                    "SELECT line FROM agent_session_event WHERE session_id = %s ORDER BY seq",
+                    (id,),
+                ).fetchall()
+            header = parse_header(found[0].encode(), f'session "{id}" in PostgreSQL')
+            text = "".join(line + "\n" for line in [found[0], *(row[0] for row in lines)])
+            return RawArtifact(header, "session.jsonl", text.encode())
+
+        return await self._run(read)
+
+    def locate(self, header: SessionHeader) -> str | None:
+        return None
+
+    def as_stored(self, events: Sequence[SessionEvent]) -> Sequence[SessionEvent]:
+        return events  # the lines are kept as written
+
+    # --- writer locks -----------------------------------------------------------------------
+
+    async def acquire(self, id: str) -> bool:
+        if self.locks.holds(id):
+            return False
+        return await asyncio.get_running_loop().run_in_executor(self._worker, self.locks.take, id)
+
+    async def writer_elsewhere(self, id: str) -> bool:
+        if self.locks.holds(id):
+            return False
+        return await self._run(lambda db: self.locks.owner(db, id) is not None)
+
+    async def release(self, id: str) -> None:
+        if self.locks.holds(id):
+            await asyncio.get_running_loop().run_in_executor(self._worker, self.locks.give, id)
+
+    # --- writes -----------------------------------------------------------------------------
+
+    async def append(
+        self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
+    ) -> None:
+        lines = batch_lines(events)
+        if not materialized:
+            await self.acquire(header.id)  # the writer of a new session holds it from now
+        await self._run(lambda db: self._append(db, header, lines, materialized))
+
+    def _append(
+        self, db: Connection, header: SessionHeader, lines: list[Line], materialized: bool
+    ) -> None:
+        start = lines[0].seq
+        end = lines[-1].seq + lines[-1].n
+        values = {
+            "id": header.id,
+            "start": start,
+            "end": end,
+            "seqs": [line.seq for line in lines],
+            "ns": [line.n for line in lines],
+            "types": [line.type for line in lines],
+            "lines": [line.text for line in lines],
+        }
+        if not materialized:
+            values |= {
+                "header": header_line(header).decode(),
+                "created": header.created_at,
+                "incarnation": uuid.uuid4(),
+            }
+        try:
+            failpoint("postgres:append:before-commit")
+            inserted = db.execute(_MATERIALIZE if not materialized else _APPEND, values).rowcount
+        except psycopg.OperationalError as e:  # the acknowledgement may be what was lost
+            if not self._reconcile(header.id, start, lines):
+                raise OSError(
+                    errno.ECONNRESET,
+                    f'the connection to PostgreSQL failed during the append to "{header.id}", '
+                    f"and the batch is not stored: {e}",
+                ) from e
+            return
+        failpoint("postgres:append:after-commit")
+        if inserted != len(lines):
+            raise _moved(header.id, materialized)
+
+    def _reconcile(self, id: str, start: int, lines: list[Line]) -> bool:
+        """After a lost acknowledgement: whether the batch is stored, exactly (then it was
+        committed), on a fresh connection. Raises :class:`SessionCollisionError` when the log
+        moved in another way."""
+        with psycopg.connect(self.dsn, **self._settings) as db:
+            found = db.execute("SELECT next_seq FROM agent_session WHERE id = %s", (id,)).fetchone()
+            end = lines[-1].seq + lines[-1].n
+            if found is None or found[0] == start:
+                return False
+            stored = db.execute(
+                "SELECT line FROM agent_session_event WHERE session_id = %s AND seq >= %s "
+                "AND seq < %s ORDER BY seq",
+                (id, start, end),
+            ).fetchall()
+        if found[0] == end and [row[0] for row in stored] == [line.text for line in lines]:
+            return True
+        raise _moved(id, True)
+
+    def append_inline(
+        self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
+    ) -> bool:
+        return False
+
+    def prepare(self, id: str, event: SessionEvent) -> None:
+        return None
+
+    async def commit_repair(
+        self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
+    ) -> None:
+        lines = batch_lines(closers)
+        await self._run(lambda db: self._repair(db, header.id, cut_at, lines))
+
+    def _repair(self, db: Connection, id: str, cut_at: object | None, lines: list[Line]) -> None:
+        with db.transaction():
+            found = db.execute(
+                "SELECT incarnation, revision, next_seq FROM agent_session WHERE id = %s "
+                "FOR UPDATE",
+                (id,),
+            ).fetchone()
+            if found is None:
+                raise SessionCollisionError(f'session "{id}" was deleted by another writer')
+            if isinstance(cut_at, RowCut):
+                if self._revision(found[0], found[1]) != cut_at.revision:
+                    raise _moved(id, True)
+                db.execute(
+                    "DELETE FROM agent_session_event WHERE session_id = %s AND seq >= %s",
+                    (id, cut_at.seq),
+                )
+                end = cut_at.seq
+            else:
+                end = found[2]
+            if lines and lines[0].seq != end:
+                raise _moved(id, True)
+            for line in lines:
+                db.execute(
+                    "INSERT INTO agent_session_event (session_id, seq, n, type, line) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    (id, line.seq, line.n, line.type, line.text),
+                )
+            if lines:
+                end = lines[-1].seq + lines[-1].n
+            db.execute(
+                "UPDATE agent_session SET next_seq = %s, revision = revision + 1, "
+                "updated_at = now() WHERE id = %s",
+                (end, id),
+            )
+            failpoint("postgres:repair:before-commit")
+
+    async def delete(self, id: str) -> bool:
+        """Take the session's writer lock (refused while a writer anywhere holds it), then
+        delete its row and, by cascade, its lines in one transaction."""
+        held = self.locks.holds(id)
+        await self.acquire(id)
+        try:
+            deleted = await self._run(
+                lambda db: db.execute("DELETE FROM agent_session WHERE id = %s", (id,)).rowcount
+            )
+        finally:
+            if not held:
+                await self.release(id)
+        return deleted > 0
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._worker, self.locks.close)
+            await loop.run_in_executor(self._worker, self._pool.close)
+        finally:
+            self._worker.shutdown(wait=False)
+
+
+def _moved(id: str, materialized: bool) -> SessionCollisionError:
+    if not materialized:
+        return SessionCollisionError(
+            f'refusing to materialize "{id}": a log already exists in the database '
+            "(load/resume it instead)"
+        )
+    return SessionCollisionError(
+        f'session "{id}" was changed by another writer since it was read here; load or resume '
+        "it again"
+    )
+
+
+@contextlib.contextmanager
+def _translated(dsn: str) -> Iterator[None]:
+    """The driver's connection failures as ``OSError`` (the server is unreachable, or went
+    away): the caller keeps its batch and can retry."""
+    try:
+        yield
+    except psycopg.OperationalError as e:
+        raise OSError(errno.ECONNREFUSED, f"PostgreSQL at {_redacted(dsn)}: {e}") from e
+    except TimeoutError as e:  # the pool found no connection in time
+        raise OSError(errno.ETIMEDOUT, f"PostgreSQL at {_redacted(dsn)}: {e}") from e
+
+
+def _redacted(dsn: str) -> str:
+    """The connection string without a password."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(the configured server)"
+    info.pop("password", None)
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
