@@ -49,8 +49,9 @@ MAX_DEMO_TURNS = 1000
 """The most turns ``demo --turns`` runs (about 35 events and a few milliseconds each)."""
 
 _STORE_HELP = (
-    "the store: a directory of JSONL session logs, or a SQLite database as "
-    "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+    "the store: a directory of JSONL session logs, a SQLite database as "
+    "sqlite:///relative/path.db or sqlite:////absolute/path.db, or a PostgreSQL database as "
+    "postgresql://user@host:port/dbname (default: $AGENT_SESSION_STORE)"
 )
 _STORE_COMMANDS = ("ls", "show", "verify", "recover", "convert", "export", "rm")
 _EXITS = (
@@ -115,8 +116,8 @@ def _parser() -> argparse.ArgumentParser:
         "--store",
         "--root",
         dest="root",
-        default="./agent-sessions",
-        help=f"{_STORE_HELP} (default: ./agent-sessions)",
+        default=os.environ.get("AGENT_SESSION_STORE") or "./agent-sessions",
+        help=f"{_STORE_HELP} (default: $AGENT_SESSION_STORE, else ./agent-sessions)",
     )
     demo.add_argument(
         "--crash",
@@ -229,10 +230,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def _resolve_store(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """Set ``args.store`` from the positional STORE or ``--store`` (then every positional
-    argument is an id)."""
-    from agent_session.stores import parse_store
+    argument is an id), or else from ``AGENT_SESSION_STORE``: then a first positional
+    argument that is neither a URL nor an existing path is an id."""
+    from agent_session.stores import STORE_ENV, parse_store
 
     given, positional = args.store_option, args.root
+    from_env = os.environ.get(STORE_ENV) or None
+    if given is None and from_env is not None and positional is not None:
+        if "://" not in positional and not os.path.exists(positional):
+            given = from_env  # the positional argument is an id
+    elif given is None and positional is None:
+        given = from_env
     if given is not None and positional is not None:
         if hasattr(args, "ids"):  # verify/recover --store S a b: "a" is an id
             args.ids = [positional, *args.ids]
@@ -240,7 +248,10 @@ def _resolve_store(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             parser.error(f"the store was given twice ({positional!r} and --store {given!r})")
     text = given if given is not None else positional
     if text is None:
-        parser.error("a store is required: a directory, or sqlite:///path.db (or --store)")
+        parser.error(
+            "a store is required: a directory, sqlite:///path.db or postgresql://... (or "
+            "--store, or AGENT_SESSION_STORE)"
+        )
     args.store = parse_store(text)
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_session.exits import CORRUPT, NOT_FOUND, OK, UserError
@@ -12,8 +13,12 @@ from agent_session.stores import parse_store
 from session import (
     SessionCollisionError,
     SessionError,
+    SessionEvent,
     SessionNotFoundError,
+    encode_json,
 )
+from session.events.eventlog import EventLog, LazyRun
+from session.events.types import ASSISTANT_CHUNK
 from session.persistence.coordinator import PersistenceCoordinator
 
 __all__ = ["Copied", "copy", "copy_session"]
@@ -35,9 +40,16 @@ async def copy_session(
     source: PersistenceCoordinator, target: PersistenceCoordinator, id: str
 ) -> Copied:
     """Copy the stored session ``id`` from ``source`` into ``target``: its header, then every
-    stored event in one durable append (no closers are added: an interrupted turn stays
-    interrupted). The copy is read back, and it must encode exactly as the source's events
-    do; otherwise it is deleted again and the copy refused.
+    stored event (no closers are added: an interrupted turn stays interrupted), in durable
+    appends that keep the source's lines: each run of streamed deltas the source holds as one
+    packed line, and each delta it holds alone, is appended by itself, so a JSONL or
+    PostgreSQL target packs exactly what the source packed (a JSONL log copied into
+    PostgreSQL and back is the same file). A copy cut short leaves a prefix in ``target``,
+    which a new copy refuses as existing (remove it with ``delete``). The copy is read back:
+    every event's ``data`` must encode to the same bytes and its envelope hold the same
+    values (a SQLite row keeps the reference's envelope key order, not the written one: a
+    repair's closers are written ``surfaceOp`` first); otherwise it is deleted again and the
+    copy refused.
 
     Raises:
         SessionNotFoundError: ``source`` has no session ``id``.
@@ -51,12 +63,14 @@ async def copy_session(
         raise SessionCollisionError(
             f'session "{id}" is being written by a live writer; copy it once it stopped'
         )
-    events = list(examined.session.events[: examined.stored_events])
+    batches = _batches(examined.session.events[: examined.stored_events])
+    events = [event for batch in batches for event in batch]
     await target.create(examined.session.header)
-    await target.append(id, events)
+    for batch in batches:
+        await target.append(id, batch)
     copied = await target.read_from(id, 0)
-    wanted = [event.encode() for event in events]
-    got = [event.encode() for event in copied]
+    wanted = [_kept(event) for event in events]
+    got = [_kept(event) for event in copied]
     if got != wanted:
         seq = next(
             (i for i, (a, b) in enumerate(zip(got, wanted, strict=False)) if a != b),
@@ -108,6 +122,33 @@ async def copy(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"copied {done} session(s) to {target_spec.shown}; {refused} refused")
     return worst
+
+
+def _batches(events: Sequence[SessionEvent]) -> list[list[SessionEvent]]:
+    """``events`` in appends that reproduce the source's lines (see :func:`copy_session`): a
+    packed run (a :class:`LazyRun` part, built or not) or a lone delta alone, the rest
+    together."""
+    parts = events.parts if isinstance(events, EventLog) else [events]
+    batches: list[list[SessionEvent]] = []
+    group: list[SessionEvent] = []
+    for part in parts:
+        if isinstance(part, LazyRun):
+            batches += [group, list(part)]
+            group = []
+            continue
+        for event in part:
+            if event.type == ASSISTANT_CHUNK:
+                batches += [group, [event]]
+                group = []
+            else:
+                group.append(event)
+    return [batch for batch in [*batches, group] if batch]
+
+
+def _kept(event: SessionEvent) -> tuple[bytes, dict[str, object]]:
+    """What a copy must keep of an event: its data's bytes, and its envelope's values."""
+    wire = event.to_json()
+    return encode_json(wire.pop("data")), wire
 
 
 def _say(args: argparse.Namespace, id: str, status: str, detail: str) -> None:

@@ -78,8 +78,8 @@ async def run_demo(
     store = parse_store(root)
     if os.path.exists(store.path):
         store.check_exists()  # a file as a JSONL root, a directory as a database
-    if store.kind == "sqlite":
-        compression = "sqlite"
+    if store.kind != "jsonl":
+        compression = store.kind  # (a database has no per-log encoding)
     root = store.url
     if session_id is None:
         session_id = f"demo-{uuid.uuid4().hex[:8]}"
@@ -103,6 +103,7 @@ async def run_demo(
         "none": "a JSONL file",
         "zstd": "a zstd-compressed JSONL file",
         "sqlite": "one row per event in a SQLite database",
+        "postgres": "one row per JSONL line in a PostgreSQL database",
     }[compression]
     say(
         f"The log is {kind}; the checkpoint policy makes it durable before every model "
@@ -236,7 +237,7 @@ def _watch_child(
 ) -> _ChildRun:
     command = [sys.executable, "-m", "agent_session.child", root, session_id]
     command += ["--mode", crash, "--turns", str(turns - 1)]
-    if compression != "sqlite":  # (a SQLite store has no per-log encoding)
+    if compression in ("none", "zstd"):  # (a database has no per-log encoding)
         command += ["--compression", compression]
     run = _ChildRun()
     progress = Progress(turns, "turns run", threshold=5 if not say.as_json else 1 << 30)

@@ -87,8 +87,8 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
     without reading any event's data, so a torn or damaged row is not seen (``verify``
     reads every row); a row whose header breaks a rule is a problem entry. Whether another
     process is writing a session cannot be seen, so an open last turn is ``interrupted``."""
-    if store.kind == "sqlite":
-        yield from _database_rows(store.path)
+    if store.kind != "jsonl":
+        yield from _database_rows(store)
         return
     from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
     from persistence_jsonl.survey import survey  # (only what this kind of store needs)
@@ -132,10 +132,13 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
         )
 
 
-def _database_rows(path: str) -> Iterator[SessionRow]:
-    from persistence_sqlite.survey import survey
-
-    for found in survey(path):
+def _database_rows(store: StoreSpec) -> Iterator[SessionRow]:
+    if store.kind == "sqlite":
+        from persistence_sqlite.survey import survey
+    else:
+        from persistence_postgres.survey import survey  # type: ignore[assignment]
+    path, kind = store.shown, store.kind
+    for found in survey(store.path):
         header = found.header
         if header is None:
             flag = _problem_flag(found.error)
@@ -149,7 +152,7 @@ def _database_rows(path: str) -> Iterator[SessionRow]:
                 path,
                 [flag],
                 str(found.error),
-                "sqlite",
+                kind,
             )
             continue
         flags = []
@@ -167,7 +170,7 @@ def _database_rows(path: str) -> Iterator[SessionRow]:
             path,
             flags,
             problem,
-            "sqlite",
+            kind,
         )
 
 

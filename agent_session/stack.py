@@ -5,7 +5,9 @@ exclusive). Used by the demo, the crash child and the tests."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +22,7 @@ from persistence_sqlite import SqlitePersistence
 from session.live.hooks import Disposer
 from session.persistence.coordinator import PersistenceCoordinator
 
-__all__ = ["MODEL", "SYSTEM", "Stack", "open_stack", "turn_script"]
+__all__ = ["MODEL", "SYSTEM", "Stack", "open_stack", "turn_script", "workdir_of"]
 
 MODEL = "scripted/scripted-1"
 """The model the stack's agents use."""
@@ -74,6 +76,17 @@ class Stack:
         await self.backend.aclose()
 
 
+def workdir_of(store: str) -> str:
+    """Where the tools of a stack over ``store`` work by default: beside a JSONL root or a
+    SQLite file (``<store>-workdir``); for a PostgreSQL database, a directory of the
+    system's temporary directory named after the database's URL."""
+    spec = parse_store(store)
+    if spec.kind == "postgres":
+        digest = hashlib.sha256(spec.path.encode()).hexdigest()[:12]
+        return os.path.join(tempfile.gettempdir(), f"agent-session-workdir-{digest}")
+    return spec.path.rstrip(os.sep) + "-workdir"
+
+
 def open_stack(
     root: str | os.PathLike[str],
     script: list[ScriptedStep],
@@ -94,10 +107,14 @@ def open_stack(
     runtime = AgentRuntime()
     backend: PersistenceCoordinator
     store = parse_store(os.fspath(root))
+    if store.kind != "jsonl" and ops is not None:
+        raise ValueError("ops (the file seam) applies to a JSONL store only")
     if store.kind == "sqlite":
-        if ops is not None:
-            raise ValueError("ops (the file seam) applies to a JSONL store only")
         backend = SqlitePersistence(store.path, write_batch_max_delay_ms=window_ms)
+    elif store.kind == "postgres":
+        from persistence_postgres import PostgresPersistence  # (an optional extra)
+
+        backend = PostgresPersistence(store.path, write_batch_max_delay_ms=window_ms)
     else:
         backend = JsonlPersistence(
             store.path,
@@ -109,7 +126,8 @@ def open_stack(
     uninstall = runtime.install(checkpoint_policy) if policy else None
     model = ScriptedModel(script)
     runtime.models.register("scripted", model)
-    workdir = workdir or store.path.rstrip(os.sep) + "-workdir"
+    if workdir is None:
+        workdir = workdir_of(store.url)
 
     async def read_file(args: Any, call: ToolCall) -> str:
         if tool_hook is not None:

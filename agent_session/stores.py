@@ -1,8 +1,9 @@
 """Where a command's sessions live: a store named on the command line, parsed once.
 
-``STORE`` is a directory of JSONL logs (a path) or a SQLAlchemy-style URL of a SQLite database:
-``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``. Every command takes one,
-positionally or as ``--store``.
+``STORE`` is a directory of JSONL logs (a path), a SQLAlchemy-style URL of a SQLite database
+(``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``), or a PostgreSQL URL
+(``postgresql://user@host:port/dbname``, ``postgres://`` too). Every command takes one,
+positionally or as ``--store``, or from the environment (:data:`STORE_ENV`).
 """
 
 from __future__ import annotations
@@ -16,35 +17,46 @@ from agent_session.exits import NotFound, UserError
 if TYPE_CHECKING:
     from session.persistence.coordinator import PersistenceCoordinator
 
-__all__ = ["SQLITE_PREFIX", "StoreSpec", "parse_store"]
+__all__ = ["POSTGRES_SCHEMES", "SQLITE_PREFIX", "STORE_ENV", "StoreSpec", "parse_store"]
 
 SQLITE_PREFIX = "sqlite:///"
 """The scheme of a SQLite store URL; what follows is the path (``/`` first when absolute)."""
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""The schemes of a PostgreSQL store URL (libpq's)."""
+STORE_ENV = "AGENT_SESSION_STORE"
+"""Environment variable: the store of a command that names none."""
 
 
 @dataclass(frozen=True, slots=True)
 class StoreSpec:
     """A parsed ``STORE``: its kind and the absolute path it names."""
 
-    kind: Literal["jsonl", "sqlite"]
+    kind: Literal["jsonl", "sqlite", "postgres"]
     path: str
-    """The absolute store root (JSONL) or database file (SQLite)."""
+    """The absolute store root (JSONL), database file (SQLite), or the connection URL
+    (PostgreSQL)."""
 
     @property
     def url(self) -> str:
-        """The store as an absolute ``STORE`` (a path, or ``sqlite:////abs/path.db``)."""
-        return self.path if self.kind == "jsonl" else SQLITE_PREFIX + self.path
+        """The store as an absolute ``STORE`` (a path, ``sqlite:////abs/path.db``, or the
+        PostgreSQL URL)."""
+        return SQLITE_PREFIX + self.path if self.kind == "sqlite" else self.path
 
     @property
     def shown(self) -> str:
         """The store as a user types it again from the current directory (relative when
-        that is shorter)."""
+        that is shorter; a PostgreSQL URL without its password)."""
+        if self.kind == "postgres":
+            return _without_password(self.path)
         relative = os.path.relpath(self.path)
         path = self.path if relative.startswith("..") else relative
         return path if self.kind == "jsonl" else SQLITE_PREFIX + path
 
     def check_exists(self) -> None:
-        """Refuse a store that is not there (read commands never create one)."""
+        """Refuse a store that is not there (read commands never create a directory or a
+        database file; a PostgreSQL database is asked when the command connects)."""
+        if self.kind == "postgres":
+            return
         what = "store root" if self.kind == "jsonl" else "session database"
         if not os.path.exists(self.path):
             raise NotFound(f'{what} "{self.path}" does not exist')
@@ -63,6 +75,15 @@ class StoreSpec:
             from persistence_sqlite import SqlitePersistence
 
             return SqlitePersistence(self.path, journal_mode=None)
+        if self.kind == "postgres":
+            try:
+                from persistence_postgres import PostgresPersistence
+            except ImportError as e:
+                raise UserError(
+                    "a PostgreSQL store needs the postgres extra: pip install "
+                    f"'agent-session-runtime[postgres]' ({e})"
+                ) from None
+            return PostgresPersistence(self.path)
         from persistence_jsonl import JsonlPersistence
         from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
 
@@ -82,6 +103,8 @@ def parse_store(text: str) -> StoreSpec:
     """
     if not text:
         raise UserError("the store must not be empty")
+    if text.startswith(POSTGRES_SCHEMES):
+        return StoreSpec("postgres", text)
     if text.startswith(SQLITE_PREFIX):
         path = text[len(SQLITE_PREFIX) :]
         if not path or path.endswith("/"):
@@ -90,7 +113,17 @@ def parse_store(text: str) -> StoreSpec:
     scheme, separator, _ = text.partition("://")
     if separator and scheme.isidentifier():
         raise UserError(
-            f"unsupported store {text!r}: give a directory of JSONL logs or a "
-            "sqlite:///path/to/file.db URL"
+            f"unsupported store {text!r}: give a directory of JSONL logs, a "
+            "sqlite:///path/to/file.db URL or a postgresql:// URL"
         )
     return StoreSpec("jsonl", os.path.abspath(text))
+
+
+def _without_password(url: str) -> str:
+    """``url`` with the password of its user part, if any, replaced by ``***``."""
+    scheme, _, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"

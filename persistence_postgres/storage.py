@@ -98,7 +98,9 @@ class PostgresStorage:
         if type(pool_size) is not int or pool_size < 1:
             raise TypeError("pool_size must be a positive integer")
         self.dsn = dsn
-        self._settings: dict[str, Any] = {
+        self.shown = _redacted(dsn)
+        """The connection string without a password, for messages."""
+        self.settings: dict[str, Any] = {
             "autocommit": True,
             "options": "-c synchronous_commit=on",
             "application_name": writer_name(),
@@ -108,14 +110,14 @@ class PostgresStorage:
             dsn,
             min_size=1,
             max_size=pool_size,
-            kwargs=self._settings,
+            kwargs=self.settings,
             configure=check_durability,
             open=False,
             name="agent-session",
         )
         self._opened = False
         self._worker = ThreadPoolExecutor(pool_size, thread_name_prefix="session-postgres")
-        self.locks = AdvisoryLocks(lambda: psycopg.connect(dsn, **self._settings))
+        self.locks = AdvisoryLocks(lambda: psycopg.connect(dsn, **self.settings))
         """The writer locks of live sessions (one dedicated connection)."""
 
     # --- the workers ------------------------------------------------------------------------
@@ -125,7 +127,7 @@ class PostgresStorage:
         return await asyncio.get_running_loop().run_in_executor(self._worker, self._call, work)
 
     def _call(self, work: Callable[[Connection], T]) -> T:
-        with _translated(self.dsn):
+        with _translated(self.shown):
             if not self._opened:
                 self._pool.open(wait=True, timeout=30)
                 with self._pool.connection() as connection:
@@ -295,7 +297,7 @@ class PostgresStorage:
         """After a lost acknowledgement: whether the batch is stored, exactly (then it was
         committed), on a fresh connection. Raises :class:`SessionCollisionError` when the log
         moved in another way."""
-        with psycopg.connect(self.dsn, **self._settings) as db:
+        with psycopg.connect(self.dsn, **self.settings) as db:
             found = db.execute("SELECT next_seq FROM agent_session WHERE id = %s", (id,)).fetchone()
             end = lines[-1].seq + lines[-1].n
             if found is None or found[0] == start:
@@ -395,15 +397,15 @@ def _moved(id: str, materialized: bool) -> SessionCollisionError:
 
 
 @contextlib.contextmanager
-def _translated(dsn: str) -> Iterator[None]:
+def _translated(shown: str) -> Iterator[None]:
     """The driver's connection failures as ``OSError`` (the server is unreachable, or went
     away): the caller keeps its batch and can retry."""
     try:
         yield
     except psycopg.OperationalError as e:
-        raise OSError(errno.ECONNREFUSED, f"PostgreSQL at {_redacted(dsn)}: {e}") from e
+        raise OSError(errno.ECONNREFUSED, f"PostgreSQL at {shown}: {e}") from e
     except TimeoutError as e:  # the pool found no connection in time
-        raise OSError(errno.ETIMEDOUT, f"PostgreSQL at {_redacted(dsn)}: {e}") from e
+        raise OSError(errno.ETIMEDOUT, f"PostgreSQL at {shown}: {e}") from e
 
 
 def _redacted(dsn: str) -> str:

@@ -7,29 +7,14 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import urllib.parse
-from dataclasses import dataclass
 from typing import Literal
 
 from persistence_sqlite.rows import HEADER_COLUMNS, header_of
 from persistence_sqlite.schema import check_format
-from session import SessionError, SessionFormatUnsupportedError, SessionHeader
+from session import SessionError, SessionFormatUnsupportedError
+from session.persistence.api import ListedSession
 
-__all__ = ["SessionSummary", "survey"]
-
-
-@dataclass(frozen=True, slots=True)
-class SessionSummary:
-    """One ``sessions`` row and what its event rows say, without reading their data."""
-
-    id: str
-    header: SessionHeader | None
-    """``None`` when the row breaks a header rule (``error`` says which)."""
-    error: SessionError | None
-    events: int
-    """Its last row's seq + 1: how many events it holds unless rows are missing (a damaged
-    log, which ``verify`` reports; counting the rows would read every index entry)."""
-    last_bracket: Literal["start", "end"] | None
-    """The type of its last ``turn/start`` or ``turn/end`` row (``None``: neither)."""
+__all__ = ["survey"]
 
 
 _QUERY = f"""
@@ -41,7 +26,7 @@ FROM sessions s ORDER BY s.id
 """
 
 
-def survey(path: str) -> list[SessionSummary]:
+def survey(path: str) -> list[ListedSession]:
     """Every session of the database at ``path``, read-only.
 
     Raises:
@@ -74,7 +59,7 @@ def survey(path: str) -> list[SessionSummary]:
     return [_summary(row, path) for row in rows]
 
 
-def _summary(row: tuple[object, ...], path: str) -> SessionSummary:
+def _summary(row: tuple[object, ...], path: str) -> ListedSession:
     last_seq, bracket = row[9:]
     count = last_seq + 1 if isinstance(last_seq, int) else 0
     last: Literal["start", "end"] | None = None
@@ -85,5 +70,5 @@ def _summary(row: tuple[object, ...], path: str) -> SessionSummary:
     try:
         header = header_of(row, f'database "{path}"')
     except SessionError as e:
-        return SessionSummary(id, None, e, count, last)
-    return SessionSummary(id, header, None, count, last)
+        return ListedSession(id, None, e, count, last)
+    return ListedSession(id, header, None, count, last)

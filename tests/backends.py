@@ -252,9 +252,8 @@ def fresh_database() -> str:
     name = f"t_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(server, autocommit=True) as db:
         db.execute(f"CREATE DATABASE {name}")
-    info = psycopg.conninfo.conninfo_to_dict(server)
-    info["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
+    base, _, _ = server.rpartition("/")  # a postgresql:// URL: the database is its path
+    return f"{base}/{name}"
 
 
 KITS: dict[str, Callable[[], Kit]] = {

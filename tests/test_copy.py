@@ -13,7 +13,7 @@ import pytest
 from agent_session.copy import copy_session
 from persistence_jsonl import JsonlPersistence
 from persistence_sqlite import SqlitePersistence
-from session import SessionCollisionError, SessionError, SessionEventError, decode_json
+from session import SessionCollisionError, SessionEventError, decode_json
 from tests.corpus import PACKED_ROW_TYPES, case_bytes, case_id, cases, complete_lines
 
 
@@ -125,25 +125,24 @@ async def test_an_event_sqlite_cannot_hold_is_refused_and_nothing_is_left(
     await target.aclose()
 
 
-async def test_a_copy_that_would_read_back_differently_is_removed(tmp_path: Path) -> None:
-    """A hand-written line whose keys are not in the reference's order cannot be kept
-    byte for byte by rows (they keep the reference's order): refused, and removed again."""
-    root = tmp_path / "src"
-    log = root / "_no-cwd" / "o" / "session.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_bytes(
-        b'{"type":"session","version":0,"id":"o","createdAt":1,"delegationDepth":0}\n'
-        b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
-        b'{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}\n'
-        b'{"type":"assistant/message","seq":2,"time":1,"data":{"turn":1,"step":1,"message":'
-        b'{"role":"assistant","id":"a","content":[{"type":"text","text":"hi"}],'
-        b'"source":{"kind":"model","provider":"p","model":"m"}}},'
-        b'"surfaceOp":"append","sourceEventSeqs":[]}\n'
+async def test_repaired_logs_copy_into_sqlite_with_their_values(tmp_path: Path) -> None:
+    """A repair writes its closers ``surfaceOp`` first, as the reference does; a SQLite row
+    keeps the reference's column order instead. The copy keeps every data byte and every
+    envelope value, and a copy back to JSONL loads to the same events."""
+    case = next(
+        c for c in cases() if b"TOOL_OUTCOME_UNKNOWN" in case_bytes(c, "file_after_load_b64")
     )
+    root = tmp_path / "src"
+    log = root / case["path"]
+    log.parent.mkdir(parents=True)
+    log.write_bytes(case_bytes(case, "file_after_load_b64"))  # repaired by the reference
     source = JsonlPersistence(root)
-    target = SqlitePersistence(tmp_path / "t.db")
-    with pytest.raises(SessionError, match="would not be byte-identical.*event seq 2"):
-        await copy_session(source, target, "o")
-    assert await target.list_headers() == []
-    await source.aclose()
-    await target.aclose()
+    database = SqlitePersistence(tmp_path / "t.db")
+    await copy_session(source, database, case["session_id"])
+    stored = await source.read_from(case["session_id"], 0)
+    copied = await database.read_from(case["session_id"], 0)
+    assert [e.to_json() for e in copied] == [e.to_json() for e in stored]
+    closer = next(e for e in stored if e.type == "tool/result" and "error" in e.data)
+    assert list(closer.to_json())[-2:] == ["surfaceOp", "sourceEventSeqs"]
+    for backend in (source, database):
+        await backend.aclose()

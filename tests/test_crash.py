@@ -18,19 +18,23 @@ from typing import Any
 import pytest
 
 from agent_session.child import digest
-from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
+from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script, workdir_of
 from agent_session.stores import parse_store
 from recovery import TOOL_OUTCOME_UNKNOWN
 from session import SessionEvent
+from tests.backends import fresh_database
 
 pytestmark = pytest.mark.process
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(params=["jsonl", "sqlite"])
+@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The store the child writes: a JSONL directory, or a SQLite database."""
+    """The store the child writes: a JSONL directory, a SQLite database, or a PostgreSQL
+    database of the test server."""
+    if request.param == "postgres":
+        return fresh_database()
     return str(tmp_path) if request.param == "jsonl" else f"sqlite:///{tmp_path}/sessions.db"
 
 
@@ -170,13 +174,15 @@ async def test_without_the_policy_the_crash_loses_the_recorded_tool_call(store: 
     """Why the policy exists: with only write-behind, the tool body ran (its side effect
     happened) but the durable log does not know the call was ever made."""
     run_child(store, "tool", "--no-policy", "--window", "600000")
-    workdir = parse_store(store).path + "-workdir"
-    assert not Path(workdir, "notes-2-1.txt").exists()  # died in the body
+    assert not Path(workdir_of(store), "notes-2-1.txt").exists()  # died in the body
     events = await check_after_crash(store, [])
     assert not any(e.type == "tool/call" and e.data["callId"] == "call-2-1" for e in events)
-    with_policy = store.replace("sessions.db", "policy.db") + (
-        "-with-policy" * ("///" not in store)
-    )
+    if store.startswith("sqlite:"):
+        with_policy = store.replace("sessions.db", "with-policy.db")
+    elif store.startswith("postgresql:"):
+        with_policy = fresh_database()
+    else:
+        with_policy = f"{store}-with-policy"
     run_child(with_policy, "tool", "--window", "600000")
     protected = await check_after_crash(with_policy, [])
     assert any(e.type == "tool/call" and e.data["callId"] == "call-2-1" for e in protected)

@@ -7,12 +7,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from session.events.event import SessionEvent
 from session.events.header import SessionHeader
 
 __all__ = [
+    "ListedSession",
     "RawArtifact",
     "SessionPersistence",
     "SessionSnapshot",
@@ -41,6 +42,23 @@ class SessionSnapshot:
     """The durable header."""
     revision: str
     """Opaque; equal for an unchanged log, different after any append or repair."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListedSession:
+    """One stored session as a database backend lists it for operator tools, from index
+    queries (no event read or parsed)."""
+
+    id: str
+    header: SessionHeader | None
+    """``None`` when the stored header breaks a rule (``error`` says which)."""
+    error: Exception | None
+    events: int
+    """Its last seq + 1: how many events it holds unless rows are missing (a damaged log,
+    which a full read reports)."""
+    last_bracket: Literal["start", "end"] | None
+    """Whether its last ``turn/start`` or ``turn/end`` is a start or an end (``None``:
+    neither)."""
 
 
 @dataclass(frozen=True, slots=True)

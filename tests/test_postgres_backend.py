@@ -1,0 +1,325 @@
+"""The PostgreSQL backend against a real server (``scripts/with-postgres``; these tests fail,
+never skip, without one): the corpus copied in and out byte for byte; writers in two
+processes; a connection cut during a commit, reconciled; the server killed and restarted under
+a checkpointing agent; the schema and durability refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agent_session.copy import copy_session
+from persistence_jsonl import JsonlPersistence
+from persistence_postgres import PostgresPersistence
+from persistence_postgres.schema import check_durability
+from persistence_sqlite import SqlitePersistence
+from session import (
+    Runtime,
+    Session,
+    SessionCollisionError,
+    SessionDurabilityError,
+    SessionFormatUnsupportedError,
+    register_event_type,
+)
+from session.persistence.coordinator import PersistenceCoordinator
+from tests.backends import fresh_database
+from tests.corpus import case_bytes, cases
+from tests.test_writer_lock import writer
+
+register_event_type("plugin/write")
+HEADER = {"version": 0, "createdAt": 1, "delegationDepth": 0}
+
+
+def turn(id: str, first: int = 1) -> Session:
+    session = Session.create(id, clock=lambda: 5)
+    session.append("turn/start", {"turn": first})
+    session.append("step/start", {"turn": first, "step": 1})
+    session.append("step/end", {"turn": first, "step": 1})
+    session.append("turn/end", {"turn": first, "reason": {"kind": "completed"}})
+    return session
+
+
+async def test_every_corpus_log_goes_in_and_comes_back_the_same_file(tmp_path: Path) -> None:
+    """Every log of the plain corpus that loads (as the reference left it after its load):
+    copied into PostgreSQL it reads back as the same events, and copied back out it is the
+    same file, byte for byte."""
+    database = PostgresPersistence(fresh_database())
+    checked = 0
+    for n, case in enumerate(cases()):
+        if "error" in case["load"] or not case["load"]["events"]:
+            continue
+        original = case_bytes(case, "file_after_load_b64")
+        source_root, back_root = tmp_path / f"in-{n}", tmp_path / f"out-{n}"
+        (source_root / case["path"]).parent.mkdir(parents=True)
+        (source_root / case["path"]).write_bytes(original)
+        source, back = JsonlPersistence(source_root), JsonlPersistence(back_root)
+        id = case["session_id"]
+        await copy_session(source, database, id)
+        stored = [e.encode() for e in await source.read_from(id, 0)]
+        assert [e.encode() for e in await database.read_from(id, 0)] == stored, case["case"]
+        await copy_session(database, back, id)
+        assert (back_root / case["path"]).read_bytes() == original, case["case"]
+        await database.delete(id)
+        await source.aclose()
+        await back.aclose()
+        checked += 1
+    await database.aclose()
+    assert checked > 150
+
+
+async def test_the_compressed_and_sqlite_corpora_go_in_and_come_back_the_same_events(
+    tmp_path: Path,
+) -> None:
+    database = PostgresPersistence(fresh_database())
+    checked = 0
+    sources: list[tuple[str, PersistenceCoordinator]] = []
+    for n, case in enumerate(cases("upstream-v0-zstd")):
+        if "error" in case["load"] or not case["load"]["events"]:
+            continue
+        root = tmp_path / f"z-{n}"
+        (root / case["path"]).parent.mkdir(parents=True)
+        (root / case["path"]).write_bytes(case_bytes(case, "file_after_load_b64"))
+        sources.append((case["session_id"], JsonlPersistence(root)))
+    for n, case in enumerate(cases("upstream-sqlite-v0")):
+        if "error" in case["load"]:
+            continue
+        path = tmp_path / f"s-{n}.db"
+        path.write_bytes(case_bytes(case, "db_b64"))
+        sources.append((case["session_id"], SqlitePersistence(path)))
+    for id, source in sources:
+        await copy_session(source, database, id)
+        expected = [e.to_json() for e in await source.read_from(id, 0)]
+        assert [e.to_json() for e in await database.read_from(id, 0)] == expected
+        await database.delete(id)
+        await source.aclose()
+        checked += 1
+    await database.aclose()
+    assert checked > 90  # (every case that loads: 72 compressed, 25 databases)
+
+
+@pytest.mark.process
+def test_a_second_writer_process_is_refused_naming_the_owner(tmp_path: Path) -> None:
+    store = fresh_database()
+    go = tmp_path / "go"
+    go.touch()
+    holder = writer(store, "held", 1, go, "--hold")
+    assert holder.stdout is not None
+    assert holder.stdout.readline().startswith("acked 0")
+    assert holder.stdout.readline().strip() == "holding"
+    second = writer(store, "held", 5, go)
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    assert out.startswith("refused ")
+    assert f"pid={holder.pid}" in out  # its application_name: host and pid
+    holder.kill()
+    holder.wait(timeout=30)
+    again = writer(store, "held", 3, go)  # the server freed the dead holder's lock
+    out, err = again.communicate(timeout=60)
+    assert [line for line in out.splitlines() if line.startswith("acked")] == [
+        "acked 1",
+        "acked 2",
+        "acked 3",
+    ], err
+    with psycopg.connect(store) as db:
+        seqs = [r[0] for r in db.execute("SELECT seq FROM agent_session_event ORDER BY seq")]
+    assert seqs == [0, 1, 2, 3]
+
+
+async def test_a_stale_writer_is_refused_and_splices_nothing() -> None:
+    dsn = fresh_database()
+    first = PostgresPersistence(dsn)
+    await first.create({**HEADER, "id": "s"})
+    await first.append("s", turn("s").events)
+    await first.aclose()
+    stale = PostgresPersistence(dsn)
+    await stale.load("s")
+    other = PostgresPersistence(dsn)
+    await other.append("s", [{"type": "plugin/write", "seq": 4, "time": 6, "data": {"by": 2}}])
+    await other.aclose()
+    with pytest.raises(SessionCollisionError, match="changed by another writer"):
+        await stale.append("s", [{"type": "plugin/write", "seq": 4, "time": 6, "data": {}}])
+    await stale.aclose()
+    check = PostgresPersistence(dsn)
+    assert [e.data.get("by") for e in (await check.read_from("s", 4))] == [2]
+    await check.aclose()
+
+
+class CuttingProxy:
+    """A TCP proxy to the test server that can drop a connection at the worst moment: after
+    forwarding a statement that holds ``marker`` to the server (``after_send``: the commit
+    happens, its acknowledgement is lost) or instead of forwarding it (the commit never
+    happens)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.cut: str | None = None  # "after_send" | "before_send"
+        self.marker = b"agent_session_event"
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.cuts = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, upstream: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if upstream and self.cut and self.marker in data and b"INSERT" in data:
+                    mode, self.cut = self.cut, None
+                    self.cuts += 1
+                    if mode == "after_send":
+                        sink.sendall(data)
+                        # wait for the server to answer, then drop both sides unanswered
+                        sink.recv(65536, socket.MSG_PEEK)
+                    for s in (source, sink):
+                        with contextlib.suppress(OSError):
+                            s.shutdown(socket.SHUT_RDWR)
+                    return
+                sink.sendall(data)
+        for s in (source, sink):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def dsn(self, dsn: str) -> str:
+        """``dsn`` through this proxy."""
+        return dsn.replace(f":{self.target[1]}/", f":{self.port}/")
+
+
+@pytest.fixture
+def proxy() -> Iterator[tuple[CuttingProxy, str]]:
+    dsn = fresh_database()
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    cutter = CuttingProxy((str(info["host"]), int(str(info["port"]))))
+    yield cutter, dsn
+    cutter.listener.close()
+
+
+async def test_a_commit_whose_acknowledgement_is_lost_is_reconciled(
+    proxy: tuple[CuttingProxy, str],
+) -> None:
+    cutter, dsn = proxy
+    backend = PostgresPersistence(cutter.dsn(dsn))
+    await backend.create({**HEADER, "id": "s"})
+    events = turn("s").events
+    await backend.append("s", events[:2])
+    cutter.cut = "after_send"  # the append commits; its answer never arrives
+    await backend.append("s", events[2:])  # reconciled: the batch is there, exactly
+    assert cutter.cuts == 1
+    await backend.aclose()
+    check = PostgresPersistence(dsn)
+    assert [e.encode() for e in await check.read_from("s", 0)] == [e.encode() for e in events]
+    await check.aclose()
+
+
+async def test_a_commit_that_never_reached_the_server_is_an_error_and_retried_once(
+    proxy: tuple[CuttingProxy, str],
+) -> None:
+    cutter, dsn = proxy
+    runtime = Runtime()
+    backend = PostgresPersistence(cutter.dsn(dsn))
+    runtime.install(backend)
+    session = runtime.sessions.create("s")
+    session.append("turn/start", {"turn": 1})
+    await runtime.sessions.flush(session)
+    cutter.cut = "before_send"
+    session.append("step/start", {"turn": 1, "step": 1})
+    with pytest.raises(OSError, match="the batch is not stored"):
+        await runtime.sessions.flush(session)
+    await runtime.sessions.flush(session)  # the kept batch goes in now, once
+    await runtime.sessions.dispose(session)
+    await backend.aclose()
+    check = PostgresPersistence(dsn)
+    assert [e.type for e in await check.read_from("s", 0)] == ["turn/start", "step/start"]
+    await check.aclose()
+
+
+def _pg_ctl(*args: str) -> None:
+    command = shlex.split(os.environ["AGENT_SESSION_PG_CTL"])
+    data = os.environ["AGENT_SESSION_PG_DATA"]
+    subprocess.run([*command, "-D", data, *args], check=True, capture_output=True, timeout=120)
+
+
+@pytest.mark.process
+async def test_the_server_killed_and_restarted_under_a_checkpointing_agent() -> None:
+    dsn = fresh_database()
+    runtime = Runtime()
+    backend = PostgresPersistence(dsn)
+    runtime.install(backend)
+    session = runtime.sessions.create("k")
+    acknowledged = 0
+    for step in range(1, 6):  # checkpoints that the server acknowledged
+        session.append(
+            "turn/start" if step == 1 else "step/end",
+            {"turn": 1, "step": step - 1} if step > 1 else {"turn": 1},
+        )
+        session.append("step/start", {"turn": 1, "step": step})
+        await runtime.sessions.flush(session)
+        acknowledged = len(session.events)
+    _pg_ctl("stop", "-m", "immediate", "-w")
+    try:
+        session.append("step/end", {"turn": 1, "step": 5})
+        with pytest.raises(OSError):  # a clear error, not a hang
+            await asyncio.wait_for(runtime.sessions.flush(session), 60)
+    finally:
+        _pg_ctl(
+            "start",
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            os.environ["AGENT_SESSION_PG_OPTIONS"],
+            "-l",
+            os.path.join(os.environ["AGENT_SESSION_PG_DATA"], "..", "server.log"),
+        )
+    await runtime.sessions.flush(session)  # the kept batch, once the server is back
+    await runtime.sessions.dispose(session)
+    await backend.aclose()
+    after = PostgresPersistence(dsn)
+    stored = await after.read_from("k", 0)
+    assert len(stored) >= acknowledged
+    assert [e.encode() for e in stored] == [e.encode() for e in session.events[: len(stored)]]
+    resumed = await after.load("k")
+    assert resumed.events[-1].type == "turn/end"
+    await after.aclose()
+
+
+async def test_a_newer_schema_is_refused() -> None:
+    dsn = fresh_database()
+    backend = PostgresPersistence(dsn)
+    await backend.list_headers()  # creates the schema
+    await backend.aclose()
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute("UPDATE agent_session_schema SET version = 99")
+    newer = PostgresPersistence(dsn)
+    with pytest.raises(SessionFormatUnsupportedError, match="schema version 99, newer than"):
+        await newer.list_headers()
+    await newer.aclose()
+
+
+def test_asynchronous_commits_are_refused() -> None:
+    with psycopg.connect(fresh_database(), autocommit=True) as db:
+        check_durability(db)  # the test server: fsync on, synchronous_commit on
+        db.execute("SET synchronous_commit = off")
+        with pytest.raises(SessionDurabilityError, match="synchronous_commit is 'off'"):
+            check_durability(db)
+        db.execute("SET synchronous_commit = local")
+        with pytest.raises(SessionDurabilityError, match="'local'"):
+            check_durability(db)
