@@ -58,7 +58,7 @@ demo: $(RUNTIME)
 	@$(BIN)/agent-session demo --crash tool
 
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	scripts/with-postgres $(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

@@ -21,19 +21,23 @@ from typing import Any
 import orjson
 
 from bench.listing import ls_10k_sessions
+from bench.postgres import DSN_ENV, bare_insert_commit, database_for
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.rows import encode_batch
+from persistence_postgres import PostgresPersistence
 from persistence_sqlite import SqlitePersistence
 from session import Runtime, Session
 from session.persistence.coordinator import PersistenceCoordinator
 
 
 def open_backend(root: str, compression: str = "none") -> PersistenceCoordinator:
-    """The backend of a figure: JSONL logs (``none``/``zstd``), or ``sqlite`` (our SQLite
-    backend, ``<root>/sessions.db``)."""
+    """The backend of a figure: JSONL logs (``none``/``zstd``), ``sqlite`` (our SQLite
+    backend, ``<root>/sessions.db``) or ``postgres`` (a database of the test server)."""
     if compression == "sqlite":
         return SqlitePersistence(os.path.join(root, "sessions.db"))
+    if compression == "postgres":
+        return PostgresPersistence(database_for(root))
     return JsonlPersistence(root, new_session_compression=compression)
 
 
@@ -131,10 +135,11 @@ async def write_big_step(root: str, compression: str, chunks: int) -> tuple[int,
     return len(session.events), seconds
 
 
-async def sqlite_big_step(root: str, chunks: int = 100_000) -> float:
-    """Cold-inspect events/s of one step of ``chunks`` in our SQLite backend."""
-    events, _ = await write_big_step(root, "sqlite", chunks)
-    fresh = open_backend(root, "sqlite")
+async def backend_big_step(root: str, chunks: int = 100_000, kind: str = "sqlite") -> float:
+    """Cold-inspect events/s of one step of ``chunks`` in a database backend (``kind``:
+    ``sqlite`` or ``postgres``)."""
+    events, _ = await write_big_step(root, kind, chunks)
+    fresh = open_backend(root, kind)
     _, load_seconds = await timed_inspect(fresh, events)
     await fresh.aclose()
     return events / load_seconds
@@ -334,13 +339,39 @@ async def collect(runs: int) -> dict[str, list[float]]:
     figures["sqlite_backend_checkpoints_per_s_16"] = await repeat(
         runs, lambda root: concurrent_checkpoints(root, compression="sqlite")
     )
-    loads = await repeat(runs, sqlite_big_step)
+    loads = await repeat(runs, backend_big_step)
     figures["sqlite_backend_load_events_per_s"] = loads
     figures["sqlite_backend_load_vs_jsonl"] = [s / b[1] for s, b in zip(loads, big, strict=True)]
     listing = await repeat(1, ls_10k_sessions)
     figures["jsonl_ls_10k_sessions_s"] = [ls[0] for ls in listing]
     figures["sqlite_ls_10k_sessions_s"] = [ls[1] for ls in listing]
+    if os.environ.get(DSN_ENV):
+        await postgres_figures(runs, figures)
+    else:
+        print(f"(no PostgreSQL figures: {DSN_ENV} is not set; `make bench` starts a server)")
     return figures
+
+
+async def pg_round(root: str) -> tuple[float, float, float]:
+    """(bare insert + commit ms, our checkpoint ms, our checkpoints/s), back to back."""
+    bare = bare_insert_commit(root + "-bare")
+    checkpoint, rate = await step_checkpoints(root, compression="postgres")
+    return bare, checkpoint, rate
+
+
+async def postgres_figures(runs: int, figures: dict[str, list[float]]) -> None:
+    rounds = await repeat(runs, pg_round)
+    bare, checkpoint, rate = (list(column) for column in zip(*rounds, strict=True))
+    figures["pg_bare_insert_commit_ms"] = bare
+    figures["pg_checkpoint_ms"] = checkpoint
+    figures["pg_checkpoint_vs_bare"] = [c / b for c, b in zip(checkpoint, bare, strict=True)]
+    figures["pg_checkpoints_per_s_1"] = rate
+    many = await repeat(runs, lambda root: concurrent_checkpoints(root, compression="postgres"))
+    figures["pg_checkpoints_per_s_16"] = many
+    figures["pg_16_vs_1"] = [m / r for m, r in zip(many, rate, strict=True)]
+    figures["pg_load_events_per_s"] = await repeat(
+        runs, lambda root: backend_big_step(root, kind="postgres")
+    )
 
 
 def main() -> int:

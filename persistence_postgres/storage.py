@@ -28,6 +28,7 @@ import contextlib
 import errno
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -116,6 +117,7 @@ class PostgresStorage:
             name="agent-session",
         )
         self._opened = False
+        self._opening = threading.Lock()
         self._worker = ThreadPoolExecutor(pool_size, thread_name_prefix="session-postgres")
         self.locks = AdvisoryLocks(lambda: psycopg.connect(dsn, **self.settings))
         """The writer locks of live sessions (one dedicated connection)."""
@@ -129,10 +131,12 @@ class PostgresStorage:
     def _call(self, work: Callable[[Connection], T]) -> T:
         with _translated(self.shown):
             if not self._opened:
-                self._pool.open(wait=True, timeout=30)
-                with self._pool.connection() as connection:
-                    migrate(connection)
-                self._opened = True
+                with self._opening:  # the first calls of several workers open it once
+                    if not self._opened:
+                        self._pool.open(wait=True, timeout=30)
+                        with self._pool.connection() as connection:
+                            migrate(connection)
+                        self._opened = True
             with self._pool.connection() as connection:
                 return work(connection)
 

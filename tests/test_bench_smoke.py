@@ -6,18 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.__main__ import (
+    backend_big_step,
     big_step,
     checkpoint_round,
     concurrent_checkpoints,
     empty_flush_us,
     raw_fsync_ms,
     raw_fsync_paced_ms,
-    sqlite_big_step,
     sqlite_checkpoints,
     step_checkpoints,
     zstd_big_step,
 )
 from bench.listing import ls_10k_sessions
+from bench.postgres import bare_insert_commit
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
 from session import Runtime
@@ -60,7 +61,12 @@ async def test_every_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
     (tmp_path / "h").mkdir()
     assert await concurrent_checkpoints(str(tmp_path / "h"), 2, 2, 3, "sqlite") > 0
     (tmp_path / "i").mkdir()
-    assert await sqlite_big_step(str(tmp_path / "i"), chunks=50) > 0
+    assert await backend_big_step(str(tmp_path / "i"), chunks=50) > 0
+    (tmp_path / "j").mkdir()
+    assert bare_insert_commit(str(tmp_path / "j"), 3, 4) > 0  # on the test server
+    assert (await step_checkpoints(str(tmp_path / "j"), 3, 4, "postgres"))[1] > 0
+    assert await concurrent_checkpoints(str(tmp_path / "k"), 2, 2, 3, "postgres") > 0
+    assert await backend_big_step(str(tmp_path / "l"), chunks=50, kind="postgres") > 0
     jsonl_seconds, sqlite_seconds = await ls_10k_sessions(str(tmp_path), count=5)
     assert jsonl_seconds > 0
     assert sqlite_seconds > 0

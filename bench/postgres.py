@@ -1,0 +1,49 @@
+"""The PostgreSQL figures, against the server of ``AGENT_SESSION_PG_DSN`` (``make bench``
+starts a throwaway one through ``scripts/with-postgres``): each measurement gets a database
+of its own, named after its temporary directory."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import statistics
+import time
+
+import psycopg
+
+from bench.workload import append_step
+from persistence_jsonl.rows import encode_batch
+from session import Session
+
+__all__ = ["DSN_ENV", "bare_insert_commit", "database_for"]
+
+DSN_ENV = "AGENT_SESSION_PG_DSN"
+
+
+def database_for(root: str) -> str:
+    """The URL of the database of the measurement in ``root`` (created on first use)."""
+    server = os.environ[DSN_ENV]
+    name = "bench_" + hashlib.sha256(root.encode()).hexdigest()[:16]
+    with psycopg.connect(server, autocommit=True) as db:
+        if db.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            db.execute(f"CREATE DATABASE {name}")
+    return f"{server.rpartition('/')[0]}/{name}"
+
+
+def bare_insert_commit(root: str, steps: int = 200, chunks: int = 20) -> float:
+    """Median ms of the baseline: one step's JSONL text inserted as one row and committed
+    (autocommit, ``synchronous_commit = on``), with bare psycopg on one connection."""
+    session = Session.create("bare")
+    session.append("turn/start", {"turn": 1})
+    append_step(session, 1, chunks)
+    text = encode_batch(session.events[1:], pack=True).decode()
+    with psycopg.connect(
+        database_for(root), autocommit=True, options="-c synchronous_commit=on"
+    ) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS bare (seq bigint PRIMARY KEY, line text)")
+        times = []
+        for step in range(steps):
+            start = time.perf_counter()
+            db.execute("INSERT INTO bare VALUES (%s, %s)", (step, text))
+            times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
