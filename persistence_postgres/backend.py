@@ -3,6 +3,10 @@ coordinator holding a PostgreSQL storage), with the reference's repair as its de
 
 from __future__ import annotations
 
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
 from persistence_postgres.storage import PostgresStorage
 from recovery import closers as default_repair
 from session.persistence.coordinator import PersistenceCoordinator
@@ -13,8 +17,10 @@ __all__ = ["PostgresPersistence"]
 
 
 class PostgresPersistence(PersistenceCoordinator):
-    """Every session in one PostgreSQL database (``dsn``: a ``postgresql://`` URL or a
-    libpq connection string), for a fleet of hosts. The guarantees, and where the I/O runs,
+    """Every session in one PostgreSQL database (``dsn``: a ``postgresql://`` URL, a libpq
+    connection string, or a ``psycopg_pool.ConnectionPool`` of yours, whose connections are
+    switched to autocommit and ``synchronous_commit = on`` when first used here, and which
+    you close), for a fleet of hosts. The guarantees, and where the I/O runs,
     are :class:`persistence_postgres.storage.PostgresStorage`'s; the schema is created or
     upgraded on first use (:mod:`persistence_postgres.schema`). ``pool_size`` bounds the
     connections (and worker threads) appends and reads use; one more holds the writer locks.
@@ -22,7 +28,7 @@ class PostgresPersistence(PersistenceCoordinator):
 
     def __init__(
         self,
-        dsn: str,
+        dsn: str | ConnectionPool[Any],
         *,
         write_batch_max_delay_ms: int = 200,
         prepared_session_cache_size: int = 5,

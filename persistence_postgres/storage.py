@@ -30,6 +30,7 @@ import os
 import socket
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -93,33 +94,45 @@ class PostgresStorage:
 
     name = "session-persistence-postgres"
 
-    def __init__(self, dsn: str, *, pool_size: int = 8) -> None:
-        if not isinstance(dsn, str) or not dsn:
-            raise ValueError("the PostgreSQL connection string must be a non-empty string")
+    def __init__(self, dsn: str | ConnectionPool[Any], *, pool_size: int = 8) -> None:
         if type(pool_size) is not int or pool_size < 1:
             raise TypeError("pool_size must be a positive integer")
-        self.dsn = dsn
-        self.shown = _redacted(dsn)
+        given = dsn if isinstance(dsn, ConnectionPool) else None
+        conninfo = given.conninfo if given is not None else dsn
+        if not isinstance(conninfo, str) or not conninfo:
+            raise ValueError("the PostgreSQL connection string must be a non-empty string")
+        extra = given.kwargs if given is not None and isinstance(given.kwargs, dict) else {}
+        self.dsn = conninfo
+        """The connection string (a pool's, when a pool was given)."""
+        self.shown = _redacted(conninfo)
         """The connection string without a password, for messages."""
         self.settings: dict[str, Any] = {
+            **extra,
             "autocommit": True,
             "options": "-c synchronous_commit=on",
             "application_name": writer_name(),
             "connect_timeout": 10,
         }
-        self._pool = ConnectionPool(
-            dsn,
-            min_size=1,
-            max_size=pool_size,
-            kwargs=self.settings,
-            configure=check_durability,
-            open=False,
-            name="agent-session",
-        )
+        """The settings of every connection this storage opens itself."""
+        self._adopted: weakref.WeakSet[Connection] | None = None
+        if given is not None:  # the user's pool: its connections are adopted on first use
+            self._pool: ConnectionPool[Any] = given
+            self._adopted = weakref.WeakSet()
+            pool_size = given.max_size
+        else:
+            self._pool = ConnectionPool(
+                conninfo,
+                min_size=1,
+                max_size=pool_size,
+                kwargs=self.settings,
+                configure=check_durability,
+                open=False,
+                name="agent-session",
+            )
         self._opened = False
         self._opening = threading.Lock()
         self._worker = ThreadPoolExecutor(pool_size, thread_name_prefix="session-postgres")
-        self.locks = AdvisoryLocks(lambda: psycopg.connect(dsn, **self.settings))
+        self.locks = AdvisoryLocks(lambda: psycopg.connect(conninfo, **self.settings))
         """The writer locks of live sessions (one dedicated connection)."""
 
     # --- the workers ------------------------------------------------------------------------
@@ -133,12 +146,25 @@ class PostgresStorage:
             if not self._opened:
                 with self._opening:  # the first calls of several workers open it once
                     if not self._opened:
-                        self._pool.open(wait=True, timeout=30)
+                        if self._adopted is None:
+                            self._pool.open(wait=True, timeout=30)
                         with self._pool.connection() as connection:
+                            self._adopt(connection)
                             migrate(connection)
                         self._opened = True
             with self._pool.connection() as connection:
+                self._adopt(connection)
                 return work(connection)
+
+    def _adopt(self, connection: Connection) -> None:
+        """Make a connection of a pool the user passed run as this storage's own do:
+        autocommit, ``synchronous_commit = on``, durability checked (once per connection)."""
+        if self._adopted is None or connection in self._adopted:
+            return
+        connection.autocommit = True
+        connection.execute("SET synchronous_commit = on")
+        check_durability(connection)
+        self._adopted.add(connection)
 
     @staticmethod
     def _revision(incarnation: object, revision: object) -> str:
@@ -383,7 +409,8 @@ class PostgresStorage:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._worker, self.locks.close)
-            await loop.run_in_executor(self._worker, self._pool.close)
+            if self._adopted is None:  # a pool the user passed stays theirs to close
+                await loop.run_in_executor(self._worker, self._pool.close)
         finally:
             self._worker.shutdown(wait=False)
 

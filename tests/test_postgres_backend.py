@@ -14,9 +14,11 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 
 from agent_session.copy import copy_session
 from persistence_jsonl import JsonlPersistence
@@ -336,3 +338,21 @@ async def test_many_sessions_at_once_on_a_fresh_backend() -> None:
     await asyncio.gather(*(one(f"c{n}") for n in range(16)))
     assert len(await backend.list_headers()) == 16
     await backend.aclose()
+
+
+async def test_a_pool_of_yours() -> None:
+    """Its connections (not autocommit, as a pool's are by default) are switched to
+    autocommit and synchronous commits when first used: what an append returned is
+    committed, and the pool stays open for its owner."""
+    dsn = fresh_database()
+    pool: ConnectionPool[Any] = ConnectionPool(dsn, min_size=1, max_size=2, open=True)
+    backend = PostgresPersistence(pool)
+    await backend.create({**HEADER, "id": "p"})
+    await backend.append("p", turn("p").events)
+    await backend.aclose()
+    assert not pool.closed
+    with pool.connection() as db:
+        assert db.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    pool.close()
+    with psycopg.connect(dsn) as db:  # committed: another connection sees it
+        assert db.execute("SELECT count(*) FROM agent_session_event").fetchone() == (4,)
