@@ -55,24 +55,29 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 
 _PAGE = 10_000
 """Rows per keyset page of a load (bounds the driver's buffers, whatever the log's size)."""
-_APPEND = (
+_MOVE = (
     "WITH moved AS (UPDATE agent_session SET next_seq = %(end)s, revision = revision + 1, "
     "updated_at = now() WHERE id = %(id)s AND next_seq = %(start)s RETURNING id) "
-    "INSERT INTO agent_session_event (session_id, seq, n, type, line) "
-    "SELECT moved.id, u.seq, u.n, u.type, u.line FROM moved, "
-    "unnest(%(seqs)s::bigint[], %(ns)s::int[], %(types)s::text[], %(lines)s::text[]) "
-    "AS u(seq, n, type, line)"
 )
-_MATERIALIZE = (
-    "WITH created AS (INSERT INTO agent_session "
+_CREATE = (
+    "WITH moved AS (INSERT INTO agent_session "
     "(id, header, created_at, next_seq, revision, incarnation) "
     "VALUES (%(id)s, %(header)s, %(created)s, %(end)s, 1, %(incarnation)s) "
     "ON CONFLICT (id) DO NOTHING RETURNING id) "
-    "INSERT INTO agent_session_event (session_id, seq, n, type, line) "
-    "SELECT created.id, u.seq, u.n, u.type, u.line FROM created, "
-    "unnest(%(seqs)s::bigint[], %(ns)s::int[], %(types)s::text[], %(lines)s::text[]) "
-    "AS u(seq, n, type, line)"
 )
+_INSERT = (
+    "INSERT INTO agent_session_event (session_id, seq, n, type, line) "
+    "SELECT moved.id, v.seq, v.n, v.type, v.line FROM moved, (VALUES {rows}) "
+    "AS v(seq, n, type, line)"
+)
+_ROW = "(%(s{i})s::bigint, %(n{i})s::int, %(t{i})s::text, %(l{i})s::text)"
+
+
+def _append_statement(first: str, count: int) -> str:
+    """The one statement of an append: ``first`` (the compare-and-set of ``next_seq``, or
+    the creation of the session row) feeding the insert of ``count`` rows, as a multi-row
+    ``VALUES`` (a third cheaper on the server than unnesting arrays)."""
+    return first + _INSERT.format(rows=", ".join(_ROW.format(i=i) for i in range(count)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,15 +298,9 @@ class PostgresStorage:
     ) -> None:
         start = lines[0].seq
         end = lines[-1].seq + lines[-1].n
-        values = {
-            "id": header.id,
-            "start": start,
-            "end": end,
-            "seqs": [line.seq for line in lines],
-            "ns": [line.n for line in lines],
-            "types": [line.type for line in lines],
-            "lines": [line.text for line in lines],
-        }
+        values: dict[str, Any] = {"id": header.id, "start": start, "end": end}
+        for i, line in enumerate(lines):
+            values |= {f"s{i}": line.seq, f"n{i}": line.n, f"t{i}": line.type, f"l{i}": line.text}
         if not materialized:
             values |= {
                 "header": header_line(header).decode(),
@@ -310,7 +309,8 @@ class PostgresStorage:
             }
         try:
             failpoint("postgres:append:before-commit")
-            inserted = db.execute(_MATERIALIZE if not materialized else _APPEND, values).rowcount
+            statement = _append_statement(_MOVE if materialized else _CREATE, len(lines))
+            inserted = db.execute(statement.encode(), values).rowcount
         except psycopg.OperationalError as e:  # the acknowledgement may be what was lost
             if not self._reconcile(header.id, start, lines):
                 raise OSError(
