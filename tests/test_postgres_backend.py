@@ -9,8 +9,10 @@ import asyncio
 import contextlib
 import os
 import shlex
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,53 +255,82 @@ async def test_a_commit_that_never_reached_the_server_is_an_error_and_retried_on
     await check.aclose()
 
 
-def _pg_ctl(*args: str) -> None:
-    command = shlex.split(os.environ["AGENT_SESSION_PG_CTL"])
-    data = os.environ["AGENT_SESSION_PG_DATA"]
-    subprocess.run([*command, "-D", data, *args], check=True, capture_output=True, timeout=120)
+class OwnServer:
+    """A PostgreSQL cluster of one test's own (the binaries ``scripts/with-postgres`` found),
+    so that killing it disturbs no other test."""
+
+    def __init__(self) -> None:
+        self.bin = os.environ["AGENT_SESSION_PG_BIN"]
+        self.prefix = shlex.split(os.environ.get("AGENT_SESSION_PG_AS", ""))
+        # (in the system's temporary directory: pytest's are closed to the postgres user)
+        directory = self.directory = Path(tempfile.mkdtemp(prefix="agent-session-pg-"))
+        if self.prefix:  # (as root, the cluster belongs to the postgres user)
+            shutil.chown(directory, "postgres")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self._run("initdb", "-D", str(directory / "data"), "-U", "postgres", "-A", "trust")
+        self.start()
+
+    def _run(self, tool: str, *args: str) -> None:
+        command = [*self.prefix, os.path.join(self.bin, tool), *args]
+        subprocess.run(command, check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port}"
+        options += f" -c unix_socket_directories={self.directory}"
+        data, log = str(self.directory / "data"), str(self.directory / "server.log")
+        self._run("pg_ctl", "-D", data, "-l", log, "-w", "-t", "60", "-o", options, "start")
+
+    def kill(self) -> None:
+        self._run("pg_ctl", "-D", str(self.directory / "data"), "-m", "immediate", "-w", "stop")
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.kill()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
 
 @pytest.mark.process
 async def test_the_server_killed_and_restarted_under_a_checkpointing_agent() -> None:
-    dsn = fresh_database()
+    server = OwnServer()
+    try:
+        await kill_and_restart(server)
+    finally:
+        server.remove()
+
+
+async def kill_and_restart(server: OwnServer) -> None:
     runtime = Runtime()
-    backend = PostgresPersistence(dsn)
+    backend = PostgresPersistence(server.dsn)
     runtime.install(backend)
     session = runtime.sessions.create("k")
-    acknowledged = 0
-    for step in range(1, 6):  # checkpoints that the server acknowledged
-        session.append(
-            "turn/start" if step == 1 else "step/end",
-            {"turn": 1, "step": step - 1} if step > 1 else {"turn": 1},
-        )
+    session.append("turn/start", {"turn": 1})
+    for step in range(1, 6):  # checkpoints the server acknowledged
         session.append("step/start", {"turn": 1, "step": step})
+        session.append("step/end", {"turn": 1, "step": step})
         await runtime.sessions.flush(session)
-        acknowledged = len(session.events)
-    _pg_ctl("stop", "-m", "immediate", "-w")
+    acknowledged = len(session.events)
+    server.kill()
     try:
-        session.append("step/end", {"turn": 1, "step": 5})
+        session.append("step/start", {"turn": 1, "step": 6})
         with pytest.raises(OSError):  # a clear error, not a hang
             await asyncio.wait_for(runtime.sessions.flush(session), 60)
     finally:
-        _pg_ctl(
-            "start",
-            "-w",
-            "-t",
-            "60",
-            "-o",
-            os.environ["AGENT_SESSION_PG_OPTIONS"],
-            "-l",
-            os.path.join(os.environ["AGENT_SESSION_PG_DATA"], "..", "server.log"),
-        )
+        server.start()
     await runtime.sessions.flush(session)  # the kept batch, once the server is back
     await runtime.sessions.dispose(session)
     await backend.aclose()
-    after = PostgresPersistence(dsn)
+    after = PostgresPersistence(server.dsn)
     stored = await after.read_from("k", 0)
-    assert len(stored) >= acknowledged
-    assert [e.encode() for e in stored] == [e.encode() for e in session.events[: len(stored)]]
-    resumed = await after.load("k")
-    assert resumed.events[-1].type == "turn/end"
+    assert len(stored) == acknowledged + 1
+    assert [e.encode() for e in stored] == [e.encode() for e in session.events]
+    resumed = await after.load("k")  # the open turn is closed
+    assert [e.type for e in resumed.events[-2:]] == ["step/end", "turn/end"]
     await after.aclose()
 
 
