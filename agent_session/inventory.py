@@ -3,7 +3,7 @@ store in memory), without writing anything."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -17,6 +17,7 @@ from session import (
     SessionPersistenceCorruptionError,
 )
 from session.events.header import version_problem
+from session.persistence.api import ListedSession
 from session.persistence.coordinator import PersistenceCoordinator
 
 __all__ = [
@@ -133,10 +134,11 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
 
 
 def _database_rows(store: StoreSpec) -> Iterator[SessionRow]:
+    survey: Callable[[str], list[ListedSession]]
     if store.kind == "sqlite":
         from persistence_sqlite.survey import survey
     else:
-        from persistence_postgres.survey import survey  # type: ignore[assignment]
+        from persistence_postgres.survey import survey
     path, kind = store.shown, store.kind
     for found in survey(store.path):
         header = found.header

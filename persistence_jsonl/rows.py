@@ -24,6 +24,7 @@ __all__ = [
     "BatchEncoder",
     "MalformedRowError",
     "encode_batch",
+    "encode_lines",
     "lazy_row_events",
 ]
 
@@ -123,6 +124,21 @@ def encode_batch(events: Sequence[SessionEvent], pack: bool) -> bytes:
     for event in events:
         encoder.prepare(event)
     return encoder._take_all()
+
+
+def encode_lines(events: Sequence[SessionEvent], pack: bool) -> list[tuple[bytes, int]]:
+    """The lines of :func:`encode_batch` (without newlines), each with how many events it
+    holds (more than one for a packed row)."""
+    encoder = BatchEncoder(pack, restart_on_gap=False)
+    for event in events:
+        encoder.prepare(event)
+    if encoder._key is not None:
+        encoder._close()
+    ends = encoder._bounds
+    starts = [0, *ends]
+    pairs = [(line, ends[i] - starts[i]) for i, line in enumerate(encoder._lines)]
+    encoder.clear()
+    return pairs
 
 
 class BatchEncoder:

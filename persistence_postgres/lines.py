@@ -7,20 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
-import orjson
-
-from persistence_jsonl.rows import ROW_TYPES, encode_batch
+from persistence_jsonl.rows import encode_lines
 from persistence_jsonl.scan import ScannedLog, scan_log
 from session import SessionEvent
 
 __all__ = ["Line", "Scanned", "batch_lines", "scan_rows"]
-
-_PACKED: Final = {
-    row.encode(): "args" if delta == "tool-call-delta" else "texts"
-    for delta, row in ROW_TYPES.items()
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +34,11 @@ def batch_lines(events: Sequence[SessionEvent]) -> list[Line]:
     if not events:
         return []
     out: list[Line] = []
-    seq, index = events[0].seq, 0
-    for line in encode_batch(events, True).split(b"\n")[:-1]:
+    seq = events[0].seq
+    for line, count in encode_lines(events, True):
         kind = line[9 : line.index(b'"', 9)]  # after b'{"type":"'
-        members = _PACKED.get(kind)
-        count = 1 if members is None else len(orjson.loads(line)["data"][members])
         out.append(Line(seq, count, kind.decode(), line.decode()))
-        seq, index = seq + count, index + count
+        seq += count
     return out
 
 

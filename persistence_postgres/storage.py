@@ -47,6 +47,7 @@ from session import SessionCollisionError, SessionEvent, SessionHeader
 from session.events.header import header_line
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 from session.persistence.failpoints import failpoint
+from session.persistence.storage import check_text_id
 
 __all__ = ["PostgresStorage", "RowCut"]
 
@@ -179,17 +180,7 @@ class PostgresStorage:
 
     def check_id(self, id: str) -> None:
         """Any non-empty string PostgreSQL ``text`` can hold (valid UTF-8, no NUL)."""
-        if not id:
-            raise ValueError("session id must be a non-empty string")
-        if "\0" in id:
-            raise ValueError("session id contains NUL, which PostgreSQL text cannot hold")
-        try:
-            id.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ValueError(
-                f"session id contains a lone surrogate U+{ord(id[e.start]):04X} at index "
-                f"{e.start}, which cannot be stored as UTF-8 text"
-            ) from None
+        check_text_id(id, "PostgreSQL text")
 
     def stored_now(self, id: str) -> bool | None:
         return None  # a network round trip: the first flush refuses a stored id

@@ -55,6 +55,7 @@ from session import (
 from session.events.header import header_line
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 from session.persistence.failpoints import failpoint
+from session.persistence.storage import check_text_id
 
 __all__ = ["RowCut", "SqliteStorage"]
 
@@ -131,17 +132,7 @@ class SqliteStorage:
 
     def check_id(self, id: str) -> None:
         """Any non-empty string a SQLite ``TEXT`` can hold exactly (valid UTF-8, no NUL)."""
-        if not id:
-            raise ValueError("session id must be a non-empty string")
-        if "\0" in id:
-            raise ValueError("session id contains NUL, which a SQLite TEXT key cannot hold")
-        try:
-            id.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ValueError(
-                f"session id contains a lone surrogate U+{ord(id[e.start]):04X} at index "
-                f"{e.start}, which cannot be stored as UTF-8 text"
-            ) from None
+        check_text_id(id, "a SQLite TEXT key")
 
     def stored_now(self, id: str) -> bool | None:
         """``None``: asking the database would block the event loop. (A log this backend
@@ -152,8 +143,11 @@ class SqliteStorage:
     async def load(self, id: str) -> StoredLog | None:
         return await self._run(lambda db: self._load(db, id))
 
-    def _load(self, db: sqlite3.Connection, id: str) -> StoredLog | None:
-        with _transaction(db, "DEFERRED"):  # one snapshot of the row and its events
+    @staticmethod
+    def _read(db: sqlite3.Connection, id: str) -> tuple[Any, list[Any]] | None:
+        """The session's row (:data:`HEADER_COLUMNS`, incarnation, revision) and its event
+        rows in seq order, from one snapshot; ``None`` when it has no row."""
+        with _transaction(db, "DEFERRED"):
             row = db.execute(
                 f"SELECT {HEADER_COLUMNS}, incarnation, revision FROM sessions WHERE id = ?",
                 (id,),
@@ -163,6 +157,13 @@ class SqliteStorage:
             rows = db.execute(
                 f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq", (id,)
             ).fetchall()
+        return row, rows
+
+    def _load(self, db: sqlite3.Connection, id: str) -> StoredLog | None:
+        found = self._read(db, id)
+        if found is None:
+            return None
+        row, rows = found
         header = header_of(row, f'database "{self.path}"')
         revision = self._revision(row[9], row[10])
         try:
@@ -206,15 +207,10 @@ class SqliteStorage:
 
     def _raw(self, db: sqlite3.Connection, id: str) -> RawArtifact | None:
         """The session as the JSONL text its rows stand for, every row verbatim."""
-        with _transaction(db, "DEFERRED"):
-            row = db.execute(
-                f"SELECT {HEADER_COLUMNS} FROM sessions WHERE id = ?", (id,)
-            ).fetchone()
-            if row is None:
-                return None
-            rows = db.execute(
-                f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq", (id,)
-            ).fetchall()
+        found = self._read(db, id)
+        if found is None:
+            return None
+        row, rows = found
         header = header_of(row, f'database "{self.path}"')
         lines = [header_line(header), *(render_row(r) for r in rows)]
         return RawArtifact(header, "session.jsonl", b"".join(line + b"\n" for line in lines))

