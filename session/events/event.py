@@ -24,6 +24,7 @@ from session.events.types import (
     ASSISTANT_MESSAGE,
     END_SEED,
     INBOX_SPLICED,
+    INTEGRATION_EVENT_TYPES,
     LLM_RETRY,
     LLM_RETRY_STARTED,
     REQUEST_CONTEXT,
@@ -97,6 +98,7 @@ def is_known_event_type(name: str) -> bool:
     """Whether readers of this build accept ``name`` without ``ignorable``."""
     return (
         name in KNOWN_EVENT_TYPES
+        or name in INTEGRATION_EVENT_TYPES
         or name in _registered_types
         or name.startswith(KNOWN_EVENT_PREFIXES)
     )

@@ -9,7 +9,10 @@ __all__ = [
     "ASSISTANT_CHUNK",
     "ASSISTANT_MESSAGE",
     "END_SEED",
+    "FRAMEWORK_ITEM",
+    "FRAMEWORK_ITEMS_FORGOTTEN",
     "INBOX_SPLICED",
+    "INTEGRATION_EVENT_TYPES",
     "LEGACY_HEADER_DELTA",
     "LLM_RETRY",
     "LLM_RETRY_STARTED",
@@ -43,3 +46,14 @@ TODO_WRITE: Final = "todo/write"
 END_SEED: Final = "session/end-seed"
 LEGACY_HEADER_DELTA: Final = "request/header-delta"
 """Retired: refused everywhere, by the reference too."""
+
+FRAMEWORK_ITEM: Final = "openai-agents/item"
+"""``{item}``: an OpenAI Agents SDK item no event of this vocabulary expresses (a hosted tool
+call, an MCP call, a compaction ...), kept verbatim (``agent_session.integrations``)."""
+FRAMEWORK_ITEMS_FORGOTTEN: Final = "openai-agents/forgotten"
+"""``{seqs}``: earlier :data:`FRAMEWORK_ITEM` events that a ``pop_item`` or ``clear_session``
+took out of the session's item history (the events themselves stay in the log)."""
+INTEGRATION_EVENT_TYPES: Final = frozenset({FRAMEWORK_ITEM, FRAMEWORK_ITEMS_FORGOTTEN})
+"""Types this build's framework integrations write: every reader of this build knows them,
+so a log written through an integration loads without importing it. They never enter the
+surface."""

@@ -1,0 +1,390 @@
+"""``EventLogSession``: the OpenAI Agents SDK's ``Session`` protocol over this library's event
+log, on any store (a directory of JSONL logs, ``sqlite:///``, ``postgresql://``).
+
+Guarantees:
+
+- ``add_items`` returns only after every item it was given is durable (or was already
+  recorded); a batch is checked whole before anything is appended (a ``function_call_output``
+  answering no call is refused with nothing written: such an orphan makes every later request
+  fail).
+- ``add_items`` is idempotent against what :class:`DurableRunHooks` already wrote, against a
+  ``function_call`` whose ``call_id`` is already in the history, a ``function_call_output``
+  for an answered call, and a model item whose ``id`` is already there.
+- ``get_items`` gives back the items exactly as added, in order; a session written by
+  something else (the reference loop, crash repair) projects to plain items.
+- ``pop_item`` and ``clear_session`` append: a surface replace (an empty assistant message
+  takes the popped or cleared messages' place) and ``openai-agents/forgotten`` for kept
+  items. The log keeps everything.
+- A turn is one run: it opens with the run's first user message and closes when a run ends on
+  an assistant message with every call answered. A turn a run left open (an exception, max
+  turns) is closed by the next run's first user message with crash repair's closers, exactly
+  as a restart would close it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
+
+from agent_session.integrations.openai_agents.history import OpenTurn, history, open_turn
+from agent_session.integrations.openai_agents.items import (
+    FAKE_ID,
+    assistant_data,
+    item_kind,
+    tool_result_data,
+    user_data,
+)
+from recovery.closers import closers
+from session.errors import SessionEventError
+from session.events.builders import tool_call
+from session.events.surface import SurfaceReplace
+from session.events.turns import next_turn_number
+from session.events.types import (
+    ASSISTANT_MESSAGE,
+    FRAMEWORK_ITEM,
+    FRAMEWORK_ITEMS_FORGOTTEN,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
+from session.json.lossless import thaw
+from session.live.runtime import Runtime
+from session.live.session import Session
+
+if TYPE_CHECKING:
+    from agents.memory.session_settings import SessionSettings
+
+__all__ = ["EventLogSession"]
+
+UNKNOWN_MODEL = "unknown"
+"""The model an assistant message names when no hook said which model answered."""
+
+
+def _plain(item: Any) -> dict[str, Any]:
+    if isinstance(item, Mapping):
+        return dict(item)
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):  # an SDK output object handed over as is
+        return dict(dump(exclude_unset=True))
+    raise TypeError(f"an SDK item must be a mapping, got {type(item).__name__}")
+
+
+class EventLogSession:
+    """An SDK ``Session`` whose history is this library's crash-safe event log. Build it with
+    :meth:`open` (a store and an id; owns its runtime) or ``EventLogSession(id,
+    runtime=...)`` (a runtime you installed persistence into); pass it to ``Runner.run`` with
+    ``hooks=DurableRunHooks(session)`` so the log is durable before every model call and tool
+    body, and close it with :meth:`aclose` (or ``async with``)."""
+
+    session_settings: SessionSettings | None
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        runtime: Runtime,
+        session_settings: SessionSettings | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = session_settings
+        self.runtime = runtime
+        """The runtime whose store holds the live session."""
+        self.model = UNKNOWN_MODEL
+        """The model named by assistant messages (the hooks set it from the agent)."""
+        self._owned = False
+        self._session: Session | None = None
+        self._lock = asyncio.Lock()
+        self._pending: list[dict[str, Any]] = []  # what the hooks wrote that add_items will repeat
+
+    @classmethod
+    async def open(
+        cls,
+        store: str | os.PathLike[str],
+        session_id: str,
+        *,
+        session_settings: SessionSettings | None = None,
+    ) -> Self:
+        """Open session ``session_id`` in ``store`` (repairing a turn a crash interrupted) or
+        create it, in a runtime of its own with the checkpoint policy installed. Raises
+        ``ValueError`` for a store this build cannot serve and the store's errors (a writer
+        elsewhere holds the session: ``SessionCollisionError``)."""
+        from agent_session.exits import UserError
+        from agent_session.stores import parse_store
+        from checkpoint_policy import checkpoint_policy
+
+        try:
+            backend = parse_store(os.fspath(store)).open()
+        except UserError as e:
+            raise ValueError(str(e)) from None
+        runtime = Runtime()
+        runtime.install(backend)
+        runtime.install(checkpoint_policy)
+        self = cls(session_id, runtime=runtime, session_settings=session_settings)
+        self._owned = True
+        try:
+            await self.live()
+        except BaseException:
+            await runtime.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def live(self) -> Session:
+        """The live session (resumed or created on first use)."""
+        if self._session is None or not self.runtime.sessions.is_live(self._session):
+            sessions = self.runtime.sessions
+            self._session = sessions.get(self.session_id) or await sessions.open_or_create(
+                self.session_id
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        """Make everything durable; close the runtime if :meth:`open` made it."""
+        if self._owned:
+            await self.runtime.__aexit__(None, None, None)
+        elif self._session is not None and self.runtime.sessions.is_live(self._session):
+            await self.runtime.sessions.flush(self._session)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- the SDK's Session protocol ---------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The latest ``limit`` items (all when ``None`` and the settings set no limit), in
+        order."""
+        if limit is None and self.session_settings is not None:
+            limit = self.session_settings.limit
+        items = [entry.item for entry in history(await self.live())]
+        if limit is None:
+            return items
+        return items[-limit:] if limit > 0 else []
+
+    async def add_items(self, items: Sequence[Any]) -> None:
+        """Record ``items`` (see the module's guarantees) and make them durable."""
+        batch = [_plain(item) for item in items]
+        async with self._lock:
+            session = await self.live()
+            self._write(session, batch)
+            await self.runtime.sessions.flush(session)
+
+    async def pop_item(self) -> Any | None:
+        """Take the latest item out of the history (appending its removal) and return it."""
+        async with self._lock:
+            session = await self.live()
+            entries = history(session)
+            if not entries:
+                return None
+            last = entries[-1]
+            event = session.events[last.seq]
+            if event.type == FRAMEWORK_ITEM:
+                session.append(FRAMEWORK_ITEMS_FORGOTTEN, {"seqs": [last.seq]})
+            else:
+                rest = [entry.item for entry in entries if entry.seq == last.seq][:-1]
+                self._replace(session, last.seq, last.seq, [last.seq], rest)
+            self._pending.clear()
+            await self.runtime.sessions.flush(session)
+            return last.item
+
+    async def clear_session(self) -> None:
+        """Take every item out of the history (appending the removal)."""
+        async with self._lock:
+            session = await self.live()
+            nodes = session.surface.nodes
+            if nodes:
+                self._replace(session, nodes[0], nodes[-1], list(nodes), [])
+            kept = sorted({e.seq for e in history(session)} - set(session.surface.nodes))
+            if kept:
+                session.append(FRAMEWORK_ITEMS_FORGOTTEN, {"seqs": kept})
+            self._pending.clear()
+            await self.runtime.sessions.flush(session)
+
+    # --- what DurableRunHooks call ----------------------------------------------------------
+
+    async def before_model_call(self, input_items: Sequence[Any]) -> None:
+        """Record the run's input if no ``add_items`` did yet (a streamed run saves it after
+        the first request started), open the step, and make the log durable."""
+        async with self._lock:
+            session = await self.live()
+            tail: list[dict[str, Any]] = []
+            for item in reversed([_plain(i) for i in input_items]):
+                if item_kind(item) != "user":
+                    break
+                tail.insert(0, item)
+            if tail:
+                recorded = [entry.item for entry in history(session)]
+                overlap = next(
+                    k for k in range(len(tail), -1, -1) if k == 0 or recorded[-k:] == tail[:k]
+                )
+                for item in tail[overlap:]:
+                    self._user(session, item)
+                    self._pending.append(item)
+            self._next_step(session, open_turn(session.events))
+            await self.runtime.sessions.flush(session)
+
+    async def model_responded(self, items: Sequence[Any]) -> None:
+        """Record a model response's items as they will be added (not yet flushed: the next
+        tool body or model call flushes)."""
+        async with self._lock:
+            session = await self.live()
+            batch = [_plain(item) for item in items]
+            self._write(session, batch, from_hooks=True)
+            self._pending.extend(batch)
+
+    async def tool_starting(self, call_id: str | None, name: str, arguments: str) -> None:
+        """Record the ``tool/call`` of a local tool about to run and make the log durable."""
+        async with self._lock:
+            session = await self.live()
+            turn = open_turn(session.events)
+            if call_id is not None and turn is not None and call_id in turn.calls:
+                step, _, _, recorded = turn.calls[call_id]
+                if recorded is None:
+                    session.append(
+                        TOOL_CALL, tool_call(turn.number, step, call_id, name, arguments)
+                    )
+            await self.runtime.sessions.flush(session)
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def _write(
+        self, session: Session, batch: list[dict[str, Any]], *, from_hooks: bool = False
+    ) -> None:
+        """Append the events of ``batch`` (refusing an orphan output before anything)."""
+        entries = history(session)
+        calls = {e.item["call_id"] for e in entries if e.item.get("type") == "function_call"}
+        ids = {e.item.get("id") for e in entries if item_kind(e.item) == "model"} - {FAKE_ID}
+        answered = {
+            e.item["call_id"] for e in entries if e.item.get("type") == "function_call_output"
+        }
+        turn = open_turn(session.events)
+        askable = set(turn.calls if turn else ()) | {
+            i.get("call_id") for i in batch if i.get("type") == "function_call"
+        }
+        for item in batch:
+            call_id = item.get("call_id")
+            if item_kind(item) == "output" and call_id not in answered | askable:
+                raise SessionEventError(
+                    f'session "{session.id}": function_call_output for call {call_id!r} '
+                    "answers no function_call of the running turn; nothing of the batch was "
+                    "written (an orphan output makes every later model request fail)"
+                )
+        pending = [] if from_hooks else self._pending
+        group: list[dict[str, Any]] = []
+        for item in batch:
+            if item in pending:
+                pending.remove(item)  # written by the hooks before the SDK saved it
+                continue
+            kind = item_kind(item)
+            if kind == "model":
+                is_call = item.get("type") == "function_call"
+                key = item.get("call_id") if is_call else item.get("id")
+                seen = calls if is_call else ids
+                if key is None or key not in seen:
+                    group.append(item)
+                    if key is not None and key != FAKE_ID:
+                        seen.add(key)
+                continue
+            self._response(session, group)
+            group = []
+            if kind == "user":
+                self._user(session, item)
+            elif kind == "output":
+                if item["call_id"] not in answered:
+                    self._result(session, item)
+                    answered.add(item["call_id"])
+            else:
+                session.append(FRAMEWORK_ITEM, {"item": item})
+        self._response(session, group)
+        if not from_hooks and batch and item_kind(batch[-1]) == "model":
+            self._end_if_final(session, batch[-1])
+
+    def _user(self, session: Session, item: dict[str, Any]) -> None:
+        turn = open_turn(session.events)
+        if turn is None or turn.answered_any:
+            self._start_turn(session, turn)
+        else:
+            self._next_step(session, turn, new=False)
+        session.append(USER_MESSAGE, user_data(item), surface_op="append")
+
+    def _response(self, session: Session, group: list[dict[str, Any]]) -> None:
+        if not group:
+            return
+        turn = self._next_step(session, open_turn(session.events))
+        data = assistant_data(group, turn.number, turn.last_step, self.model)
+        session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=[])
+
+    def _result(self, session: Session, item: dict[str, Any]) -> None:
+        turn = open_turn(session.events)
+        call_id = item["call_id"]
+        if turn is None or call_id not in turn.calls:
+            raise SessionEventError(
+                f'session "{session.id}": function_call_output for call {call_id!r} arrived '
+                "after the turn that asked for it ended"
+            )
+        step, name, arguments, call_seq = turn.calls[call_id]
+        if call_seq is None:  # saved after its body ran: recorded now, before its result
+            call_seq = session.append(
+                TOOL_CALL, tool_call(turn.number, step, call_id, name, arguments)
+            ).seq
+        data = tool_result_data(item, turn.number, step)
+        session.append(TOOL_RESULT, data, surface_op="append", source_event_seqs=[call_seq])
+
+    def _end_if_final(self, session: Session, last: Mapping[str, Any]) -> None:
+        """Close the turn when the run ended on an assistant message with nothing open."""
+        turn = open_turn(session.events)
+        if last.get("type") not in (None, "message") or turn is None or turn.unanswered:
+            return
+        if turn.step_open:
+            session.append(STEP_END, {"turn": turn.number, "step": turn.last_step})
+        session.append(TURN_END, {"turn": turn.number, "reason": {"kind": "completed"}})
+        self._pending.clear()
+
+    def _start_turn(self, session: Session, stale: OpenTurn | None) -> OpenTurn:
+        if stale is not None:  # a run left it open: close it as a restart would
+            for event in closers(session.events):
+                session.append(
+                    event.type,
+                    thaw(event.data),
+                    surface_op=event.surface_op,
+                    source_event_seqs=event.source_event_seqs,
+                )
+        self._pending.clear()
+        number = next_turn_number(session.events)
+        session.append(TURN_START, {"turn": number})
+        session.append(STEP_START, {"turn": number, "step": 1})
+        return OpenTurn(number, last_step=1, step_open=True)
+
+    def _next_step(self, session: Session, turn: OpenTurn | None, *, new: bool = True) -> OpenTurn:
+        """The step a model response goes into: a new one when the open step already has
+        one (or none is open); the turn is opened when none is."""
+        if turn is None:
+            return self._start_turn(session, None)
+        if turn.step_open and not (new and turn.step_answered):
+            return turn
+        if turn.step_open:
+            session.append(STEP_END, {"turn": turn.number, "step": turn.last_step})
+        turn.last_step += 1
+        session.append(STEP_START, {"turn": turn.number, "step": turn.last_step})
+        turn.step_open, turn.step_answered = True, False
+        return turn
+
+    def _replace(
+        self, session: Session, start: int, end: int, sources: Iterable[int], rest: list[Any]
+    ) -> None:
+        turn = open_turn(session.events)
+        number = turn.number if turn else max(next_turn_number(session.events) - 1, 1)
+        step = turn.last_step if turn and turn.last_step else 1
+        session.append(
+            ASSISTANT_MESSAGE,
+            assistant_data(rest, number, step, self.model),
+            surface_op=SurfaceReplace(start=start, end=end),
+            source_event_seqs=list(sources),
+        )

@@ -1,0 +1,284 @@
+"""The OpenAI Agents SDK adapter with the real SDK: the real ``Runner.run`` and
+``Runner.run_streamed`` driven by the SDK's own scripted model (no network), on every store.
+
+The baseline is the SDK's own ``SQLiteSession`` running the same script: ``get_items`` must
+give the items it gives, and the model must see the same input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, Runner, SQLiteSession, function_tool
+from agents.memory import SessionSettings
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSession
+from agent_session.stores import parse_store
+from recovery import TOOL_OUTCOME_UNKNOWN
+from session import SessionEventError
+from tests.backends import fresh_database
+
+
+@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return fresh_database()
+    return str(tmp_path / "s") if request.param == "jsonl" else f"sqlite:///{tmp_path}/s.db"
+
+
+def script() -> ScriptedModel:
+    return ScriptedModel(
+        [
+            [
+                assistant_message("Sending.", item_id="msg_1"),
+                function_call("send_email", {"to": "a@b.c"}, call_id="call_1"),
+                function_call("send_email", {"to": "x@y.z"}, call_id="call_2"),
+            ],
+            [assistant_message("Done.", item_id="msg_2")],
+        ]
+    )
+
+
+async def run(agent: Agent[Any], session: Any, text: str, *, streamed: bool, hooks: Any) -> Any:
+    if streamed:
+        result = Runner.run_streamed(agent, text, session=session, hooks=hooks)
+        async for _ in result.stream_events():
+            pass
+        return result
+    return await Runner.run(agent, text, session=session, hooks=hooks)
+
+
+def mailer(model: ScriptedModel, bodies: list[str], probe: Any = None) -> Agent[Any]:
+    @function_tool
+    async def send_email(to: str) -> str:
+        """Send an email."""
+        if probe is not None:
+            await probe()
+        bodies.append(to)
+        return f"sent to {to}"
+
+    return Agent(name="mailer", model=model, tools=[send_email])
+
+
+async def stored_types(store: str, id: str) -> list[str]:
+    backend = parse_store(store).open()
+    try:
+        return [event.type for event in (await backend.inspect(id)).events]
+    finally:
+        await backend.aclose()
+
+
+EXPECTED_LOG = [
+    "turn/start",
+    "step/start",
+    "user/message",
+    "assistant/message",
+    "tool/call",
+    "tool/call",
+    "tool/result",
+    "tool/result",
+    "step/end",
+    "step/start",
+    "assistant/message",
+    "step/end",
+    "turn/end",
+]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+async def test_a_run_keeps_what_the_sdks_own_session_keeps(store: str, streamed: bool) -> None:
+    baseline_model = script()
+    baseline = SQLiteSession("baseline")
+    await run(mailer(baseline_model, []), baseline, "email a@b.c", streamed=streamed, hooks=None)
+
+    model, bodies = script(), []
+    async with await EventLogSession.open(store, "chat-1") as session:
+        result = await run(
+            mailer(model, bodies),
+            session,
+            "email a@b.c",
+            streamed=streamed,
+            hooks=DurableRunHooks(session),
+        )
+        assert result.final_output == "Done."
+        assert await session.get_items() == await baseline.get_items()
+    assert [call.input for call in model.calls] == [call.input for call in baseline_model.calls]
+    assert bodies == ["a@b.c", "x@y.z"]
+    assert await stored_types(store, "chat-1") == EXPECTED_LOG  # both calls before any result
+    async with await EventLogSession.open(store, "chat-1") as again:  # a cold load
+        assert await again.get_items() == await baseline.get_items()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+async def test_without_the_hooks_the_session_alone_keeps_the_same_items(
+    tmp_path: Path, streamed: bool
+) -> None:
+    baseline = SQLiteSession("baseline")
+    await run(mailer(script(), []), baseline, "email a@b.c", streamed=streamed, hooks=None)
+    async with await EventLogSession.open(tmp_path, "chat-1") as session:
+        await run(mailer(script(), []), session, "email a@b.c", streamed=streamed, hooks=None)
+        assert await session.get_items() == await baseline.get_items()
+    types = await stored_types(str(tmp_path), "chat-1")
+    # saved after the bodies ran: each call is recorded just before its result
+    assert types[4:8] == ["tool/call", "tool/result", "tool/call", "tool/result"]
+    assert types[-1] == "turn/end"
+
+
+async def test_both_parallel_calls_are_durable_before_either_body_runs(tmp_path: Path) -> None:
+    seen: list[list[Any]] = []
+
+    async def probe() -> None:  # what another process would load now (repaired, read-only)
+        backend = parse_store(str(tmp_path)).open()
+        seen.append(list((await backend.inspect("chat-1")).events))
+        await backend.aclose()
+
+    async with await EventLogSession.open(tmp_path, "chat-1") as session:
+        hooks = DurableRunHooks(session)
+        await Runner.run(mailer(script(), [], probe), "email a@b.c", session=session, hooks=hooks)
+    assert len(seen) == 2
+    for events in seen:  # the response and both calls are on disk: a crash now answers both
+        assert [e.type for e in events] == [
+            *EXPECTED_LOG[:6],
+            "tool/result",
+            "tool/result",
+            "step/end",
+            "turn/end",
+        ]
+        for closer, call in zip(events[6:8], ("call_1", "call_2"), strict=True):
+            assert closer.data["message"]["source"]["callId"] == call
+            assert closer.data["error"]["code"] == TOOL_OUTCOME_UNKNOWN
+
+
+async def test_a_second_run_continues_the_history(store: str) -> None:
+    model = ScriptedModel(
+        [[assistant_message("Hi.", item_id="m1")], [assistant_message("Still here.", item_id="m2")]]
+    )
+    agent = Agent(name="a", model=model)
+    async with await EventLogSession.open(store, "chat-1") as session:
+        await Runner.run(agent, "hello", session=session, hooks=DurableRunHooks(session))
+    async with await EventLogSession.open(store, "chat-1") as session:
+        await Runner.run(agent, "again", session=session, hooks=DurableRunHooks(session))
+        items = await session.get_items()
+    hello, again = {"content": "hello", "role": "user"}, {"content": "again", "role": "user"}
+    first_answer = json.loads(json.dumps(assistant_message("Hi.", item_id="m1").model_dump()))
+    assert model.calls[1].input == [hello, items[1], again]
+    assert items[:3] == [hello, items[1], again]
+    assert items[1]["id"] == "m1"
+    assert items[1]["content"][0]["text"] == first_answer["content"][0]["text"]
+    assert (await stored_types(store, "chat-1")).count("turn/end") == 2
+
+
+USER = {"role": "user", "content": "hi"}
+SYSTEM = {"role": "system", "content": "be brief"}
+CALL = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "id": "fc1"}
+OUTPUT = {"type": "function_call_output", "call_id": "c1", "output": "42"}
+ANSWER = {
+    "id": "msg_9",
+    "type": "message",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "It is 42.", "annotations": []}],
+}
+REASONING = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [{"type": "summary_text", "text": "think"}],
+    "encrypted_content": "gAAAA-opaque==",
+}
+HOSTED = {
+    "type": "web_search_call",
+    "id": "ws_1",
+    "status": "completed",
+    "action": {"type": "search", "query": "weather"},
+}
+COMPACTION = {"type": "compaction", "id": "cmp_1", "encrypted_content": "zzz"}
+MCP = {
+    "type": "mcp_call",
+    "id": "mcp_1",
+    "server_label": "docs",
+    "name": "lookup",
+    "arguments": "{}",
+    "output": "found",
+}
+
+
+async def test_unknown_items_come_back_unchanged_in_place(store: str) -> None:
+    items = [SYSTEM, USER, REASONING, HOSTED, CALL, OUTPUT, MCP, COMPACTION, ANSWER]
+    async with await EventLogSession.open(store, "s") as session:
+        await session.add_items(items)
+        assert await session.get_items() == items
+    async with await EventLogSession.open(store, "s") as session:  # a cold load
+        assert await session.get_items() == items
+    types = await stored_types(store, "s")
+    assert types.count("openai-agents/item") == 4  # system, hosted search, MCP, compaction
+    # ended on an answer with every call answered (a reopen appends session/end-seed)
+    assert [t for t in types if t != "session/end-seed"][-1] == "turn/end"
+
+
+async def test_get_items_returns_the_latest_n_in_order(tmp_path: Path) -> None:
+    items = [USER, CALL, OUTPUT, ANSWER]
+    async with await EventLogSession.open(tmp_path, "s") as session:
+        await session.add_items(items)
+        assert await session.get_items(limit=2) == [OUTPUT, ANSWER]
+        assert await session.get_items(limit=10) == items
+        assert await session.get_items(limit=0) == []
+        session.session_settings = SessionSettings(limit=1)
+        assert await session.get_items() == [ANSWER]
+        assert await session.get_items(limit=3) == items[1:]
+
+
+async def test_a_batch_with_an_orphan_output_is_refused_whole(store: str) -> None:
+    async with await EventLogSession.open(store, "s") as session:
+        await session.add_items([USER])
+        before = (await session.live()).seq
+        orphan = {**OUTPUT, "call_id": "nobody"}
+        with pytest.raises(SessionEventError, match="'nobody' answers no function_call"):
+            await session.add_items([{**USER, "content": "more"}, CALL, OUTPUT, orphan])
+        assert (await session.live()).seq == before
+        assert await session.get_items() == [USER]
+    async with await EventLogSession.open(store, "s") as session:
+        assert await session.get_items() == [USER]
+
+
+async def test_re_adding_calls_outputs_and_identified_messages_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    async with await EventLogSession.open(tmp_path, "s") as session:
+        await session.add_items([USER, REASONING, CALL, OUTPUT])
+        seq = (await session.live()).seq
+        await session.add_items([REASONING, CALL, OUTPUT])
+        assert (await session.live()).seq == seq
+        await session.add_items([ANSWER, ANSWER])
+        assert await session.get_items() == [USER, REASONING, CALL, OUTPUT, ANSWER]
+
+
+async def test_pop_and_clear_append_and_survive_a_reload(store: str) -> None:
+    async with await EventLogSession.open(store, "s") as session:
+        await session.add_items([USER, REASONING, CALL, OUTPUT, HOSTED, ANSWER])
+        assert await session.pop_item() == ANSWER
+        assert await session.pop_item() == HOSTED
+        assert await session.pop_item() == OUTPUT
+        assert await session.pop_item() == CALL
+        assert await session.get_items() == [USER, REASONING]
+        length = (await session.live()).seq
+    async with await EventLogSession.open(store, "s") as session:
+        assert await session.get_items() == [USER, REASONING]
+        await session.add_items([{**USER, "content": "again"}])
+        assert await session.get_items() == [USER, REASONING, {**USER, "content": "again"}]
+        await session.clear_session()
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
+        assert (await session.live()).seq > length  # everything was appended, nothing cut
+    async with await EventLogSession.open(store, "s") as session:
+        assert await session.get_items() == []
+        await session.add_items([USER])
+        assert await session.get_items() == [USER]
+
+
+async def test_a_store_this_build_cannot_serve_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="unsupported store 'redis://x'"):
+        await EventLogSession.open("redis://x", "s")
