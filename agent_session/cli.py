@@ -53,7 +53,7 @@ _STORE_HELP = (
     "sqlite:///relative/path.db or sqlite:////absolute/path.db, or a PostgreSQL database as "
     "postgresql://user@host:port/dbname (default: $AGENT_SESSION_STORE)"
 )
-_STORE_COMMANDS = ("ls", "show", "verify", "recover", "convert", "export", "rm")
+_STORE_COMMANDS = ("ls", "show", "verify", "recover", "convert", "export", "import", "rm")
 _EXITS = (
     "Exit codes: 0 healthy, 1 needs recovery, 2 corrupt/unsupported/invalid, 3 not found, "
     "4 usage error, 5 I/O or permission error, 130 interrupted."
@@ -202,8 +202,24 @@ def _parser() -> argparse.ArgumentParser:
         "every tool call has exactly one result.",
     )
     export.add_argument("id", help="the session id")
-    export.add_argument("--format", required=True, choices=["openai", "anthropic"])
+    export.add_argument(
+        "--format",
+        required=True,
+        choices=["openai", "anthropic", "pydantic-ai"],
+        help="pydantic-ai: its ModelMessagesTypeAdapter JSON (needs the pydantic-ai extra)",
+    )
     export.add_argument("--json", action="store_true", help="one compact JSON line")
+
+    import_ = command(
+        "import",
+        "create a session from another framework's history",
+        "Create session ID from FILE (- for stdin), a pydantic-ai message history "
+        "(ModelMessagesTypeAdapter JSON, as export --format pydantic-ai writes it). The "
+        "history is checked whole before anything is written; an ID that exists is refused.",
+    )
+    import_.add_argument("id", help="the id of the new session")
+    import_.add_argument("file", metavar="FILE", help="the history (- reads stdin)")
+    import_.add_argument("--format", required=True, choices=["pydantic-ai"])
 
     rm = command(
         "rm",
@@ -353,6 +369,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "show": commands.show,
         "verify": commands.verify,
         "export": commands.export,
+        "import": commands.import_history,
     }
     return await handlers[args.command](args)
 

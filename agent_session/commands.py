@@ -11,7 +11,7 @@ import datetime
 import json
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_session.exits import CORRUPT, OK, STATUS_CODES, NotFound, UserError
 from agent_session.output import Progress, json_line
@@ -242,13 +242,68 @@ async def export(args: argparse.Namespace) -> int:
         print(f"agent-session: error: {args.id} cannot be exported: {e}", file=sys.stderr)
         return CORRUPT
     if args.format == "openai":
-        document = {"messages": to_openai(messages, system)}
-    else:
+        document: Any = {"messages": to_openai(messages, system)}
+    elif args.format == "anthropic":
         document = to_anthropic(messages, system)
+    else:
+        document = json.loads(
+            _pydantic_ai().export_messages(Session.create(args.id, seed=inspected.events))
+        )
     if args.json:
         print(json_line(document))
     else:
         print(json.dumps(document, ensure_ascii=False, indent=2))
+    return OK
+
+
+def _pydantic_ai() -> Any:
+    """The pydantic-ai integration, or a usage error naming the extra it needs."""
+    try:
+        from agent_session.integrations import pydantic_ai
+    except ImportError as e:
+        raise UserError(
+            f"the pydantic-ai format needs the pydantic-ai extra: pip install "
+            f"'agent-session-runtime[pydantic-ai]' ({e})"
+        ) from None
+    return pydantic_ai
+
+
+async def import_history(args: argparse.Namespace) -> int:
+    """Create a session from a pydantic-ai history (checked whole before anything is
+    written; an existing id is refused)."""
+    from session import Runtime, SessionNotFoundError
+
+    integration = _pydantic_ai()
+    if args.file == "-":
+        document = sys.stdin.buffer.read()
+    else:
+        with open(args.file, "rb") as file:
+            document = file.read()
+    try:  # checked whole before anything is written
+        messages = integration.parse_history(document)
+    except ValueError as e:  # pydantic's ValidationError, SessionEventError
+        first = str(e).splitlines()[:3]
+        raise UserError(
+            f"{args.file} is not a pydantic-ai history this build can import: " + " / ".join(first),
+            code=CORRUPT,
+        ) from None
+    store = args.store.open(max_log_bytes=max_log_bytes())  # created if missing, like copy's DST
+    async with Runtime() as runtime:
+        runtime.install(store)
+        try:
+            await store.inspect(args.id)
+        except SessionNotFoundError:
+            pass
+        else:
+            print(
+                f"agent-session: error: session {args.id} exists in {args.store.shown}",
+                file=sys.stderr,
+            )
+            return CORRUPT
+        session = runtime.sessions.create(args.id)
+        count = integration.append_history(session, messages)
+        await runtime.sessions.flush(session)
+    print(f"imported {count} messages into {args.id} ({session.seq} events) in {args.store.shown}")
     return OK
 
 

@@ -19,7 +19,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSession
 from agent_session.stores import parse_store
 from recovery import TOOL_OUTCOME_UNKNOWN
-from session import SessionEventError
+from session import SessionDataError, SessionEventError
 from tests.backends import fresh_database
 
 
@@ -238,6 +238,10 @@ async def test_a_batch_with_an_orphan_output_is_refused_whole(store: str) -> Non
         orphan = {**OUTPUT, "call_id": "nobody"}
         with pytest.raises(SessionEventError, match="'nobody' answers no function_call"):
             await session.add_items([{**USER, "content": "more"}, CALL, OUTPUT, orphan])
+        assert (await session.live()).seq == before
+        huge = {**HOSTED, "action": {"type": "search", "page": 2**60}}
+        with pytest.raises(SessionDataError, match=r"items\[1\].action.page is the integer"):
+            await session.add_items([{**USER, "content": "more"}, huge])
         assert (await session.live()).seq == before
         assert await session.get_items() == [USER]
     async with await EventLogSession.open(store, "s") as session:

@@ -28,7 +28,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-from agent_session.integrations.openai_agents.history import OpenTurn, history, open_turn
+from agent_session.integrations.openai_agents.history import history
 from agent_session.integrations.openai_agents.items import (
     FAKE_ID,
     assistant_data,
@@ -36,24 +36,24 @@ from agent_session.integrations.openai_agents.items import (
     tool_result_data,
     user_data,
 )
-from recovery.closers import closers
-from session.errors import SessionEventError
-from session.events.builders import tool_call
+from agent_session.integrations.turns import (
+    end_turn,
+    next_step,
+    open_turn,
+    record_call,
+    start_turn,
+)
+from session.errors import JsonValueError, SessionDataError, SessionEventError
 from session.events.surface import SurfaceReplace
 from session.events.turns import next_turn_number
 from session.events.types import (
     ASSISTANT_MESSAGE,
     FRAMEWORK_ITEM,
     FRAMEWORK_ITEMS_FORGOTTEN,
-    STEP_END,
-    STEP_START,
-    TOOL_CALL,
     TOOL_RESULT,
-    TURN_END,
-    TURN_START,
     USER_MESSAGE,
 )
-from session.json.lossless import thaw
+from session.json.lossless import snapshot
 from session.live.runtime import Runtime
 from session.live.session import Session
 
@@ -227,7 +227,7 @@ class EventLogSession:
                 for item in tail[overlap:]:
                     self._user(session, item)
                     self._pending.append(item)
-            self._next_step(session, open_turn(session.events))
+            next_step(session, open_turn(session.events))
             await self.runtime.sessions.flush(session)
 
     async def model_responded(self, items: Sequence[Any]) -> None:
@@ -245,11 +245,7 @@ class EventLogSession:
             session = await self.live()
             turn = open_turn(session.events)
             if call_id is not None and turn is not None and call_id in turn.calls:
-                step, _, _, recorded = turn.calls[call_id]
-                if recorded is None:
-                    session.append(
-                        TOOL_CALL, tool_call(turn.number, step, call_id, name, arguments)
-                    )
+                record_call(session, turn, call_id)
             await self.runtime.sessions.flush(session)
 
     # --- writing ----------------------------------------------------------------------------
@@ -257,7 +253,15 @@ class EventLogSession:
     def _write(
         self, session: Session, batch: list[dict[str, Any]], *, from_hooks: bool = False
     ) -> None:
-        """Append the events of ``batch`` (refusing an orphan output before anything)."""
+        """Append the events of ``batch`` (refusing an orphan output or a value no event can
+        hold before anything)."""
+        try:
+            snapshot(batch, "items")
+        except JsonValueError as e:
+            raise SessionDataError(
+                f'session "{session.id}": an SDK item cannot be stored: {e}; nothing of the '
+                "batch was written"
+            ) from None
         entries = history(session)
         calls = {e.item["call_id"] for e in entries if e.item.get("type") == "function_call"}
         ids = {e.item.get("id") for e in entries if item_kind(e.item) == "model"} - {FAKE_ID}
@@ -309,15 +313,16 @@ class EventLogSession:
     def _user(self, session: Session, item: dict[str, Any]) -> None:
         turn = open_turn(session.events)
         if turn is None or turn.answered_any:
-            self._start_turn(session, turn)
+            start_turn(session, turn)
+            self._pending.clear()
         else:
-            self._next_step(session, turn, new=False)
+            next_step(session, turn, new=False)
         session.append(USER_MESSAGE, user_data(item), surface_op="append")
 
     def _response(self, session: Session, group: list[dict[str, Any]]) -> None:
         if not group:
             return
-        turn = self._next_step(session, open_turn(session.events))
+        turn = next_step(session, open_turn(session.events))
         data = assistant_data(group, turn.number, turn.last_step, self.model)
         session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=[])
 
@@ -329,12 +334,8 @@ class EventLogSession:
                 f'session "{session.id}": function_call_output for call {call_id!r} arrived '
                 "after the turn that asked for it ended"
             )
-        step, name, arguments, call_seq = turn.calls[call_id]
-        if call_seq is None:  # saved after its body ran: recorded now, before its result
-            call_seq = session.append(
-                TOOL_CALL, tool_call(turn.number, step, call_id, name, arguments)
-            ).seq
-        data = tool_result_data(item, turn.number, step)
+        call_seq = record_call(session, turn, call_id)  # saved after its body ran: now
+        data = tool_result_data(item, turn.number, turn.calls[call_id][0])
         session.append(TOOL_RESULT, data, surface_op="append", source_event_seqs=[call_seq])
 
     def _end_if_final(self, session: Session, last: Mapping[str, Any]) -> None:
@@ -342,39 +343,8 @@ class EventLogSession:
         turn = open_turn(session.events)
         if last.get("type") not in (None, "message") or turn is None or turn.unanswered:
             return
-        if turn.step_open:
-            session.append(STEP_END, {"turn": turn.number, "step": turn.last_step})
-        session.append(TURN_END, {"turn": turn.number, "reason": {"kind": "completed"}})
+        end_turn(session, turn)
         self._pending.clear()
-
-    def _start_turn(self, session: Session, stale: OpenTurn | None) -> OpenTurn:
-        if stale is not None:  # a run left it open: close it as a restart would
-            for event in closers(session.events):
-                session.append(
-                    event.type,
-                    thaw(event.data),
-                    surface_op=event.surface_op,
-                    source_event_seqs=event.source_event_seqs,
-                )
-        self._pending.clear()
-        number = next_turn_number(session.events)
-        session.append(TURN_START, {"turn": number})
-        session.append(STEP_START, {"turn": number, "step": 1})
-        return OpenTurn(number, last_step=1, step_open=True)
-
-    def _next_step(self, session: Session, turn: OpenTurn | None, *, new: bool = True) -> OpenTurn:
-        """The step a model response goes into: a new one when the open step already has
-        one (or none is open); the turn is opened when none is."""
-        if turn is None:
-            return self._start_turn(session, None)
-        if turn.step_open and not (new and turn.step_answered):
-            return turn
-        if turn.step_open:
-            session.append(STEP_END, {"turn": turn.number, "step": turn.last_step})
-        turn.last_step += 1
-        session.append(STEP_START, {"turn": turn.number, "step": turn.last_step})
-        turn.step_open, turn.step_answered = True, False
-        return turn
 
     def _replace(
         self, session: Session, start: int, end: int, sources: Iterable[int], rest: list[Any]

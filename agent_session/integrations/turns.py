@@ -1,0 +1,139 @@
+"""Turn and step brackets for events an integration writes from another framework's
+history (an SDK run, an imported pydantic-ai conversation): where the open turn stands, and
+the events that open, advance and close it in the reference's order (``turn/start``,
+``step/start``, the messages, ``tool/call`` before its ``tool/result``, ``step/end``,
+``turn/end``).
+
+A turn left open by an earlier run is closed with crash repair's closers, exactly as a
+restart would close it: a recorded call without a result is answered ``TOOL_OUTCOME_UNKNOWN``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from recovery.closers import closers
+from session.events.builders import tool_call
+from session.events.eventlog import LazyRun, iter_parts
+from session.events.turns import brackets, next_turn_number
+from session.events.types import (
+    ASSISTANT_MESSAGE,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+)
+from session.json.lossless import thaw
+from session.live.session import Session
+
+__all__ = ["OpenTurn", "end_turn", "next_step", "open_turn", "record_call", "start_turn"]
+
+
+@dataclass(slots=True)
+class OpenTurn:
+    """Where the open turn of a session stands."""
+
+    number: int
+    last_step: int = 0
+    """The highest step number the turn has opened."""
+    step_open: bool = False
+    step_answered: bool = False
+    """Whether the open step already has an assistant message (a model response)."""
+    answered_any: bool = False
+    """Whether any step of the turn has an assistant message."""
+    calls: dict[str, tuple[int, str, str, int | None]] = field(default_factory=dict)
+    """Each call the turn's assistant messages asked for: ``(step, name, arguments, seq of
+    its tool/call or None)``."""
+    answered: set[str] = field(default_factory=set)
+    """Calls of the turn that have a result."""
+
+    @property
+    def unanswered(self) -> list[str]:
+        """Calls asked for without a result, in order."""
+        return [call for call in self.calls if call not in self.answered]
+
+
+def open_turn(events: Sequence[Any]) -> OpenTurn | None:
+    """The open last turn of ``events``, or ``None`` when every turn is closed."""
+    marks = brackets(events)
+    start = marks.open_start
+    if start is None:
+        return None
+    number = marks.open_turn
+    turn = OpenTurn(number if type(number) is int else 0)
+    for event in iter_parts(events[start + 1 :]):
+        if type(event) is LazyRun:
+            continue
+        kind, data = event.type, event.data
+        if kind == STEP_START:
+            turn.step_open, turn.step_answered = True, False
+            step = data.get("step")
+            turn.last_step = max(turn.last_step, step if type(step) is int else 0)
+        elif kind == STEP_END:
+            turn.step_open = False
+        elif kind == ASSISTANT_MESSAGE:
+            turn.step_answered = turn.answered_any = True
+            for block in data["message"].get("content") or ():
+                if isinstance(block, Mapping) and block.get("type") == "tool-call":
+                    step = data.get("step")
+                    entry = (step if type(step) is int else 0, block["name"], block["arguments"])
+                    turn.calls[block["id"]] = (*entry, None)
+        elif kind == TOOL_CALL and data.get("callId") in turn.calls:
+            step, name, arguments, _ = turn.calls[data["callId"]]
+            turn.calls[data["callId"]] = (step, name, arguments, event.seq)
+        elif kind == TOOL_RESULT:
+            turn.answered.add(data["message"]["source"]["callId"])
+    return turn
+
+
+def start_turn(session: Session, stale: OpenTurn | None = None) -> OpenTurn:
+    """Open a new turn and its first step, after closing ``stale`` (the turn an earlier run
+    left open) with crash repair's closers."""
+    if stale is not None:
+        for event in closers(session.events):
+            session.append(
+                event.type,
+                thaw(event.data),
+                surface_op=event.surface_op,
+                source_event_seqs=event.source_event_seqs,
+            )
+    number = next_turn_number(session.events)
+    session.append(TURN_START, {"turn": number})
+    session.append(STEP_START, {"turn": number, "step": 1})
+    return OpenTurn(number, last_step=1, step_open=True)
+
+
+def next_step(session: Session, turn: OpenTurn | None, *, new: bool = True) -> OpenTurn:
+    """The step the next message goes into: the open one, unless ``new`` and it already has
+    a model response (then the next); a turn is opened when none is."""
+    if turn is None:
+        return start_turn(session)
+    if turn.step_open and not (new and turn.step_answered):
+        return turn
+    if turn.step_open:
+        session.append(STEP_END, {"turn": turn.number, "step": turn.last_step})
+    turn.last_step += 1
+    session.append(STEP_START, {"turn": turn.number, "step": turn.last_step})
+    turn.step_open, turn.step_answered = True, False
+    return turn
+
+
+def end_turn(session: Session, turn: OpenTurn) -> None:
+    """Close ``turn`` as completed (its open step first)."""
+    if turn.step_open:
+        session.append(STEP_END, {"turn": turn.number, "step": turn.last_step})
+    session.append(TURN_END, {"turn": turn.number, "reason": {"kind": "completed"}})
+
+
+def record_call(session: Session, turn: OpenTurn, call_id: str) -> int:
+    """The seq of the ``tool/call`` of ``call_id`` (asked for in ``turn``), appended now
+    when none is recorded yet."""
+    step, name, arguments, seq = turn.calls[call_id]
+    if seq is None:
+        seq = session.append(TOOL_CALL, tool_call(turn.number, step, call_id, name, arguments)).seq
+        turn.calls[call_id] = (step, name, arguments, seq)
+    return seq
