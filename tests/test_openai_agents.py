@@ -286,3 +286,28 @@ async def test_pop_and_clear_append_and_survive_a_reload(store: str) -> None:
 async def test_a_store_this_build_cannot_serve_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="unsupported store 'redis://x'"):
         await EventLogSession.open("redis://x", "s")
+
+
+async def test_ids_a_later_run_repeats_are_kept_again(tmp_path: Path) -> None:
+    """A scripted model (or a provider's placeholder id) repeats ids across runs: only the
+    running turn is deduplicated, so a second run's items are all kept."""
+    async with await EventLogSession.open(tmp_path, "s") as session:
+        for _ in range(2):
+            model = ScriptedModel(
+                [[function_call("f", "{}", call_id="c1")], [assistant_message("ok")]]
+            )
+
+            @function_tool
+            async def f() -> str:
+                """F."""
+                return "done"
+
+            agent = Agent(name="a", model=model, tools=[f])
+            await Runner.run(agent, "go", session=session, hooks=DurableRunHooks(session))
+        items = await session.get_items()
+    assert [i.get("type") for i in items] == [
+        None,
+        "function_call",
+        "function_call_output",
+        "message",
+    ] * 2

@@ -49,6 +49,7 @@ def test_the_readme_has_the_blocks_these_tests_know() -> None:
         "The JSONL backend #1",
         "The SQLite backend #1",
         "Agents: the model and tool seams, the loop, the checkpoint policy #1",
+        "Use it from the OpenAI Agents SDK #1",
     ]
 
 
@@ -86,3 +87,11 @@ def test_the_agent_example(tmp_path: Path) -> None:
         "{'kind': 'completed'} [{'to': 'ada@example.com', 'subject': 'Your invoice', "
         "'idempotency_key': 'call-1'}]"
     )
+
+
+def test_the_openai_agents_example_runs_and_resumes(tmp_path: Path) -> None:
+    block = blocks()["Use it from the OpenAI Agents SDK #1"]
+    assert run(block, tmp_path) == ["Sent. 4"]
+    assert run(block, tmp_path) == ["Sent. 8"]  # the same session, one more run
+    log = tmp_path / "agent-sessions" / "_no-cwd" / "support-1" / "session.jsonl"
+    assert log.read_text().count('"type":"tool/call"') == 2

@@ -38,6 +38,8 @@ class OpenTurn:
     """Where the open turn of a session stands."""
 
     number: int
+    start: int = 0
+    """The seq of its ``turn/start``."""
     last_step: int = 0
     """The highest step number the turn has opened."""
     step_open: bool = False
@@ -64,7 +66,7 @@ def open_turn(events: Sequence[Any]) -> OpenTurn | None:
     if start is None:
         return None
     number = marks.open_turn
-    turn = OpenTurn(number if type(number) is int else 0)
+    turn = OpenTurn(number if type(number) is int else 0, start)
     for event in iter_parts(events[start + 1 :]):
         if type(event) is LazyRun:
             continue
@@ -102,9 +104,9 @@ def start_turn(session: Session, stale: OpenTurn | None = None) -> OpenTurn:
                 source_event_seqs=event.source_event_seqs,
             )
     number = next_turn_number(session.events)
-    session.append(TURN_START, {"turn": number})
+    start = session.append(TURN_START, {"turn": number}).seq
     session.append(STEP_START, {"turn": number, "step": 1})
-    return OpenTurn(number, last_step=1, step_open=True)
+    return OpenTurn(number, start, last_step=1, step_open=True)
 
 
 def next_step(session: Session, turn: OpenTurn | None, *, new: bool = True) -> OpenTurn:

@@ -7,9 +7,10 @@ Guarantees:
   recorded); a batch is checked whole before anything is appended (a ``function_call_output``
   answering no call is refused with nothing written: such an orphan makes every later request
   fail).
-- ``add_items`` is idempotent against what :class:`DurableRunHooks` already wrote, against a
-  ``function_call`` whose ``call_id`` is already in the history, a ``function_call_output``
-  for an answered call, and a model item whose ``id`` is already there.
+- ``add_items`` is idempotent against what :class:`DurableRunHooks` already wrote, and
+  within the running turn against a ``function_call`` whose ``call_id`` is already there, a
+  ``function_call_output`` for an answered call, and a model item whose ``id`` is already
+  there (ids are not unique across runs: a scripted model's, a provider's placeholder).
 - ``get_items`` gives back the items exactly as added, in order; a session written by
   something else (the reference loop, crash repair) projects to plain items.
 - ``pop_item`` and ``clear_session`` append: a surface replace (an empty assistant message
@@ -262,13 +263,15 @@ class EventLogSession:
                 f'session "{session.id}": an SDK item cannot be stored: {e}; nothing of the '
                 "batch was written"
             ) from None
-        entries = history(session)
+        turn = open_turn(session.events)
+        # what a re-add may repeat: the running turn's items (ids repeat across runs: a
+        # scripted model's, a provider's placeholder)
+        entries = [e for e in history(session) if turn is not None and e.seq > turn.start]
         calls = {e.item["call_id"] for e in entries if e.item.get("type") == "function_call"}
         ids = {e.item.get("id") for e in entries if item_kind(e.item) == "model"} - {FAKE_ID}
         answered = {
             e.item["call_id"] for e in entries if e.item.get("type") == "function_call_output"
         }
-        turn = open_turn(session.events)
         askable = set(turn.calls if turn else ()) | {
             i.get("call_id") for i in batch if i.get("type") == "function_call"
         }
