@@ -311,3 +311,47 @@ async def test_ids_a_later_run_repeats_are_kept_again(tmp_path: Path) -> None:
         "function_call_output",
         "message",
     ] * 2
+
+
+async def test_a_runtime_of_yours_and_a_history_written_by_something_else(tmp_path: Path) -> None:
+    from agents.memory import Session as SdkSession
+
+    from persistence_jsonl import JsonlPersistence
+    from session import Runtime
+    from session.events.builders import (
+        assistant_message as reply,
+    )
+    from session.events.builders import (
+        step_start,
+        tool_call,
+        tool_call_block,
+        tool_result,
+        turn_start,
+        user_message,
+    )
+
+    async with Runtime() as runtime:  # a session the reference loop's shapes wrote
+        runtime.install(JsonlPersistence(tmp_path))
+        live = runtime.sessions.create("mine")
+        live.append("turn/start", turn_start(1))
+        live.append("step/start", step_start(1, 1))
+        live.append("user/message", user_message("read it"), surface_op="append")
+        block = tool_call_block("c9", "read", '{"path":"a"}')
+        answer = reply(1, 1, provider="openai", model="gpt-5", text="Reading.", calls=[block])
+        live.append("assistant/message", answer, surface_op="append", source_event_seqs=[])
+        call = live.append("tool/call", tool_call(1, 1, "c9", "read", '{"path":"a"}'))
+        result = tool_result(1, 1, "c9", "contents")
+        live.append("tool/result", result, surface_op="append", source_event_seqs=[call.seq])
+
+        session = EventLogSession("mine", runtime=runtime)
+        assert isinstance(session, SdkSession)  # the SDK's runtime-checkable protocol
+        assert await session.get_items() == [
+            {"role": "user", "content": "read it"},
+            {"role": "assistant", "content": "Reading."},
+            {"type": "function_call", "call_id": "c9", "name": "read", "arguments": '{"path":"a"}'},
+            {"type": "function_call_output", "call_id": "c9", "output": "contents"},
+        ]
+        await session.add_items([ANSWER])
+        await session.aclose()  # flushes; the runtime stays yours
+        assert runtime.sessions.get("mine") is live
+    assert (await stored_types(str(tmp_path), "mine"))[-2:] == ["step/end", "turn/end"]
