@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, Runner, SQLiteSession, function_tool
+from agents.exceptions import AgentsException
 from agents.memory import SessionSettings
 from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -355,3 +356,30 @@ async def test_a_runtime_of_yours_and_a_history_written_by_something_else(tmp_pa
         await session.aclose()  # flushes; the runtime stays yours
         assert runtime.sessions.get("mine") is live
     assert (await stored_types(str(tmp_path), "mine"))[-2:] == ["step/end", "turn/end"]
+
+
+async def test_a_tool_body_never_runs_when_its_call_cannot_be_made_durable() -> None:
+    from session import Runtime
+    from tests.test_persistence_failures import Flaky
+
+    class FailFromTheResponse(DurableRunHooks):
+        async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+            await super().on_llm_end(context, agent, response)
+            backend.fail_from = backend.appends + 1  # the storage fails from now on
+
+    backend = Flaky()
+    bodies: list[str] = []
+    async with Runtime() as runtime:
+        runtime.install(backend)
+        session = EventLogSession("s", runtime=runtime)
+        # the SDK ends the run with its UserError("Error running tool ...: <our error>")
+        with pytest.raises(AgentsException, match="send_email: injected failure of append"):
+            await Runner.run(
+                mailer(script(), bodies),
+                "email a@b.c",
+                session=session,
+                hooks=FailFromTheResponse(session),
+            )
+        assert bodies == []  # the body never ran: its call was not on disk
+        backend.fail_from = None
+        await session.aclose()
