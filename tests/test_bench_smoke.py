@@ -9,16 +9,19 @@ from bench.__main__ import (
     backend_big_step,
     big_step,
     checkpoint_round,
-    concurrent_checkpoints,
     empty_flush_us,
     raw_fsync_ms,
     raw_fsync_paced_ms,
     sqlite_checkpoints,
+    stack,
     step_checkpoints,
     zstd_big_step,
 )
 from bench.listing import ls_10k_sessions
+from bench.many import many_sessions
 from bench.postgres import bare_insert_commit
+from bench.reference import reference_figures
+from bench.resume import resume_100k
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
 from session import Runtime
@@ -44,7 +47,10 @@ async def test_every_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     assert (await step_checkpoints(str(tmp_path / "a"), 3, 4))[1] > 0
     (tmp_path / "b").mkdir()
-    assert await concurrent_checkpoints(str(tmp_path / "b"), 2, 2, 3) > 0
+    many = await many_sessions(lambda: stack(str(tmp_path / "b")), 2, 2, 3)
+    assert many.per_second > 0
+    assert 0 < many.p50_ms <= many.p99_ms
+    assert many.busy > 0
     (tmp_path / "c").mkdir()
     append_rate, load_rate, ratio = await big_step(str(tmp_path / "c"), chunks=50)
     assert append_rate > 0
@@ -59,13 +65,13 @@ async def test_every_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
     (tmp_path / "g").mkdir()
     assert (await step_checkpoints(str(tmp_path / "g"), 3, 4, "sqlite"))[1] > 0
     (tmp_path / "h").mkdir()
-    assert await concurrent_checkpoints(str(tmp_path / "h"), 2, 2, 3, "sqlite") > 0
+    assert (await many_sessions(lambda: stack(str(tmp_path / "h"), "sqlite"), 2, 2, 3)).busy > 0
     (tmp_path / "i").mkdir()
     assert await backend_big_step(str(tmp_path / "i"), chunks=50) > 0
     (tmp_path / "j").mkdir()
     assert bare_insert_commit(str(tmp_path / "j"), 3, 4) > 0  # on the test server
     assert (await step_checkpoints(str(tmp_path / "j"), 3, 4, "postgres"))[1] > 0
-    assert await concurrent_checkpoints(str(tmp_path / "k"), 2, 2, 3, "postgres") > 0
+    assert (await many_sessions(lambda: stack(str(tmp_path / "k"), "postgres"), 2, 2, 3)).busy > 0
     assert await backend_big_step(str(tmp_path / "l"), chunks=50, kind="postgres") > 0
     jsonl_seconds, sqlite_seconds = await ls_10k_sessions(str(tmp_path), count=5)
     assert jsonl_seconds > 0
@@ -81,3 +87,17 @@ def test_append_step_shape() -> None:
         "assistant/message",
         "step/end",
     ]
+
+
+async def test_the_resume_and_reference_figures_run_on_a_tiny_workload(tmp_path: Path) -> None:
+    resume_ms, vs_parse = await resume_100k(str(tmp_path / "r"), events=200)
+    assert resume_ms > 0
+    assert vs_parse > 0
+    figures = reference_figures(str(tmp_path / "ref"), steps=4, chunks=3, sessions=2, bulk=50)
+    assert sorted(figures) == [
+        "ref_append_events_per_s",
+        "ref_checkpoint_p99_ms_16",
+        "ref_checkpoints_per_s_1",
+        "ref_checkpoints_per_s_16",
+    ]
+    assert all(value > 0 for value in figures.values())

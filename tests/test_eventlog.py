@@ -116,7 +116,7 @@ def stream(session: Session, step: int, chunks: int) -> None:
 async def test_inspect_builds_no_delta_until_one_is_read(tmp_path: Path) -> None:
     """A stream cut by a crash in its second step: inspect returns the log and its closers
     building only the last run (the closers reuse the last event's time); reading the others
-    gives exactly the written events; resume builds everything."""
+    gives exactly the written events."""
     runtime = Runtime()
     backend = JsonlPersistence(tmp_path)
     runtime.install(backend)
@@ -147,7 +147,36 @@ async def test_inspect_builds_no_delta_until_one_is_read(tmp_path: Path) -> None
     resumed.install(cold)
     live = await resumed.sessions.resume("s")
     assert live.events[: len(written)] == written
-    assert type(live.events) is tuple
+    assert isinstance(live.events, EventLog)
+    await cold.aclose()
+
+
+async def test_a_resumed_session_keeps_its_runs_unbuilt(tmp_path: Path) -> None:
+    """Resume (load, repair, publish live, bind the writer) reads no delta: a new process
+    resumes a long streamed answer at the cost of parsing it."""
+    runtime = Runtime()
+    backend = JsonlPersistence(tmp_path)
+    runtime.install(backend)
+    session = runtime.sessions.create("s")
+    session.append("turn/start", {"turn": 1})
+    stream(session, 1, 200)
+    session.append("step/end", {"turn": 1, "step": 1})  # the log does not end in the run
+    await runtime.sessions.flush(session)
+    await backend.aclose()
+
+    resumed = Runtime()
+    cold = JsonlPersistence(tmp_path)
+    resumed.install(cold)
+    live = await resumed.sessions.resume("s")
+    runs = [p for p in live.events.parts if isinstance(p, LazyRun)]
+    assert [len(r) for r in runs] == [200]
+    assert [e.type for e in live.events[202:]] == ["step/end", "turn/end", "session/end-seed"]
+    assert live.events[203].data["reason"] == {"kind": "interrupted"}
+    live.append("turn/start", {"turn": 2})
+    await resumed.sessions.flush(live)
+    assert not runs[0].built  # repaired, bound and appended to without reading a delta
+    assert live.events[2].data["chunk"]["text"] == "t0"
+    assert runs[0].built
     await cold.aclose()
 
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, overload
 from session.events.event import SessionEvent
 from session.json.gcpause import gc_paused
 
-__all__ = ["EventLog", "LazyRun", "iter_parts"]
+__all__ = ["EventLog", "LazyRun", "LiveLog", "iter_parts", "same_events"]
 
 _T = TypeVar("_T")
 
@@ -177,3 +177,80 @@ def iter_parts(events: Iterable[Any]) -> Iterator[Any]:
             yield part
         else:
             yield from part
+
+
+class LiveLog(Sequence[SessionEvent]):
+    """A live session's log: the stored log it was seeded with (kept as it came, runs
+    unbuilt) and the events appended since. Only :meth:`append` changes it; :meth:`view`
+    is an immutable :class:`EventLog` of its current state."""
+
+    __slots__ = ("_seed", "_seed_len", "_tail")
+
+    def __init__(self, seed: Sequence[SessionEvent] = ()) -> None:
+        self._seed: EventLog[SessionEvent] = (
+            seed if isinstance(seed, EventLog) else EventLog([seed])
+        )
+        self._seed_len = len(self._seed)
+        self._tail: list[SessionEvent] = []
+
+    def append(self, event: SessionEvent) -> None:
+        self._tail.append(event)
+
+    def __len__(self) -> int:
+        return self._seed_len + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> SessionEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> EventLog[SessionEvent]: ...
+    def __getitem__(self, index: int | slice) -> SessionEvent | EventLog[SessionEvent]:
+        if isinstance(index, slice):
+            return self.view()[index]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("event index out of range")
+        if index < self._seed_len:
+            return self._seed[index]
+        return self._tail[index - self._seed_len]
+
+    def __iter__(self) -> Iterator[SessionEvent]:
+        yield from self._seed
+        yield from self._tail
+
+    def view(self) -> EventLog[SessionEvent]:
+        """The log as it is now (the seed's parts shared, unbuilt runs included)."""
+        return EventLog([self._seed, self._tail]) if self._tail else self._seed
+
+
+def same_events(
+    a: Sequence[SessionEvent], b: Sequence[SessionEvent], same: Callable[[Any, Any], bool]
+) -> bool:
+    """Whether ``a`` and ``b`` hold equal events in the same order, by ``same`` on each pair,
+    without building a run both share (the same :class:`LazyRun` object is equal to
+    itself)."""
+    if len(a) != len(b):
+        return False
+    left, right = iter_parts(a), iter_parts(b)
+    held: list[Any] = []  # members of a run only one side has, still to compare
+    held_right: list[Any] = []
+    while True:
+        x = held.pop() if held else next(left, None)
+        y = held_right.pop() if held_right else next(right, None)
+        if x is None or y is None:
+            return x is None and y is None
+        if x is y:
+            continue
+        if type(x) is LazyRun or type(y) is LazyRun:
+            if type(x) is LazyRun:
+                held.extend(reversed(x.events()))
+            else:
+                held.append(x)
+            if type(y) is LazyRun:
+                held_right.extend(reversed(y.events()))
+            else:
+                held_right.append(y)
+            continue
+        if not same(x, y):
+            return False

@@ -16,6 +16,7 @@ from session.errors import (
     SessionReentrancyError,
 )
 from session.events.event import SessionEvent, build_event, is_known_event_type
+from session.events.eventlog import EventLog, LazyRun, LiveLog
 from session.events.header import SessionHeader, now_ms
 from session.events.rules import (
     RULED_TYPES,
@@ -92,8 +93,8 @@ class Session:
         """An empty, detached session. Prefer :meth:`create` or ``SessionStore.create``."""
         self._header = header
         self._clock: Clock = clock or now_ms
-        self._events: list[SessionEvent] = []
-        self._events_view: tuple[SessionEvent, ...] | None = ()
+        self._events = LiveLog()
+        self._events_view: EventLog[SessionEvent] | None = None
         self._surface = Surface()
         self._first_live_seq = 0
         self._derived: list[Any] = []
@@ -141,11 +142,11 @@ class Session:
 
     def _seed(self, log: CheckedLog) -> None:
         """Take ``log`` (and its surface, which this session then changes) as the seed."""
-        events = self._events = list(log.events)  # builds any lazy run
+        events = self._events = LiveLog(log.events)  # runs stay unbuilt until read
         self._events_view = None
         self._surface = log.surface
         self._first_live_seq = len(events)
-        if not events or events[-1].type != END_SEED:
+        if not events or _last_type(log.events) != END_SEED:
             self.append(END_SEED, {})
 
     # --- read side --------------------------------------------------------------------------
@@ -171,11 +172,12 @@ class Session:
         return self._first_live_seq
 
     @property
-    def events(self) -> tuple[SessionEvent, ...]:
-        """An immutable snapshot of the log; the same object until the next append."""
+    def events(self) -> EventLog[SessionEvent]:
+        """An immutable snapshot of the log; the same object until the next append. Runs of
+        packed deltas a load handed over stay unbuilt until one of their events is read."""
         view = self._events_view
         if view is None:
-            view = self._events_view = tuple(self._events)
+            view = self._events_view = self._events.view()
         return view
 
     @property
@@ -342,6 +344,15 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} seq={self.seq}>"
+
+
+def _last_type(events: Sequence[SessionEvent]) -> str | None:
+    """The type of the last event, without building a run that ends the log."""
+    parts = events.parts if isinstance(events, EventLog) else (events,)
+    last = parts[-1] if parts else ()
+    if isinstance(last, LazyRun):
+        return last.type
+    return last[-1].type if last else None
 
 
 def _check_loadable(type: str, data: Any) -> None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from session.errors import (
@@ -257,7 +257,7 @@ class SessionStore:
             )
         events = live.events
         if boundary is None:
-            prefix: tuple[SessionEvent, ...] = events
+            prefix: Sequence[SessionEvent] = events
         else:
             if not is_safe_int(boundary) or boundary < 0:
                 raise SessionForkError(

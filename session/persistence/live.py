@@ -22,6 +22,7 @@ from typing import Any
 
 from session.errors import SessionCollisionError, SessionError
 from session.events.event import SessionEvent
+from session.events.eventlog import same_events
 from session.events.header import SessionHeader
 from session.live.session import Session
 from session.persistence.ledger import Ledger, State
@@ -373,7 +374,8 @@ def _same_prefix(live: Sequence[SessionEvent], stored: Sequence[SessionEvent]) -
     written JSON)."""
     if len(live) < len(stored):
         return False
-    return all(a is b or a.encode() == b.encode() for a, b in zip(live, stored, strict=False))
+    prefix = live[: len(stored)] if len(live) > len(stored) else live
+    return same_events(prefix, stored, lambda a, b: a is b or a.encode() == b.encode())
 
 
 def _check_cwd(id: str, stored: SessionHeader, session: Session) -> None:

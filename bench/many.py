@@ -1,0 +1,48 @@
+"""Many sessions on one event loop: each runs the workload's steps concurrently with the
+others, awaiting its own flush after every step."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench.workload import run_steps
+from session import Runtime
+from session.persistence.coordinator import PersistenceCoordinator
+
+__all__ = ["Many", "many_sessions"]
+
+
+@dataclass(frozen=True, slots=True)
+class Many:
+    """What one many-session run measured."""
+
+    per_second: float
+    """Checkpoints (steps, each ended by its flush) per second, over all sessions."""
+    p50_ms: float
+    p99_ms: float
+    """Latency of one ``await flush(session)``."""
+    busy: float
+    """The event loop thread's CPU time over the wall time (1.0: never idle)."""
+
+
+async def many_sessions(
+    open_stack: Callable[[], tuple[Runtime, PersistenceCoordinator]],
+    sessions: int = 16,
+    steps: int = 50,
+    chunks: int = 20,
+) -> Many:
+    runtime, backend = open_stack()
+    live = [runtime.sessions.create(f"c{i}") for i in range(sessions)]
+    cpu, start = time.thread_time(), time.perf_counter()
+    runs = await asyncio.gather(*(run_steps(runtime, s, steps, chunks) for s in live))
+    elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu
+    await backend.aclose()
+    flushes = sorted(f for _, each in runs for f in each)
+    p99 = flushes[min(len(flushes) - 1, int(0.99 * len(flushes)))]
+    return Many(
+        sessions * steps / elapsed, statistics.median(flushes) * 1000, p99 * 1000, cpu / elapsed
+    )
