@@ -57,7 +57,7 @@ test-fast: $(STAMP)
 demo: $(RUNTIME)
 	@$(BIN)/agent-session demo --crash tool
 
-bench: $(STAMP)
+bench: $(STAMP) $(INTEROP)
 	scripts/with-postgres $(BIN)/python -m bench
 
 clean:

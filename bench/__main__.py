@@ -11,7 +11,6 @@ import platform
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +21,10 @@ import orjson
 
 from bench.listing import ls_10k_sessions
 from bench.many import Many, many_sessions
+from bench.memory import load_peak_rss
 from bench.postgres import DSN_ENV, bare_insert_commit, database_for
+from bench.reference import reference_figures, reference_installed
+from bench.resume import resume_100k
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.rows import encode_batch
@@ -177,63 +179,6 @@ async def empty_flush_us(root: str, rounds: int = 20_000) -> float:
     return statistics.median(times) * 1e6
 
 
-PEAK_CHILD = """
-import asyncio, sys
-from persistence_jsonl import JsonlPersistence
-async def main():
-    backend = JsonlPersistence(sys.argv[1])
-    stored = await backend.inspect("heavy")
-    # This process's own peak (kB): ru_maxrss would include the parent's, inherited across
-    # exec.
-    with open("/proc/self/status") as status:
-        peak = next(line for line in status if line.startswith("VmHWM:"))
-    print(len(stored.events), peak.split()[1])
-asyncio.run(main())
-"""
-
-
-async def load_peak_rss(
-    root: str, target_mb: int = 100, compression: str = "none"
-) -> tuple[float, float]:
-    """(peak RSS MB of a child loading a log of ~100 MB of JSONL, plain or compressed; the
-    JSONL's size in MB)."""
-    runtime, backend = stack(root, compression)
-    session = runtime.sessions.create("heavy")
-    text = "lorem ipsum dolor sit amet " * 150  # a ~4 KB tool output per result
-    session.append("turn/start", {"turn": 1})
-    step = 0
-    path = None
-    plain = counted = 0
-    while True:
-        step += 1
-        append_step(session, step, 20)
-        await runtime.sessions.flush(session)
-        path = path or backend.locate(session.header)
-        for i in range(20):
-            session.append(
-                "user/message",
-                {
-                    "content": [{"type": "text", "text": text}],
-                    "source": {"kind": "user"},
-                    "role": "user",
-                    "id": f"u{step}-{i}",
-                },
-                surface_op="append",
-            )
-        await runtime.sessions.flush(session)
-        plain += sum(len(e.encode()) + 1 for e in session.events[counted:])
-        counted = len(session.events)
-        if plain >= target_mb * 1024 * 1024:
-            break
-    await backend.aclose()
-    size_mb = plain / 1e6  # unpacked lines: a little more than the plain file holds
-    out = subprocess.run(
-        [sys.executable, "-c", PEAK_CHILD, root], capture_output=True, text=True, check=True
-    )
-    _events, rss_kb = out.stdout.split()
-    return int(rss_kb) / 1024, size_mb
-
-
 def sqlite_checkpoints(root: str, steps: int = 200, chunks: int = 20) -> float:
     """The same workload in SQLite: WAL, synchronous=FULL, one transaction per step."""
     os.makedirs(root, exist_ok=True)
@@ -312,6 +257,25 @@ async def collect(runs: int) -> dict[str, list[float]]:
     figures["load_events_per_s"] = [b[1] for b in big]
     figures["load_vs_orjson"] = [b[2] for b in big]
     figures["empty_flush_us"] = await repeat(runs, empty_flush_us)
+    resumes = await repeat(runs, resume_100k)
+    figures["resume_ms_100k"] = [r[0] for r in resumes]
+    figures["resume_vs_orjson"] = [r[1] for r in resumes]
+    if reference_installed():  # the reference in the same run, paired with ours by index
+        reference = await repeat(runs, reference_figures)
+        for key in reference[0]:
+            figures[key] = [r[key] for r in reference]
+        figures["vs_ref_16"] = [
+            m.per_second / r["ref_checkpoints_per_s_16"]
+            for m, r in zip(many, reference, strict=True)
+        ]
+        figures["vs_ref_1"] = [
+            o / r["ref_checkpoints_per_s_1"] for o, r in zip(rate, reference, strict=True)
+        ]
+        figures["vs_ref_append"] = [
+            b[0] / r["ref_append_events_per_s"] for b, r in zip(big, reference, strict=True)
+        ]
+    else:
+        print("(no reference figures: the TypeScript stack is not installed; make interop)")
     peak = await repeat(1, load_peak_rss)
     figures["load_peak_rss_mb"] = [p[0] for p in peak]
     figures["load_log_mb"] = [p[1] for p in peak]
@@ -380,7 +344,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--runs", type=int, default=3, help="measured runs per figure")
+    parser.add_argument(
+        "--scale", action="store_true", help="print the scaling tables instead (minutes)"
+    )
     args = parser.parse_args()
+    if args.scale:
+        from bench.scale import main as scale
+
+        scale()
+        return 0
     figures = asyncio.run(collect(args.runs))
     medians = {k: statistics.median(v) for k, v in figures.items()}
     if args.json:

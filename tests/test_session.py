@@ -464,3 +464,26 @@ def test_events_pickle_and_compare_by_content() -> None:
     reordered = SessionEvent.from_json(dict(reversed(list(event.to_json().items()))))
     assert reordered.encode() != event.encode()  # the written key order is kept...
     assert reordered == event  # ...but equality compares content
+
+
+def test_appended_events_are_out_of_the_cyclic_collectors_view() -> None:
+    """An event and its frozen data hold no reference cycle, so they are untracked: a long
+    log costs the full collections nothing (reference counting still frees them)."""
+    import gc
+    import platform
+
+    session = Session.create("s")
+    event = session.append("turn/start", {"turn": 1, "nested": {"list": [1, {"x": "y"}]}})
+    tracked = [
+        gc.is_tracked(value)
+        for value in (
+            event,
+            event.__dict__,
+            event.data,
+            event.data["nested"],
+            event.data["nested"]["list"],
+            event.data["nested"]["list"][1],
+        )
+    ]
+    assert tracked == [platform.python_implementation() != "CPython"] * 6
+    assert event.data == {"turn": 1, "nested": {"list": [1, {"x": "y"}]}}

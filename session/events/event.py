@@ -40,6 +40,7 @@ from session.events.types import (
 )
 from session.events.wire import WireModel
 from session.json.codec import decode_json, encode_json
+from session.json.gcpause import untrack as _untrack
 from session.json.lossless import JsonValue, is_safe_int, snapshot
 
 __all__ = [
@@ -277,6 +278,8 @@ def build_event(
     # Only the instance dict is set: the key order lives there too, which pydantic's normal
     # attribute lookup finds before its private-attribute machinery (a 3x cheaper build).
     _set(event, "__dict__", fields)
+    _untrack(fields)  # an event holds frozen JSON and scalars: never part of a cycle
+    _untrack(event)
     return event
 
 

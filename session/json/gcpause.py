@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["gc_paused"]
+__all__ = ["gc_paused", "untrack"]
 
 _lock = threading.Lock()
 _holders = 0
@@ -42,3 +42,23 @@ def gc_paused() -> Iterator[None]:
             _holders -= 1
             if _holders == 0 and _was_enabled:
                 gc.enable()
+
+
+def _untracker() -> Callable[[object], None]:
+    """CPython's ``PyObject_GC_UnTrack``, or a no-op where there is none."""
+    import ctypes
+    import platform
+
+    if platform.python_implementation() != "CPython":
+        return lambda _: None
+    function = ctypes.pythonapi.PyObject_GC_UnTrack
+    function.argtypes = [ctypes.py_object]
+    function.restype = None
+    return function
+
+
+untrack: Callable[[object], None] = _untracker()
+"""Take an object out of the cyclic collector's view (reference counting still frees it).
+Only for objects that can never be part of a reference cycle: the frozen JSON values of
+events and the events themselves, which hold nothing else. A long log's events then cost
+the full collections nothing; without this they are a third of an append."""

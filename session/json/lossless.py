@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn, TypeAlias, TypeGuard
 
 from session.errors import JsonValueError
+from session.json.gcpause import untrack as _untrack
 
 __all__ = [
     "MAX_SAFE_INTEGER",
@@ -276,7 +277,9 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
                 out[key] = child
             else:
                 out[key] = _fast(child, depth + 1, js_numbers)
-        return FrozenDict(out)
+        frozen = FrozenDict(out)
+        _untrack(frozen)
+        return frozen
     if kind is str:
         if value.isascii():
             return value
@@ -302,7 +305,9 @@ def _fast(value: Any, depth: int, js_numbers: bool) -> Any:
                 append(child)
             else:
                 append(_fast(child, depth + 1, js_numbers))
-        return FrozenList(items)
+        frozen_list = FrozenList(items)
+        _untrack(frozen_list)
+        return frozen_list
     if kind is int:
         if _MIN_SAFE <= value <= MAX_SAFE_INTEGER:
             return value
