@@ -9,6 +9,8 @@ import asyncio
 import functools
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -39,9 +41,32 @@ def _stack(root: str) -> tuple[Runtime, JsonlPersistence]:
     return runtime, backend
 
 
+IDLE_CHILD = """
+import asyncio, sys
+from bench.scale import idle_sessions
+print(asyncio.run(idle_sessions(sys.argv[1], int(sys.argv[2]))))
+"""
+
+
 async def idle_rss_per_session(root: str, count: int = 1000) -> float:
-    """Bytes of RSS per live session that ran one short turn and is idle."""
+    """Bytes of RSS per live session that ran one short turn and is idle, measured in a
+    fresh process (this one's freed memory would be reused)."""
+    done = subprocess.run(
+        [sys.executable, "-c", IDLE_CHILD, root, str(count)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    return float(done.stdout.strip())
+
+
+async def idle_sessions(root: str, count: int) -> float:
+    """In this process: RSS growth per session over ``count`` idle live sessions."""
     runtime, backend = _stack(root)
+    warm = runtime.sessions.create("warm-up")
+    warm.append("turn/start", {"turn": 1})
+    await runtime.sessions.flush(warm)
     before = _rss_bytes()
     for index in range(count):
         session = runtime.sessions.create(f"idle{index}")
@@ -121,6 +146,7 @@ async def scale() -> list[str]:
     lines += ["", f"RSS per idle live session (1,000 sessions): {idle / 1024:.1f} KiB", ""]
     lines += ["| events in the log | cold load ms | µs per append after it |", "|---|---|---|"]
     loads = []
+    await _fresh(functools.partial(grown_log, events=SIZES[0]))  # warm-up: imports, caches
     for size in SIZES:
         load, append = await _fresh(functools.partial(grown_log, events=size))
         loads.append((size, load))

@@ -101,3 +101,12 @@ async def test_the_resume_and_reference_figures_run_on_a_tiny_workload(tmp_path:
         "ref_checkpoints_per_s_16",
     ]
     assert all(value > 0 for value in figures.values())
+
+
+async def test_the_scale_figures_run_on_a_tiny_workload(tmp_path: Path) -> None:
+    from bench.scale import grown_log, idle_rss_per_session
+
+    assert await idle_rss_per_session(str(tmp_path / "idle"), count=200) > 0
+    load_ms, append_us = await grown_log(str(tmp_path / "grown"), events=100)
+    assert load_ms > 0
+    assert append_us > 0
