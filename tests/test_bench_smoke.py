@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.__main__ import (
     backend_big_step,
     big_step,
@@ -89,10 +91,14 @@ def test_append_step_shape() -> None:
     ]
 
 
-async def test_the_resume_and_reference_figures_run_on_a_tiny_workload(tmp_path: Path) -> None:
+async def test_the_resume_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
     resume_ms, vs_parse = await resume_100k(str(tmp_path / "r"), events=200)
     assert resume_ms > 0
     assert vs_parse > 0
+
+
+@pytest.mark.process
+def test_the_reference_figures_run_on_a_tiny_workload(tmp_path: Path) -> None:
     figures = reference_figures(str(tmp_path / "ref"), steps=4, chunks=3, sessions=2, bulk=50)
     assert sorted(figures) == [
         "ref_append_events_per_s",
