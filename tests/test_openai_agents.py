@@ -383,3 +383,50 @@ async def test_a_tool_body_never_runs_when_its_call_cannot_be_made_durable() -> 
         assert bodies == []  # the body never ran: its call was not on disk
         backend.fail_from = None
         await session.aclose()
+
+
+@pytest.mark.parametrize("with_hooks", [False, True], ids=["session", "hooks"])
+async def test_a_response_with_reasoning_and_a_hosted_call_is_one_step(
+    tmp_path: Path, with_hooks: bool
+) -> None:
+    from openai.types.responses import ResponseFunctionWebSearch, ResponseReasoningItem
+    from openai.types.responses.response_reasoning_item import Summary
+
+    def model() -> ScriptedModel:
+        reasoning = ResponseReasoningItem(
+            id="rs_1",
+            type="reasoning",
+            encrypted_content="gAAAA-opaque==",
+            summary=[Summary(text="look it up", type="summary_text")],
+        )
+        search = ResponseFunctionWebSearch(
+            id="ws_1",
+            type="web_search_call",
+            status="completed",
+            action={"type": "search", "query": "weather"},
+        )
+        first = [reasoning, search, assistant_message("Mailing.", item_id="m1")]
+        first.append(function_call("send_email", {"to": "a@b.c"}, call_id="c1"))
+        return ScriptedModel([first, [assistant_message("Done.", item_id="m2")]])
+
+    baseline = SQLiteSession("baseline")
+    await Runner.run(mailer(model(), []), "go", session=baseline)
+    async with await EventLogSession.open(tmp_path, "s") as session:
+        hooks = DurableRunHooks(session) if with_hooks else None
+        await Runner.run(mailer(model(), []), "go", session=session, hooks=hooks)
+        assert await session.get_items() == await baseline.get_items()
+    assert await stored_types(str(tmp_path), "s") == [
+        "turn/start",
+        "step/start",
+        "user/message",
+        "assistant/message",
+        "openai-agents/item",
+        "assistant/message",  # one response
+        "tool/call",
+        "tool/result",
+        "step/end",
+        "step/start",
+        "assistant/message",
+        "step/end",
+        "turn/end",
+    ]

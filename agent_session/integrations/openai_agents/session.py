@@ -285,6 +285,7 @@ class EventLogSession:
                 )
         pending = [] if from_hooks else self._pending
         group: list[dict[str, Any]] = []
+        responding = False  # only kept items since the last response: it may go on
         for item in batch:
             if item in pending:
                 pending.remove(item)  # written by the hooks before the SDK saved it
@@ -299,17 +300,19 @@ class EventLogSession:
                     if key is not None and key != FAKE_ID:
                         seen.add(key)
                 continue
-            self._response(session, group)
+            responding = self._response(session, group, responding)
             group = []
             if kind == "user":
                 self._user(session, item)
+                responding = False
             elif kind == "output":
                 if item["call_id"] not in answered:
                     self._result(session, item)
                     answered.add(item["call_id"])
+                responding = False
             else:
                 session.append(FRAMEWORK_ITEM, {"item": item})
-        self._response(session, group)
+        self._response(session, group, responding)
         if not from_hooks and batch and item_kind(batch[-1]) == "model":
             self._end_if_final(session, batch[-1])
 
@@ -322,12 +325,16 @@ class EventLogSession:
             next_step(session, turn, new=False)
         session.append(USER_MESSAGE, user_data(item), surface_op="append")
 
-    def _response(self, session: Session, group: list[dict[str, Any]]) -> None:
+    def _response(self, session: Session, group: list[dict[str, Any]], responding: bool) -> bool:
+        """Record a model response's items as one ``assistant/message``: in a new step,
+        unless ``responding`` (the same response went on after a kept item such as a hosted
+        tool call). Returns whether a response is now open (or still was)."""
         if not group:
-            return
-        turn = next_step(session, open_turn(session.events))
+            return responding
+        turn = next_step(session, open_turn(session.events), new=not responding)
         data = assistant_data(group, turn.number, turn.last_step, self.model)
         session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=[])
+        return True
 
     def _result(self, session: Session, item: dict[str, Any]) -> None:
         turn = open_turn(session.events)
