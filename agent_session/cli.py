@@ -84,8 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="agent-session",
         description="Run the crash-safe session stack; inspect, verify, recover, export, "
-        "delete and copy the sessions of a store: a directory of JSONL logs, or a SQLite "
-        "database (sqlite:///path.db). Every command takes the store first, or as --store.",
+        "import, delete and copy the sessions of a store: a directory of JSONL logs, a SQLite "
+        "database (sqlite:///path.db) or a PostgreSQL database (postgresql://...). Every "
+        "command takes the store first, or as --store.",
         epilog=_EXITS,
     )
     parser.add_argument("--version", action="version", version=f"agent-session {_version()}")
