@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from persistence_jsonl import JsonlPersistence
 from session import Runtime, Session, SessionEvent
-from session.events.eventlog import EventLog, LazyRun, iter_parts
+from session.events.eventlog import EventLog, LazyRun, LiveLog, iter_parts
 
 
 def flat_events(count: int) -> list[SessionEvent]:
@@ -67,6 +67,19 @@ def test_a_log_reads_like_the_tuple_of_its_events(
     stop = data.draw(st.integers(-35, 35))
     step = data.draw(st.sampled_from([1, 1, 2, -1]))
     assert list(log[start:stop:step]) == list(flat[start:stop:step])
+    window, expected = log[start:stop], flat[start:stop]
+    assert all(len(part) for part in window.parts)  # never an empty part
+    assert [window[i] for i in range(len(window))] == list(expected)
+    inner = data.draw(st.integers(-10, 10))
+    assert list(window[inner:]) == list(expected[inner:])  # a slice of a slice
+    assert list(log.joined(flat[:3])) == list(flat) + list(flat[:3])
+    live = LiveLog(log)
+    for event in flat[:2]:
+        live.append(event)
+    assert list(live.view()) == list(flat) + list(flat[:2]) == list(live)
+    assert [live[i] for i in range(len(live))] == list(live)
+    assert [live[i] for i in range(-len(live), 0)] == list(live)
+    assert list(live[start:stop]) == (list(flat) + list(flat[:2]))[start:stop]
     assert list(log) == list(flat)
     assert list(log + flat) == list(flat + flat)
     assert list(flat + log) == list(flat + flat)

@@ -131,17 +131,44 @@ class EventLog(Sequence[_T]):
         at = bisect.bisect_right(self._starts, index) - 1
         return self._parts[at][index - self._starts[at]]
 
+    @classmethod
+    def _of(cls, parts: tuple[Sequence[_T], ...], starts: list[int], size: int) -> EventLog[_T]:
+        """A log of non-empty ``parts`` starting at ``starts`` (no copy, no checks)."""
+        log: EventLog[_T] = cls.__new__(cls)
+        log._parts, log._starts, log._len = parts, starts, size
+        return log
+
+    def joined(self, tail: Sequence[_T]) -> EventLog[_T]:
+        """This log followed by ``tail`` (copied), sharing this log's parts: a copy of two
+        arrays, however many parts there are."""
+        if not tail:
+            return self
+        return EventLog._of(
+            (*self._parts, tuple(tail)), [*self._starts, self._len], self._len + len(tail)
+        )
+
     def _slice(self, start: int, stop: int) -> EventLog[_T]:
-        parts: list[Sequence[_T]] = []
-        for part, first in zip(self._parts, self._starts, strict=True):
-            last = first + len(part)
-            if last <= start or first >= stop:
-                continue
-            if start <= first and last <= stop:
-                parts.append(part)  # whole: a run stays unbuilt
-            else:
-                parts.append(tuple(part[max(start - first, 0) : stop - first]))
-        return EventLog(parts)
+        """Whole parts are shared (a run stays unbuilt); only the two edge parts are cut."""
+        if start >= stop:
+            return EventLog()
+        if start == 0 and stop == self._len:
+            return self
+        starts = self._starts
+        first = bisect.bisect_right(starts, start) - 1
+        last = bisect.bisect_right(starts, stop - 1) - 1
+        parts = list(self._parts[first : last + 1])
+        offset = starts[first]
+        if start > offset:
+            parts[0] = tuple(parts[0][start - offset :])
+        end = starts[last] + len(self._parts[last])
+        if stop < end:
+            cut = stop - starts[last] if first != last else stop - offset
+            edge = parts[-1]
+            kept = start - offset if first == last and start > offset else 0
+            parts[-1] = tuple(edge[: cut - kept])
+        bounds = [s - start for s in starts[first : last + 1]]
+        bounds[0] = 0
+        return EventLog._of(tuple(parts), bounds, stop - start)
 
     def __iter__(self) -> Iterator[_T]:
         for part in self._parts:
@@ -221,7 +248,7 @@ class LiveLog(Sequence[SessionEvent]):
 
     def view(self) -> EventLog[SessionEvent]:
         """The log as it is now (the seed's parts shared, unbuilt runs included)."""
-        return EventLog([self._seed, self._tail]) if self._tail else self._seed
+        return self._seed.joined(self._tail)
 
 
 def same_events(
@@ -232,6 +259,10 @@ def same_events(
     itself)."""
     if len(a) != len(b):
         return False
+    parts_a = a.parts if isinstance(a, EventLog) else (a,)
+    parts_b = b.parts if isinstance(b, EventLog) else (b,)
+    if len(parts_a) == len(parts_b) and all(x is y for x, y in zip(parts_a, parts_b, strict=True)):
+        return True  # the same parts: a live log seeded with this stored log, unchanged
     left, right = iter_parts(a), iter_parts(b)
     held: list[Any] = []  # members of a run only one side has, still to compare
     held_right: list[Any] = []
