@@ -105,6 +105,7 @@ async def grown_log(root: str, events: int) -> tuple[float, float]:
 
     runtime, backend = _stack(root)
     live = await runtime.sessions.resume("long")
+    await runtime.sessions.flush(live)  # the resume's own write (its end-seed), done first
     appends = 10_000
     live.append("turn/start", {"turn": 2})
     live.append("step/start", {"turn": 2, "step": 1})
