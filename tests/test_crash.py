@@ -29,15 +29,6 @@ pytestmark = pytest.mark.process
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The store the child writes: a JSONL directory, a SQLite database, or a PostgreSQL
-    database of the test server."""
-    if request.param == "postgres":
-        return fresh_database()
-    return str(tmp_path) if request.param == "jsonl" else f"sqlite:///{tmp_path}/sessions.db"
-
-
 def run_child(root: str, mode: str, *extra: str) -> list[tuple[int, str]]:
     """Run the crash child to its death; return its durable reports."""
     result = subprocess.run(

@@ -21,14 +21,6 @@ from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSe
 from agent_session.stores import parse_store
 from recovery import TOOL_OUTCOME_UNKNOWN
 from session import SessionDataError, SessionEventError
-from tests.backends import fresh_database
-
-
-@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        return fresh_database()
-    return str(tmp_path / "s") if request.param == "jsonl" else f"sqlite:///{tmp_path}/s.db"
 
 
 def script() -> ScriptedModel:

@@ -24,18 +24,10 @@ from pydantic import TypeAdapter
 from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSession
 from agent_session.stores import parse_store
 from recovery import TOOL_OUTCOME_UNKNOWN, TOOL_OUTCOME_UNKNOWN_TEXT
-from tests.backends import fresh_database
 
 pytestmark = pytest.mark.process
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        return fresh_database()
-    return str(tmp_path / "s") if request.param == "jsonl" else f"sqlite:///{tmp_path}/s.db"
 
 
 def run_child(store: str, body_log: Path, *flags: str) -> subprocess.CompletedProcess[str]:
