@@ -25,16 +25,18 @@ class Entry:
     seq: int
 
 
-def history(session: Session) -> list[Entry]:
+def history(session: Session, since: int | None = None) -> list[Entry]:
     """The SDK items of ``session`` in order: the items of each surface event in surface
     order, and the kept ``openai-agents/item`` events not forgotten since, each where it was
     added. A surface event that replaced others takes the place of the first one it replaced
-    (so ``pop_item``'s replacement stays where the popped message was)."""
+    (so ``pop_item``'s replacement stays where the popped message was). With ``since``, only
+    the items of events after that seq (the scan starts there)."""
     events = session.events
+    after = -1 if since is None else since
     anchor: dict[int, int] = {}
     kept: list[SessionEvent] = []
     forgotten: set[int] = set()
-    for event in iter_parts(events):
+    for event in iter_parts(events[after + 1 :] if after >= 0 else events):
         if type(event) is LazyRun:
             continue  # packed chunk deltas: never an item
         op = event.surface_op
@@ -47,6 +49,8 @@ def history(session: Session) -> list[Entry]:
             forgotten.update(event.data.get("seqs") or ())
     ordered: list[tuple[int, int, int, dict[str, Any]]] = []
     for seq in session.surface.nodes:
+        if seq <= after:
+            continue
         for index, item in enumerate(items_of(events[seq])):
             ordered.append((anchor[seq], seq, index, item))
     for event in kept:

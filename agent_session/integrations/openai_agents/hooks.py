@@ -61,9 +61,6 @@ class DurableRunHooks(RunHooks[Any]):
         await self.session.model_responded(response.to_input_items())
 
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Any, tool: Tool) -> None:
-        if isinstance(context, ToolContext):
-            await self.session.tool_starting(
-                context.tool_call_id, context.tool_name, context.tool_arguments
-            )
-        else:  # another local tool family: no call to record, but durable before its body
-            await self.session.tool_starting(None, tool.name, "")
+        # another local tool family has no call id: nothing to record, durable all the same
+        call_id = context.tool_call_id if isinstance(context, ToolContext) else None
+        await self.session.tool_starting(call_id)

@@ -46,7 +46,7 @@ from agent_session.integrations.turns import (
 )
 from session.errors import JsonValueError, SessionDataError, SessionEventError
 from session.events.surface import SurfaceReplace
-from session.events.turns import next_turn_number
+from session.events.turns import brackets, next_turn_number
 from session.events.types import (
     ASSISTANT_MESSAGE,
     FRAMEWORK_ITEM,
@@ -221,7 +221,10 @@ class EventLogSession:
                     break
                 tail.insert(0, item)
             if tail:
-                recorded = [entry.item for entry in history(session)]
+                # a tail of user items can only repeat the end of the last turn: an earlier
+                # one ended on a model item
+                since = brackets(session.events).start_index
+                recorded = [entry.item for entry in history(session, since)]
                 overlap = next(
                     k for k in range(len(tail), -1, -1) if k == 0 or recorded[-k:] == tail[:k]
                 )
@@ -240,8 +243,9 @@ class EventLogSession:
             self._write(session, batch, from_hooks=True)
             self._pending.extend(batch)
 
-    async def tool_starting(self, call_id: str | None, name: str, arguments: str) -> None:
-        """Record the ``tool/call`` of a local tool about to run and make the log durable."""
+    async def tool_starting(self, call_id: str | None) -> None:
+        """Record the ``tool/call`` of the call ``call_id`` (asked for by the running turn's
+        response; ``None`` for a local tool that has no call id) and make the log durable."""
         async with self._lock:
             session = await self.live()
             turn = open_turn(session.events)
@@ -266,7 +270,7 @@ class EventLogSession:
         turn = open_turn(session.events)
         # what a re-add may repeat: the running turn's items (ids repeat across runs: a
         # scripted model's, a provider's placeholder)
-        entries = [e for e in history(session) if turn is not None and e.seq > turn.start]
+        entries = history(session, turn.start) if turn is not None else []
         calls = {e.item["call_id"] for e in entries if e.item.get("type") == "function_call"}
         ids = {e.item.get("id") for e in entries if item_kind(e.item) == "model"} - {FAKE_ID}
         answered = {
