@@ -233,7 +233,8 @@ async def export(args: argparse.Namespace) -> int:
             "in-memory repair (run `agent-session recover` to make the repair durable)",
             file=sys.stderr,
         )
-    messages = Session.create(args.id, seed=inspected.events).derive_messages()
+    seeded = Session.create(args.id, seed=inspected.events)  # validated once, for every format
+    messages = seeded.derive_messages()
     headers = [e for e in inspected.events if e.type == REQUEST_HEADER]
     system = headers[-1].data["header"].get("system") if headers else None
     try:
@@ -246,9 +247,7 @@ async def export(args: argparse.Namespace) -> int:
     elif args.format == "anthropic":
         document = to_anthropic(messages, system)
     else:
-        document = json.loads(
-            _pydantic_ai().export_messages(Session.create(args.id, seed=inspected.events))
-        )
+        document = json.loads(_pydantic_ai().export_messages(seeded))
     if args.json:
         print(json_line(document))
     else:
