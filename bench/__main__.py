@@ -22,33 +22,15 @@ import orjson
 from bench.listing import ls_10k_sessions
 from bench.many import Many, many_sessions
 from bench.memory import load_peak_rss
-from bench.postgres import DSN_ENV, bare_insert_commit, database_for
+from bench.postgres import DSN_ENV, bare_insert_commit
 from bench.reference import reference_figures, reference_installed
 from bench.resume import resume_100k
+from bench.stacks import open_backend, stack
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.rows import encode_batch
-from persistence_postgres import PostgresPersistence
-from persistence_sqlite import SqlitePersistence
-from session import Runtime, Session
+from session import Session
 from session.persistence.coordinator import PersistenceCoordinator
-
-
-def open_backend(root: str, compression: str = "none") -> PersistenceCoordinator:
-    """The backend of a figure: JSONL logs (``none``/``zstd``), ``sqlite`` (our SQLite
-    backend, ``<root>/sessions.db``) or ``postgres`` (a database of the test server)."""
-    if compression == "sqlite":
-        return SqlitePersistence(os.path.join(root, "sessions.db"))
-    if compression == "postgres":
-        return PostgresPersistence(database_for(root))
-    return JsonlPersistence(root, new_session_compression=compression)
-
-
-def stack(root: str, compression: str = "none") -> tuple[Runtime, PersistenceCoordinator]:
-    runtime = Runtime()
-    backend = open_backend(root, compression)
-    runtime.install(backend)
-    return runtime, backend
 
 
 async def step_checkpoints(

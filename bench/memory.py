@@ -5,9 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from bench.stacks import stack
 from bench.workload import append_step
-from persistence_jsonl import JsonlPersistence
-from session import Runtime
 
 __all__ = ["load_peak_rss"]
 
@@ -31,9 +30,7 @@ async def load_peak_rss(
 ) -> tuple[float, float]:
     """(peak RSS MB of a child loading a log of ~100 MB of JSONL, plain or compressed; the
     JSONL's size in MB)."""
-    runtime = Runtime()
-    backend = JsonlPersistence(root, new_session_compression=compression)
-    runtime.install(backend)
+    runtime, backend = stack(root, compression)
     session = runtime.sessions.create("heavy")
     text = "lorem ipsum dolor sit amet " * 150  # a ~4 KB tool output per result
     session.append("turn/start", {"turn": 1})

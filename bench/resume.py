@@ -9,18 +9,15 @@ from typing import Any
 
 import orjson
 
+from bench.stacks import stack
 from bench.workload import append_step
-from persistence_jsonl import JsonlPersistence
-from session import Runtime
 
 __all__ = ["resume_100k"]
 
 
 async def resume_100k(root: str, events: int = 100_000) -> tuple[float, float]:
     """(resume ms, resume / orjson parse of the log's lines)."""
-    runtime = Runtime()
-    backend = JsonlPersistence(root)
-    runtime.install(backend)
+    runtime, backend = stack(root)
     session = runtime.sessions.create("crashed")
     session.append("turn/start", {"turn": 1})
     append_step(session, 1, events - 7)
@@ -45,9 +42,7 @@ async def resume_100k(root: str, events: int = 100_000) -> tuple[float, float]:
     assert session.seq == events
     await backend.aclose()
 
-    fresh = Runtime()
-    backend = JsonlPersistence(root)
-    fresh.install(backend)
+    fresh, backend = stack(root)
     start = time.perf_counter()
     resumed = await fresh.sessions.resume("crashed")
     seconds = time.perf_counter() - start

@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench.many import Many, many_sessions
+from bench.stacks import stack
 from bench.workload import append_step, chunk
 from persistence_jsonl import JsonlPersistence
-from session import Runtime
 
 __all__ = ["SESSIONS", "SIZES", "scale"]
 
@@ -32,13 +32,6 @@ STEP_CHUNKS = 20
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _stack(root: str) -> tuple[Runtime, JsonlPersistence]:
-    runtime = Runtime()
-    backend = JsonlPersistence(root)
-    runtime.install(backend)
-    return runtime, backend
 
 
 IDLE_CHILD = """
@@ -63,7 +56,7 @@ async def idle_rss_per_session(root: str, count: int = 1000) -> float:
 
 async def idle_sessions(root: str, count: int) -> float:
     """In this process: RSS growth per session over ``count`` idle live sessions."""
-    runtime, backend = _stack(root)
+    runtime, backend = stack(root)
     warm = runtime.sessions.create("warm-up")
     warm.append("turn/start", {"turn": 1})
     await runtime.sessions.flush(warm)
@@ -82,7 +75,7 @@ async def idle_sessions(root: str, count: int) -> float:
 async def grown_log(root: str, events: int) -> tuple[float, float]:
     """(cold load ms, µs per appended chunk, appends and their flush, after the log reached
     ``events``) for a session of whole steps."""
-    runtime, backend = _stack(root)
+    runtime, backend = stack(root)
     session = runtime.sessions.create("long")
     session.append("turn/start", {"turn": 1})
     step = 0
@@ -103,7 +96,7 @@ async def grown_log(root: str, events: int) -> tuple[float, float]:
     assert len(inspected.events) >= written
     await cold.aclose()
 
-    runtime, backend = _stack(root)
+    runtime, backend = stack(root)
     live = await runtime.sessions.resume("long")
     await runtime.sessions.flush(live)  # the resume's own write (its end-seed), done first
     appends = 10_000
@@ -119,7 +112,7 @@ async def grown_log(root: str, events: int) -> tuple[float, float]:
 
 
 async def _many(root: str, *, sessions: int, steps: int) -> Many:
-    return await many_sessions(lambda: _stack(root), sessions, steps, STEP_CHUNKS)
+    return await many_sessions(lambda: stack(root), sessions, steps, STEP_CHUNKS)
 
 
 async def _fresh(measure: Callable[[str], Awaitable[Any]]) -> Any:

@@ -1,0 +1,31 @@
+"""The stack every figure runs on: a session runtime with one backend installed."""
+
+from __future__ import annotations
+
+import os
+
+from bench.postgres import database_for
+from persistence_jsonl import JsonlPersistence
+from persistence_postgres import PostgresPersistence
+from persistence_sqlite import SqlitePersistence
+from session import Runtime
+from session.persistence.coordinator import PersistenceCoordinator
+
+__all__ = ["open_backend", "stack"]
+
+
+def open_backend(root: str, compression: str = "none") -> PersistenceCoordinator:
+    """The backend of a figure: JSONL logs (``none``/``zstd``), ``sqlite`` (our SQLite
+    backend, ``<root>/sessions.db``) or ``postgres`` (a database of the test server)."""
+    if compression == "sqlite":
+        return SqlitePersistence(os.path.join(root, "sessions.db"))
+    if compression == "postgres":
+        return PostgresPersistence(database_for(root))
+    return JsonlPersistence(root, new_session_compression=compression)
+
+
+def stack(root: str, compression: str = "none") -> tuple[Runtime, PersistenceCoordinator]:
+    runtime = Runtime()
+    backend = open_backend(root, compression)
+    runtime.install(backend)
+    return runtime, backend
