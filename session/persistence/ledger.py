@@ -29,9 +29,10 @@ from session.events.eventlog import EventLog, LazyRun, iter_parts
 from session.events.header import SessionHeader, version_problem
 from session.events.rules import CheckedLog, validate_log
 from session.persistence.api import StoredLog, StoredSession
+from session.persistence.keyed_locks import KeyedLocks
 from session.persistence.storage import Storage
 
-__all__ = ["Inspection", "KeyedLocks", "Ledger", "Repair", "State"]
+__all__ = ["Inspection", "Ledger", "Repair", "State"]
 
 Repair = Callable[[Sequence[SessionEvent]], list[SessionEvent]]
 """Computes the closers of an interrupted log (``recovery.closers``); ``[]`` when balanced."""
@@ -94,43 +95,6 @@ class Inspection:
         if [e.encode() for e in closers] != [e.encode() for e in self.closers]:
             closed = validate_log(closers, after=self.checked)
         return Inspection(self.header, closed, (), closed, revision, None, None)
-
-
-class KeyedLocks:
-    """One FIFO lock per id; a failure never poisons it; idle entries are dropped."""
-
-    def __init__(self) -> None:
-        # id -> (lock, [holders and waiters]); the entry is dropped when the count is 0
-        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, id: str) -> AsyncIterator[None]:
-        """Hold ``id``'s lock, in the order the holders asked."""
-        lock, users = self._locks.setdefault(id, (asyncio.Lock(), [0]))
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0 and self._locks.get(id, (None,))[0] is lock:
-                del self._locks[id]
-
-    @property
-    def busy(self) -> bool:
-        """Whether anyone holds or waits for any id."""
-        return bool(self._locks)
-
-    def held(self, id: str) -> bool:
-        """Whether anyone holds or waits for ``id``."""
-        return id in self._locks
-
-    async def drain(self) -> None:
-        """Wait until every id is idle."""
-        while self._locks:
-            id = next(iter(self._locks))
-            async with self.hold(id):
-                pass
 
 
 class Ledger:
