@@ -11,13 +11,15 @@ instance; committed bytes are never rewritten (repair only cuts a torn tail and 
 closers). Files are created 0600, directories 0700.
 
 Where the I/O runs (said here once): in a worker thread, so fsyncs of different sessions
-overlap and the event loop keeps running, with one exception. While exactly one session is
-live (``sole_writer``), a flush barrier (a checkpoint) that appends to its already created log
-writes and fsyncs on the event-loop thread: a thread round trip costs about as much as a fast
-fsync, and the agent is waiting for that checkpoint anyway. Background (batching-window) writes
-stay in the worker thread. Inline checkpoints stop as soon as the latest write-and-fsync took
-longer than ``inline_fsync_budget_ms`` (a slow disk) and resume when one is fast again, so a
-slow disk blocks the loop at most once; ``0`` keeps all I/O off the loop.
+overlap and the event loop keeps running (a checkpoint's write goes straight to one of the
+storage's own I/O threads, ``start_append``, with no task), with one exception. While
+exactly one session is live (``sole_writer``), a flush barrier (a checkpoint) that appends
+to its already created log writes and fsyncs on the event-loop thread: a thread round trip
+costs about as much as a fast fsync, and the agent is waiting for that checkpoint anyway.
+Background (batching-window) writes stay in the worker thread. Inline checkpoints stop as
+soon as the latest write-and-fsync took longer than ``inline_fsync_budget_ms`` (a slow disk)
+and resume when one is fast again, so a slow disk blocks the loop at most once; ``0`` keeps
+all I/O off the loop.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from persistence_jsonl.durable import (
     RollbackFailed,
@@ -55,7 +58,11 @@ from session.events.header import header_line
 from session.json.lossless import is_safe_int
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 
-__all__ = ["JsonlStorage"]
+__all__ = ["IO_THREADS", "JsonlStorage"]
+
+IO_THREADS = 32
+"""Most checkpoint writes of one storage in flight at once: their fsyncs overlap (the
+filesystem commits them in one journal transaction where it can)."""
 
 
 def _collision(id: str) -> SessionCollisionError:
@@ -123,6 +130,7 @@ class JsonlStorage:
         self._fds: dict[str, tuple[int, str]] = {}  # id -> (append descriptor, its path)
         self._encoders: dict[str, BatchEncoder] = {}
         self._append_ms = 0.0  # how long the latest write-and-fsync took; 0 = not measured
+        self._io: ThreadPoolExecutor | None = None  # checkpoints' writes (start_append)
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -271,6 +279,17 @@ class JsonlStorage:
         self._append(header, self._encode(header.id, events))
         return True
 
+    def start_append(
+        self, header: SessionHeader, events: Sequence[SessionEvent]
+    ) -> asyncio.Future[None]:
+        """Encode the batch here and hand its write and fsync to an I/O thread of this
+        storage's own (up to :data:`IO_THREADS`, so many sessions' fsyncs overlap)."""
+        self._refuse_if_poisoned(header.id)
+        data = self._encode(header.id, events)
+        if self._io is None:
+            self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="session-jsonl")
+        return asyncio.get_running_loop().run_in_executor(self._io, self._append, header, data)
+
     def prepare(self, id: str, event: SessionEvent) -> None:
         """Encode a live session's event as it is committed (the checkpoint then only joins
         lines and packs runs)."""
@@ -285,6 +304,9 @@ class JsonlStorage:
         await asyncio.to_thread(self._commit_repair, header, cut_at, list(closers))
 
     async def close(self) -> None:
+        if self._io is not None:  # idle by now: the coordinator drained every id
+            self._io.shutdown(wait=False)
+            self._io = None
         self._encoders.clear()
         for id in {**dict.fromkeys(self._locks.ids()), **dict.fromkeys(self._fds)}:
             await self.release(id)

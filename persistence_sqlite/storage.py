@@ -260,6 +260,11 @@ class SqliteStorage:
     ) -> bool:
         return False  # every SQLite call stays off the event loop
 
+    def start_append(
+        self, header: SessionHeader, events: Sequence[SessionEvent]
+    ) -> asyncio.Future[None] | None:
+        return None
+
     def prepare(self, id: str, event: SessionEvent) -> None:
         return None
 

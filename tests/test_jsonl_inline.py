@@ -6,6 +6,7 @@ The seam records which thread made each ``fsync``; faults are injected through i
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import threading
@@ -89,6 +90,28 @@ async def test_several_live_sessions_write_from_worker_threads(tmp_path: Path) -
     await checkpoints(runtime, first, range(4, 6))  # alone again: inline again
     assert ops.fsync_threads == [threading.get_ident()] * 2
     await backend.aclose()
+
+
+async def test_with_several_live_sessions_a_checkpoint_is_handed_to_the_storage_io_threads(
+    tmp_path: Path,
+) -> None:
+    """The hand-off (``start_append``, no drain task) runs on the storage's own threads; the
+    drain task's path would run on the loop's default executor."""
+    ops = ThreadLog()
+    runtime, backend = stack(tmp_path, ops)
+    first, second = runtime.sessions.create("a"), runtime.sessions.create("b")
+    await checkpoints(runtime, first, range(1, 2))  # both logs exist from here on
+    await checkpoints(runtime, second, range(1, 2))
+    closed_turn(first, 2)
+    closed_turn(second, 2)
+    await asyncio.gather(runtime.sessions.flush(first), runtime.sessions.flush(second))
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    checkpoint_threads = [names.get(t, "") for t in ops.fsync_threads[-2:]]
+    assert all(name.startswith("session-jsonl") for name in checkpoint_threads)
+    await backend.aclose()
+    for session in (first, second):
+        reread = await JsonlPersistence(tmp_path).read_from(session.id, 0)
+        assert [e.encode() for e in reread] == [e.encode() for e in session.events]
 
 
 async def test_a_zero_budget_keeps_all_io_off_the_loop(tmp_path: Path) -> None:

@@ -355,3 +355,85 @@ async def test_failed_write_now_raises_at_flush_and_keeps_the_batch(clock: Manua
     assert clock.armed == []  # paused, as after a failed barrier
     assert controller.flush() is None  # the retry takes the same batch, in order
     assert now.batches == [[0, 1]]
+
+
+class HandOff:
+    """A ``write_now`` that hands each batch off: a future the test lands or fails."""
+
+    def __init__(self) -> None:
+        self.offered: list[list[int]] = []
+        self.landed: list[list[int]] = []
+        self.writes: list[asyncio.Future[None]] = []
+
+    def __call__(self, batch: list[SessionEvent]) -> asyncio.Future[None]:
+        seqs = [e.seq for e in batch]
+        self.offered.append(seqs)
+        write = asyncio.get_running_loop().create_future()
+        write.add_done_callback(
+            lambda done: None if done.exception() else self.landed.append(seqs)
+        )
+        self.writes.append(write)
+        return write
+
+
+async def test_a_handed_off_write_is_the_barrier_without_a_task(clock: ManualClock) -> None:
+    storage, hand = Storage(), HandOff()
+    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock)
+    for event in events(2):
+        controller.enqueue(event)
+    tasks = asyncio.all_tasks()
+    barrier = controller.flush()
+    assert barrier is not None and not isinstance(barrier, asyncio.Task)
+    assert asyncio.all_tasks() == tasks
+    assert controller.flush() is barrier  # concurrent flushes share it
+    assert controller.has_work and clock.armed == []
+    await settle()
+    assert not barrier.done()
+    hand.writes[0].set_result(None)
+    await barrier
+    assert hand.landed == [[0, 1]] and storage.attempts == []
+    assert not controller.has_work
+
+
+async def test_events_admitted_during_a_hand_off_are_drained_before_its_barrier(
+    clock: ManualClock,
+) -> None:
+    storage, hand = Storage(), HandOff()
+    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock)
+    e0, e1, e2 = events(3)
+    controller.enqueue(e0)
+    barrier = controller.flush()
+    assert barrier is not None
+    controller.enqueue(e1)
+    controller.enqueue(e2)
+    assert clock.armed == []  # the running barrier drains them
+    hand.writes[0].set_result(None)
+    await settle()
+    assert hand.offered == [[0], [1, 2]] and not barrier.done()
+    hand.writes[1].set_result(None)
+    await barrier
+    assert hand.landed == [[0], [1, 2]]
+    assert not controller.has_work
+
+
+async def test_a_failed_hand_off_raises_at_its_barrier_and_keeps_the_batch_in_order(
+    clock: ManualClock,
+) -> None:
+    storage, hand = Storage(), HandOff()
+    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock)
+    e0, e1, e2 = events(3)
+    controller.enqueue(e0)
+    controller.enqueue(e1)
+    barrier = controller.flush()
+    assert barrier is not None
+    controller.enqueue(e2)
+    hand.writes[0].set_exception(OSError("fsync failed"))
+    with pytest.raises(OSError, match="fsync failed"):
+        await barrier
+    assert [e.seq for e in controller.pending] == [0, 1, 2]
+    assert clock.armed == []  # paused, as after a failed barrier
+    retry = controller.flush()
+    assert retry is not None and retry is not barrier
+    hand.writes[1].set_result(None)
+    await retry
+    assert hand.offered[1] == [0, 1, 2] and hand.landed == [[0, 1, 2]]

@@ -9,10 +9,8 @@ it, reuse what that read learned instead of reading and checking the log again.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 

@@ -5,10 +5,10 @@ One :class:`WriteBehindController` per live session buffers its events; a batchi
 creation or resume) adopts what storage already holds for it, refuses an id collision, and
 writes what storage lacks. A disposed session is flushed, then its id released.
 
-Where the I/O runs is the storage's business (``Storage.append_inline``); this module decides
-only whether a checkpoint *may* run inline: when the session is bound, its log exists, nothing
-else holds its id; and it tells the storage whether it is the only live session
-(``sole_writer``).
+Where the I/O runs is the storage's business (``Storage.append_inline``,
+``Storage.start_append``); this module decides only whether a checkpoint *may* skip the task
+of a drain: when the session is bound, its log exists, nothing else holds its id; and it tells
+the storage whether it is the only live session (``sole_writer``).
 """
 
 from __future__ import annotations
@@ -306,10 +306,13 @@ class LiveWriter:
             if fresh:
                 await self._ledger.append(session.id, fresh)
 
-    def _write_inline(self, session: Session, batch: list[SessionEvent]) -> bool:
-        """The barrier's synchronous path: let storage write ``batch`` now if the session is
-        bound and materialized and nothing else holds its id (so no await can interleave);
-        otherwise decline and let :meth:`_write` do it."""
+    def _write_inline(
+        self, session: Session, batch: list[SessionEvent]
+    ) -> bool | asyncio.Future[None]:
+        """The barrier's path without a task: if the session is bound and materialized and
+        nothing else holds its id, let storage write ``batch`` now (``True``) or hand it to its
+        I/O (a future; the id is held until it lands); otherwise decline (``False``) and let
+        :meth:`_write` do it."""
         live = self._live.get(session)
         if live is None or not live.bound or self._closed_by is not None:
             return False
@@ -327,10 +330,27 @@ class LiveWriter:
             return True
         if fresh[0].seq != state.cursor or fresh[-1].seq != state.cursor + len(fresh) - 1:
             return False  # not contiguous: the async path reports it
-        if not self._storage.append_inline(state.header, fresh, sole_writer=len(self._live) == 1):
+        if self._storage.append_inline(state.header, fresh, sole_writer=len(self._live) == 1):
+            self._ledger.appended(id, state, len(fresh))
+            return True
+        locks = self._ledger.locks
+        locks.take(id)  # free (checked above): held until the write lands
+        try:
+            started = self._storage.start_append(state.header, fresh)
+        except BaseException:
+            locks.give(id)
+            raise
+        if started is None:
+            locks.give(id)
             return False
-        self._ledger.appended(id, state, len(fresh))
-        return True
+
+        def landed(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                self._ledger.appended(id, state, len(fresh))
+            locks.give(id)
+
+        started.add_done_callback(landed)  # before the controller's: the ledger is current
+        return started
 
     # --- retirement -------------------------------------------------------------------------
 

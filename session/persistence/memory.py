@@ -8,6 +8,7 @@ their encoded lines, as a file backend would keep them.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -96,6 +97,11 @@ class MemoryStorage:
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
     ) -> bool:
         return False  # appends never leave the event loop anyway
+
+    def start_append(
+        self, header: SessionHeader, events: Sequence[SessionEvent]
+    ) -> asyncio.Future[None] | None:
+        return None
 
     def prepare(self, id: str, event: SessionEvent) -> None:
         return None

@@ -5,14 +5,16 @@ The coordinator owns everything that is the same for every backend: per-id seria
 lazy creation, seq contiguity, collision checks, validation of what was read, repair policy,
 the live write-behind path and teardown. A storage only moves bytes, and states for each
 method what is durable when it returns. The coordinator never runs two writes of one id at
-once: ``append``, ``append_inline``, ``commit_repair``, ``acquire`` and ``release`` of an id
-are serialized (``append_inline`` only runs while nothing else holds the id), and so are the
+once: ``append``, ``append_inline``, ``start_append`` (until its future is done),
+``commit_repair``, ``acquire`` and ``release`` of an id are serialized (``append_inline`` and
+``start_append`` only run while nothing else holds the id), and so are the
 reads a write depends on. :meth:`Storage.prepare` runs on the event loop as events are
 committed; ``list_snapshots``, ``read_raw`` and ``locate`` may run at any time.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -143,6 +145,29 @@ class Storage(Protocol):
 
         Raises:
             As :meth:`append`, with nothing of the batch kept.
+        """
+        ...
+
+    def start_append(
+        self, header: SessionHeader, events: Sequence[SessionEvent]
+    ) -> asyncio.Future[None] | None:
+        """Optionally hand the append of a batch to a materialized log to the storage's I/O
+        at once, sparing a checkpoint the task and coroutines of :meth:`append` (called on
+        the event loop, after :meth:`append_inline` declined).
+
+        Args:
+            header: The session's header.
+            events: The batch, contiguous with what is stored. The coordinator holds the id
+                until the returned future is done.
+
+        Returns:
+            A future of the running loop that resolves once the batch is durable, or raises
+            as :meth:`append` does with nothing of the batch kept; ``None`` to decline at
+            once with nothing written (the coordinator then calls :meth:`append`).
+
+        Raises:
+            As :meth:`append`, with nothing of the batch kept, for what it checks before the
+            hand-off.
         """
         ...
 

@@ -58,10 +58,12 @@ class LoopScheduler:
 Writer = Callable[[list[SessionEvent]], Awaitable[None]]
 """Durably writes one contiguous batch; raises on failure (nothing of the batch is kept)."""
 
-WriterNow = Callable[[list[SessionEvent]], bool]
-"""Durably writes one contiguous batch before returning ``True``, or declines at once with
-``False`` (nothing written; the batch then goes through the :data:`Writer`). Raises on failure
-with nothing of the batch kept."""
+WriterNow = Callable[[list[SessionEvent]], "bool | asyncio.Future[None]"]
+"""Writes one contiguous batch at once, without a task: ``True`` once it is durable; or a
+future of the running loop, when the write was handed to an I/O thread, that resolves once it
+is durable (or raises, with nothing of the batch kept); or declines at once with ``False``
+(nothing written; the batch then goes through the :data:`Writer`). Raises on failure with
+nothing of the batch kept."""
 
 
 class WriteBehindController:
@@ -69,7 +71,9 @@ class WriteBehindController:
 
     ``label`` names the session in the single log line a failed background write produces.
     ``write_now``, when given, is tried first by :meth:`flush` while no background write is in
-    flight: a barrier it completes costs no task and no event-loop round trip.
+    flight: a barrier it completes costs no task and no event-loop round trip, and one it hands
+    to an I/O thread costs no task (the barrier is the hand-off's future, followed by a drain
+    of what was admitted meanwhile).
     """
 
     def __init__(
@@ -136,12 +140,48 @@ class WriteBehindController:
             except BaseException:
                 self._retain(batch)
                 raise
-            if written:
+            if written is True:
                 return None
+            if written is not False:
+                return self._follow(written, batch)
             self._pending = batch + self._pending
         barrier = self._barrier = asyncio.ensure_future(self._drain())
         barrier.add_done_callback(self._barrier_done)
         return barrier
+
+    def _follow(
+        self, write: asyncio.Future[None], batch: list[SessionEvent]
+    ) -> asyncio.Future[None]:
+        """The barrier of a handed-off write of ``batch``: it is in flight until it lands."""
+        barrier = self._barrier = write.get_loop().create_future()
+        self._active = write
+        write.add_done_callback(lambda done: self._landed(done, batch, barrier))
+        return barrier
+
+    def _landed(
+        self, done: asyncio.Future[None], batch: list[SessionEvent], barrier: asyncio.Future[None]
+    ) -> None:
+        """A handed-off write ended: settle its barrier, after draining what was admitted
+        meanwhile (a failed write keeps its batch, as a drain's does)."""
+        self._active = None
+        error = asyncio.CancelledError() if done.cancelled() else done.exception()
+        if error is None and self._pending:
+            self._barrier = None
+            try:
+                following = self.flush()
+            except BaseException as e:
+                barrier.set_exception(e)
+                return
+            if following is not None:
+                following.add_done_callback(lambda after: _settle(barrier, after))
+                return
+        elif error is not None:
+            self._retain(batch)
+            barrier.set_exception(error)
+            self._barrier_done(barrier)
+            return
+        barrier.set_result(None)
+        self._barrier_done(barrier)
 
     def cancel_wait(self) -> None:
         """Stop the batching window (a flush is about to drain)."""
@@ -212,3 +252,12 @@ class WriteBehindController:
             return
         if self._barrier is None and self._pending and self._deadline_expired:
             self._start_background()
+
+
+def _settle(barrier: asyncio.Future[None], source: asyncio.Future[None]) -> None:
+    """Give ``barrier`` the outcome of ``source``."""
+    error = asyncio.CancelledError() if source.cancelled() else source.exception()
+    if error is None:
+        barrier.set_result(None)
+    else:
+        barrier.set_exception(error)
