@@ -43,6 +43,12 @@ from persistence_jsonl.layout import parse_header
 from persistence_postgres.lines import Line, batch_lines, scan_rows
 from persistence_postgres.locks import AdvisoryLocks
 from persistence_postgres.schema import check_durability, migrate
+from persistence_postgres.statements import (
+    ROWS_PER_STATEMENT,
+    append_statement,
+    append_values,
+    rows_statement,
+)
 from session import SessionCollisionError, SessionEvent, SessionHeader
 from session.events.header import header_line
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
@@ -56,29 +62,6 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 
 _PAGE = 10_000
 """Rows per keyset page of a load (bounds the driver's buffers, whatever the log's size)."""
-_MOVE = (
-    "WITH moved AS (UPDATE agent_session SET next_seq = %(end)s, revision = revision + 1, "
-    "updated_at = now() WHERE id = %(id)s AND next_seq = %(start)s RETURNING id) "
-)
-_CREATE = (
-    "WITH moved AS (INSERT INTO agent_session "
-    "(id, header, created_at, next_seq, revision, incarnation) "
-    "VALUES (%(id)s, %(header)s, %(created)s, %(end)s, 1, %(incarnation)s) "
-    "ON CONFLICT (id) DO NOTHING RETURNING id) "
-)
-_INSERT = (
-    "INSERT INTO agent_session_event (session_id, seq, n, type, line) "
-    "SELECT moved.id, v.seq, v.n, v.type, v.line FROM moved, (VALUES {rows}) "
-    "AS v(seq, n, type, line)"
-)
-_ROW = "(%(s{i})s::bigint, %(n{i})s::int, %(t{i})s::text, %(l{i})s::text)"
-
-
-def _append_statement(first: str, count: int) -> str:
-    """The one statement of an append: ``first`` (the compare-and-set of ``next_seq``, or
-    the creation of the session row) feeding the insert of ``count`` rows, as a multi-row
-    ``VALUES`` (a third cheaper on the server than unnesting arrays)."""
-    return first + _INSERT.format(rows=", ".join(_ROW.format(i=i) for i in range(count)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,10 +271,9 @@ class PostgresStorage:
         self, db: Connection, header: SessionHeader, lines: list[Line], materialized: bool
     ) -> None:
         start = lines[0].seq
-        end = lines[-1].seq + lines[-1].n
-        values: dict[str, Any] = {"id": header.id, "start": start, "end": end}
-        for i, line in enumerate(lines):
-            values |= {f"s{i}": line.seq, f"n{i}": line.n, f"t{i}": line.type, f"l{i}": line.text}
+        first = lines[:ROWS_PER_STATEMENT]
+        values = append_values(header.id, first)
+        values["end"] = lines[-1].seq + lines[-1].n
         if not materialized:
             values |= {
                 "header": header_line(header).decode(),
@@ -299,9 +281,20 @@ class PostgresStorage:
                 "incarnation": uuid.uuid4(),
             }
         try:
-            failpoint("postgres:append:before-commit")
-            statement = _append_statement(_MOVE if materialized else _CREATE, len(lines))
-            inserted = db.execute(statement.encode(), values).rowcount
+            statement = append_statement(materialized, len(first))
+            if len(lines) == len(first):  # one statement, so one round trip and transaction
+                failpoint("postgres:append:before-commit")
+                inserted = db.execute(statement, values).rowcount
+            else:
+                with db.transaction():
+                    inserted = db.execute(statement, values).rowcount
+                    if inserted != len(first):
+                        raise _moved(header.id, materialized)
+                    for at in range(len(first), len(lines), ROWS_PER_STATEMENT):
+                        more = lines[at : at + ROWS_PER_STATEMENT]
+                        db.execute(rows_statement(len(more)), append_values(header.id, more))
+                        inserted += len(more)
+                    failpoint("postgres:append:before-commit")
         except psycopg.OperationalError as e:  # the acknowledgement may be what was lost
             if not self._reconcile(header.id, start, lines):
                 raise OSError(
@@ -336,6 +329,15 @@ class PostgresStorage:
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
     ) -> bool:
         return False
+
+    def start_append(
+        self, header: SessionHeader, events: Sequence[SessionEvent]
+    ) -> asyncio.Future[None]:
+        """The append's statement, handed straight to a worker thread (no task)."""
+        lines = batch_lines(events)
+        return asyncio.get_running_loop().run_in_executor(
+            self._worker, self._call, lambda db: self._append(db, header, lines, True)
+        )
 
     def prepare(self, id: str, event: SessionEvent) -> None:
         return None

@@ -390,6 +390,23 @@ async def test_case_86_live_session_persists_through_flush(
     assert wire(loaded.events) == wire(session.events)
 
 
+async def test_a_checkpoint_of_tens_of_thousands_of_lines_is_stored_whole(
+    runtime: Runtime, backend: PersistenceCoordinator
+) -> None:
+    """More rows than one database statement may carry (PostgreSQL: 65,535 parameters), in
+    a new session's first batch and in a later one."""
+    session = runtime.sessions.create("huge")
+    for turn in range(1, 3_501):
+        closed_turn(session, turn)  # 21,000 events, none packable
+    await runtime.sessions.flush(session)
+    for turn in range(3_501, 7_001):
+        closed_turn(session, turn)
+    await runtime.sessions.flush(session)
+    loaded = await backend.load("huge")
+    assert len(loaded.events) == 42_000
+    assert [e.encode() for e in loaded.events] == [e.encode() for e in session.events]
+
+
 async def test_case_84_live_open_turn_cannot_be_loaded(
     runtime: Runtime, kit: Kit, backend: PersistenceCoordinator
 ) -> None:
