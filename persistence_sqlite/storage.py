@@ -262,8 +262,12 @@ class SqliteStorage:
 
     def start_append(
         self, header: SessionHeader, events: Sequence[SessionEvent]
-    ) -> asyncio.Future[None] | None:
-        return None
+    ) -> asyncio.Future[None]:
+        """The append's transaction, handed straight to the database's worker (no task)."""
+        rows = [event_values(header.id, event) for event in events]  # refuse before writing
+        return asyncio.get_running_loop().run_in_executor(
+            self._worker, self._call, lambda db: self._append(db, header, rows, True)
+        )
 
     def prepare(self, id: str, event: SessionEvent) -> None:
         return None
