@@ -16,7 +16,14 @@ import psycopg
 
 from session import SessionDurabilityError, SessionFormatUnsupportedError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "check_durability", "migrate"]
+__all__ = [
+    "DURABILITY_QUERY",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "check_durability",
+    "migrate",
+    "refuse_undurable",
+]
 
 MIGRATIONS: Final = (
     # 1: sessions and their lines.
@@ -76,6 +83,10 @@ def migrate(connection: psycopg.Connection[tuple[object, ...]]) -> None:
         )
 
 
+DURABILITY_QUERY: Final = "SELECT current_setting('fsync'), current_setting('synchronous_commit')"
+"""What :func:`check_durability` reads (for a connection of either kind)."""
+
+
 def check_durability(connection: psycopg.Connection[tuple[object, ...]]) -> None:
     """Refuse a server that would acknowledge commits it has not flushed.
 
@@ -84,9 +95,13 @@ def check_durability(connection: psycopg.Connection[tuple[object, ...]]) -> None
             not on for this connection (it is set on every connection, so a role or database
             setting that still wins is refused too).
     """
-    fsync, synchronous = connection.execute(
-        "SELECT current_setting('fsync'), current_setting('synchronous_commit')"
-    ).fetchone() or ("", "")
+    refuse_undurable(connection.execute(DURABILITY_QUERY).fetchone())
+
+
+def refuse_undurable(settings: tuple[object, ...] | None) -> None:
+    """Raise :class:`SessionDurabilityError` for the row of :data:`DURABILITY_QUERY` when it
+    says commits may be acknowledged unflushed (see :func:`check_durability`)."""
+    fsync, synchronous = settings or ("", "")
     if fsync != "on":
         raise SessionDurabilityError(
             "the PostgreSQL server runs with fsync=off: it acknowledges commits a crash can "

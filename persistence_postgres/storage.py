@@ -29,7 +29,6 @@ import errno
 import os
 import socket
 import threading
-import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,17 +39,15 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from persistence_jsonl.layout import parse_header
+from persistence_postgres.appends import append_batch, append_on_loop, moved, settle_lost
 from persistence_postgres.lines import Line, batch_lines, scan_rows
 from persistence_postgres.locks import AdvisoryLocks
+from persistence_postgres.loop_connections import LoopConnections
 from persistence_postgres.schema import check_durability, migrate
 from persistence_postgres.statements import (
     ROWS_PER_STATEMENT,
-    append_statement,
-    append_values,
-    rows_statement,
 )
 from session import SessionCollisionError, SessionEvent, SessionHeader
-from session.events.header import header_line
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 from session.persistence.failpoints import failpoint
 from session.persistence.storage import check_text_id
@@ -121,6 +118,8 @@ class PostgresStorage:
         self._opened = False
         self._opening = threading.Lock()
         self._worker = ThreadPoolExecutor(pool_size, thread_name_prefix="session-postgres")
+        self._on_loop = LoopConnections(conninfo, self.settings, 0 if given else pool_size)
+        """Checkpoints' connections on the event loop (none with a pool of yours)."""
         self.locks = AdvisoryLocks(lambda: psycopg.connect(conninfo, **self.settings))
         """The writer locks of live sessions (one dedicated connection)."""
 
@@ -265,65 +264,7 @@ class PostgresStorage:
         lines = batch_lines(events)
         if not materialized:
             await self.acquire(header.id)  # the writer of a new session holds it from now
-        await self._run(lambda db: self._append(db, header, lines, materialized))
-
-    def _append(
-        self, db: Connection, header: SessionHeader, lines: list[Line], materialized: bool
-    ) -> None:
-        start = lines[0].seq
-        first = lines[:ROWS_PER_STATEMENT]
-        values = append_values(header.id, first)
-        values["end"] = lines[-1].seq + lines[-1].n
-        if not materialized:
-            values |= {
-                "header": header_line(header).decode(),
-                "created": header.created_at,
-                "incarnation": uuid.uuid4(),
-            }
-        try:
-            statement = append_statement(materialized, len(first))
-            if len(lines) == len(first):  # one statement, so one round trip and transaction
-                failpoint("postgres:append:before-commit")
-                inserted = db.execute(statement, values).rowcount
-            else:
-                with db.transaction():
-                    inserted = db.execute(statement, values).rowcount
-                    if inserted != len(first):
-                        raise _moved(header.id, materialized)
-                    for at in range(len(first), len(lines), ROWS_PER_STATEMENT):
-                        more = lines[at : at + ROWS_PER_STATEMENT]
-                        db.execute(rows_statement(len(more)), append_values(header.id, more))
-                        inserted += len(more)
-                    failpoint("postgres:append:before-commit")
-        except psycopg.OperationalError as e:  # the acknowledgement may be what was lost
-            if not self._reconcile(header.id, start, lines):
-                raise OSError(
-                    errno.ECONNRESET,
-                    f'the connection to PostgreSQL failed during the append to "{header.id}", '
-                    f"and the batch is not stored: {e}",
-                ) from e
-            return
-        failpoint("postgres:append:after-commit")
-        if inserted != len(lines):
-            raise _moved(header.id, materialized)
-
-    def _reconcile(self, id: str, start: int, lines: list[Line]) -> bool:
-        """After a lost acknowledgement: whether the batch is stored, exactly (then it was
-        committed), on a fresh connection. Raises :class:`SessionCollisionError` when the log
-        moved in another way."""
-        with psycopg.connect(self.dsn, **self.settings) as db:
-            found = db.execute("SELECT next_seq FROM agent_session WHERE id = %s", (id,)).fetchone()
-            end = lines[-1].seq + lines[-1].n
-            if found is None or found[0] == start:
-                return False
-            stored = db.execute(
-                "SELECT line FROM agent_session_event WHERE session_id = %s AND seq >= %s "
-                "AND seq < %s ORDER BY seq",
-                (id, start, end),
-            ).fetchall()
-        if found[0] == end and [row[0] for row in stored] == [line.text for line in lines]:
-            return True
-        raise _moved(id, True)
+        await self._run(lambda db: append_batch(db, header, lines, materialized, self._settle))
 
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
@@ -333,11 +274,29 @@ class PostgresStorage:
     def start_append(
         self, header: SessionHeader, events: Sequence[SessionEvent]
     ) -> asyncio.Future[None]:
-        """The append's statement, handed straight to a worker thread (no task)."""
+        """The append's statement on a connection of the event loop; on a worker thread
+        instead (no task) for a batch of several statements, before the schema is known to be
+        in place, with a pool of yours, or on a second event loop."""
         lines = batch_lines(events)
-        return asyncio.get_running_loop().run_in_executor(
-            self._worker, self._call, lambda db: self._append(db, header, lines, True)
+        loop = asyncio.get_running_loop()
+        if self._opened and len(lines) <= ROWS_PER_STATEMENT and self._on_loop.usable():
+            return loop.create_task(self._append_on_loop(header, lines))
+        return loop.run_in_executor(
+            self._worker, self._call, lambda db: append_batch(db, header, lines, True, self._settle)
         )
+
+    async def _append_on_loop(self, header: SessionHeader, lines: list[Line]) -> None:
+        async def settle(id: str, lines: list[Line], error: Exception) -> None:
+            await asyncio.get_running_loop().run_in_executor(
+                self._worker, self._settle, id, lines, error
+            )
+
+        with _translated(self.shown):
+            await self._on_loop.run(lambda db: append_on_loop(db, header, lines, settle))
+
+    def _settle(self, id: str, lines: list[Line], error: Exception) -> None:
+        with psycopg.connect(self.dsn, **self.settings) as db:
+            settle_lost(db, id, lines, error)
 
     def prepare(self, id: str, event: SessionEvent) -> None:
         return None
@@ -359,7 +318,7 @@ class PostgresStorage:
                 raise SessionCollisionError(f'session "{id}" was deleted by another writer')
             if isinstance(cut_at, RowCut):
                 if self._revision(found[0], found[1]) != cut_at.revision:
-                    raise _moved(id, True)
+                    raise moved(id, True)
                 db.execute(
                     "DELETE FROM agent_session_event WHERE session_id = %s AND seq >= %s",
                     (id, cut_at.seq),
@@ -368,7 +327,7 @@ class PostgresStorage:
             else:
                 end = found[2]
             if lines and lines[0].seq != end:
-                raise _moved(id, True)
+                raise moved(id, True)
             for line in lines:
                 db.execute(
                     "INSERT INTO agent_session_event (session_id, seq, n, type, line) "
@@ -401,23 +360,12 @@ class PostgresStorage:
     async def close(self) -> None:
         loop = asyncio.get_running_loop()
         try:
+            await self._on_loop.close()
             await loop.run_in_executor(self._worker, self.locks.close)
             if self._adopted is None:  # a pool the user passed stays theirs to close
                 await loop.run_in_executor(self._worker, self._pool.close)
         finally:
             self._worker.shutdown(wait=False)
-
-
-def _moved(id: str, materialized: bool) -> SessionCollisionError:
-    if not materialized:
-        return SessionCollisionError(
-            f'refusing to materialize "{id}": a log already exists in the database '
-            "(load/resume it instead)"
-        )
-    return SessionCollisionError(
-        f'session "{id}" was changed by another writer since it was read here; load or resume '
-        "it again"
-    )
 
 
 @contextlib.contextmanager

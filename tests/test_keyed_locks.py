@@ -23,7 +23,9 @@ async def test_holders_get_the_lock_in_the_order_they_asked() -> None:
     tasks = [asyncio.create_task(holder(n)) for n in range(5)]
     for _ in range(3):
         await asyncio.sleep(0)
-    assert order == [0] and locks.held("a") and not locks.held("b")
+    assert order == [0]
+    assert locks.held("a")
+    assert not locks.held("b")
     gate.set()
     await asyncio.gather(*tasks)
     assert order == [0, 1, 2, 3, 4]
@@ -46,7 +48,9 @@ async def test_take_succeeds_only_on_an_idle_id_and_waiters_queue_behind_it() ->
     assert not entered.is_set()
     locks.give("a")
     await task
-    assert entered.is_set() and not locks.held("a") and locks.held("b")
+    assert entered.is_set()
+    assert not locks.held("a")
+    assert locks.held("b")
     locks.give("b")
     assert not locks.busy
 
@@ -78,7 +82,8 @@ async def test_a_cancelled_waiter_leaves_the_queue() -> None:
         await cancelled
     locks.give("a")
     await task
-    assert after == ["in"] and not locks.busy
+    assert after == ["in"]
+    assert not locks.busy
 
 
 async def test_a_waiter_cancelled_after_the_handover_passes_the_lock_on() -> None:
@@ -99,7 +104,8 @@ async def test_a_waiter_cancelled_after_the_handover_passes_the_lock_on() -> Non
 
 async def test_drain_waits_for_every_id() -> None:
     locks = KeyedLocks()
-    assert locks.take("a") and locks.take("b")
+    assert locks.take("a")
+    assert locks.take("b")
     drained = asyncio.create_task(locks.drain())
     await asyncio.sleep(0)
     assert not drained.done()

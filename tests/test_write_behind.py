@@ -369,9 +369,7 @@ class HandOff:
         seqs = [e.seq for e in batch]
         self.offered.append(seqs)
         write = asyncio.get_running_loop().create_future()
-        write.add_done_callback(
-            lambda done: None if done.exception() else self.landed.append(seqs)
-        )
+        write.add_done_callback(lambda done: None if done.exception() else self.landed.append(seqs))
         self.writes.append(write)
         return write
 
@@ -383,15 +381,18 @@ async def test_a_handed_off_write_is_the_barrier_without_a_task(clock: ManualClo
         controller.enqueue(event)
     tasks = asyncio.all_tasks()
     barrier = controller.flush()
-    assert barrier is not None and not isinstance(barrier, asyncio.Task)
+    assert barrier is not None
+    assert not isinstance(barrier, asyncio.Task)
     assert asyncio.all_tasks() == tasks
     assert controller.flush() is barrier  # concurrent flushes share it
-    assert controller.has_work and clock.armed == []
+    assert controller.has_work
+    assert clock.armed == []
     await settle()
     assert not barrier.done()
     hand.writes[0].set_result(None)
     await barrier
-    assert hand.landed == [[0, 1]] and storage.attempts == []
+    assert hand.landed == [[0, 1]]
+    assert storage.attempts == []
     assert not controller.has_work
 
 
@@ -409,7 +410,8 @@ async def test_events_admitted_during_a_hand_off_are_drained_before_its_barrier(
     assert clock.armed == []  # the running barrier drains them
     hand.writes[0].set_result(None)
     await settle()
-    assert hand.offered == [[0], [1, 2]] and not barrier.done()
+    assert hand.offered == [[0], [1, 2]]
+    assert not barrier.done()
     hand.writes[1].set_result(None)
     await barrier
     assert hand.landed == [[0], [1, 2]]
@@ -433,7 +435,9 @@ async def test_a_failed_hand_off_raises_at_its_barrier_and_keeps_the_batch_in_or
     assert [e.seq for e in controller.pending] == [0, 1, 2]
     assert clock.armed == []  # paused, as after a failed barrier
     retry = controller.flush()
-    assert retry is not None and retry is not barrier
+    assert retry is not None
+    assert retry is not barrier
     hand.writes[1].set_result(None)
     await retry
-    assert hand.offered[1] == [0, 1, 2] and hand.landed == [[0, 1, 2]]
+    assert hand.offered[1] == [0, 1, 2]
+    assert hand.landed == [[0, 1, 2]]
