@@ -23,7 +23,9 @@ class PostgresPersistence(PersistenceCoordinator):
     you close), for a fleet of hosts. The guarantees, and where the I/O runs,
     are :class:`persistence_postgres.storage.PostgresStorage`'s; the schema is created or
     upgraded on first use (:mod:`persistence_postgres.schema`). ``pool_size`` bounds the
-    connections (and worker threads) appends and reads use; one more holds the writer locks.
+    connections (and worker threads) appends and reads use, and (not with a pool of yours)
+    the event loop's connections that live sessions' checkpoints use; one more holds the
+    writer locks.
     """
 
     def __init__(
