@@ -334,7 +334,8 @@ class LiveWriter:
             self._ledger.appended(id, state, len(fresh))
             return True
         locks = self._ledger.locks
-        locks.take(id)  # free (checked above): held until the write lands
+        if not locks.take(id):  # held until the write lands
+            return False
         try:
             started = self._storage.start_append(state.header, fresh)
         except BaseException:
