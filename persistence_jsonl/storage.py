@@ -61,8 +61,9 @@ from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 __all__ = ["IO_THREADS", "JsonlStorage"]
 
 IO_THREADS = 32
-"""Most checkpoint writes of one storage in flight at once: their fsyncs overlap (the
-filesystem commits them in one journal transaction where it can)."""
+"""Most appends (checkpoints, and new sessions' first writes) of one storage in flight at
+once: their fsyncs overlap (the filesystem commits them in one journal transaction where it
+can)."""
 
 
 def _collision(id: str) -> SessionCollisionError:
@@ -130,7 +131,7 @@ class JsonlStorage:
         self._fds: dict[str, tuple[int, str]] = {}  # id -> (append descriptor, its path)
         self._encoders: dict[str, BatchEncoder] = {}
         self._append_ms = 0.0  # how long the latest write-and-fsync took; 0 = not measured
-        self._io: ThreadPoolExecutor | None = None  # checkpoints' writes (start_append)
+        self._writers: ThreadPoolExecutor | None = None  # appends' I/O threads (_io)
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -264,9 +265,11 @@ class JsonlStorage:
         self._refuse_if_poisoned(header.id)
         data = self._encode(header.id, events)
         if materialized:
-            await asyncio.to_thread(self._append, header, data)
+            await asyncio.get_running_loop().run_in_executor(self._io(), self._append, header, data)
         else:
-            await asyncio.to_thread(self._materialize, header, data)
+            await asyncio.get_running_loop().run_in_executor(
+                self._io(), self._materialize, header, data
+            )
 
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
@@ -286,9 +289,13 @@ class JsonlStorage:
         storage's own (up to :data:`IO_THREADS`, so many sessions' fsyncs overlap)."""
         self._refuse_if_poisoned(header.id)
         data = self._encode(header.id, events)
-        if self._io is None:
-            self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="session-jsonl")
-        return asyncio.get_running_loop().run_in_executor(self._io, self._append, header, data)
+        return asyncio.get_running_loop().run_in_executor(self._io(), self._append, header, data)
+
+    def _io(self) -> ThreadPoolExecutor:
+        """The storage's own I/O threads, for appends (started on first use)."""
+        if self._writers is None:
+            self._writers = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="session-jsonl")
+        return self._writers
 
     def prepare(self, id: str, event: SessionEvent) -> None:
         """Encode a live session's event as it is committed (the checkpoint then only joins
@@ -304,9 +311,9 @@ class JsonlStorage:
         await asyncio.to_thread(self._commit_repair, header, cut_at, list(closers))
 
     async def close(self) -> None:
-        if self._io is not None:  # idle by now: the coordinator drained every id
-            self._io.shutdown(wait=False)
-            self._io = None
+        if self._writers is not None:  # idle by now: the coordinator drained every id
+            self._writers.shutdown(wait=False)
+            self._writers = None
         self._encoders.clear()
         for id in {**dict.fromkeys(self._locks.ids()), **dict.fromkeys(self._fds)}:
             await self.release(id)
