@@ -54,15 +54,15 @@ class LoopConnections:
     async def run(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """Run ``work`` on a connection of the set; a connection it leaves broken (the
         driver raised ``OperationalError``, or it is closed) is closed and not reused."""
-        self._loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
         connection = await self._acquire()
         try:
             result = await work(connection)
         except BaseException as e:
-            broken = isinstance(e, psycopg.OperationalError) or connection.broken
-            await self._put_back(connection, broken or connection.closed)
+            await self._put_back(connection, isinstance(e, psycopg.OperationalError))
             raise
-        await self._put_back(connection, connection.closed)
+        await self._put_back(connection, False)
         return result
 
     async def _acquire(self) -> AsyncConnection:
@@ -98,10 +98,11 @@ class LoopConnections:
             raise
         return connection
 
-    async def _put_back(self, connection: AsyncConnection, broken: bool) -> None:
-        """Make ``connection`` idle again, or (broken, or the set closed) close it and free
-        its slot: the next caller opens a new one."""
-        if broken or self._closed:
+    async def _put_back(self, connection: AsyncConnection, failed: bool) -> None:
+        """Make ``connection`` idle again, or (it failed, or the driver finds it broken or
+        closed, e.g. after ``work`` handled a failure itself; or the set is closed) close it
+        and free its slot: the next caller opens a new one."""
+        if failed or connection.broken or connection.closed or self._closed:
             self._open -= 1
             self._wake()
             await connection.close()

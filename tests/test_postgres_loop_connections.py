@@ -65,6 +65,26 @@ async def test_a_connection_that_failed_is_replaced_not_reused() -> None:
     await connections.close()
 
 
+async def test_a_connection_that_failed_is_not_reused_even_when_the_work_handled_it() -> None:
+    """The append's own handling (a reconciliation) returns normally after the failure."""
+    dsn = fresh_database()
+    connections = LoopConnections(dsn, SETTINGS, 1)
+    first = await connections.run(backend_pid)
+
+    async def survive(db: LoopConnection) -> str:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+        try:
+            await db.execute("SELECT 1")
+        except psycopg.OperationalError:
+            return "handled"
+        return "not failed"
+
+    assert await connections.run(survive) == "handled"
+    assert await connections.run(backend_pid) != first
+    await connections.close()
+
+
 async def test_a_connection_whose_commits_are_not_durable_is_refused() -> None:
     unsafe = {"autocommit": True, "options": "-c synchronous_commit=off"}
     connections = LoopConnections(fresh_database(), unsafe, 1)
