@@ -171,6 +171,7 @@ class CuttingProxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.cuts = 0
+        self.answered: socket.socket | None = None  # after_send: the server side to cut at
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -186,17 +187,18 @@ class CuttingProxy:
     def _pump(self, source: socket.socket, sink: socket.socket, upstream: bool) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
+                if not upstream and self.answered is source:
+                    # the server's answer to the marked statement: drop both sides unanswered
+                    self.answered = None
+                    break
                 if upstream and self.cut and self.marker in data and b"INSERT" in data:
                     mode, self.cut = self.cut, None
                     self.cuts += 1
-                    if mode == "after_send":
-                        sink.sendall(data)
-                        # wait for the server to answer, then drop both sides unanswered
-                        sink.recv(65536, socket.MSG_PEEK)
-                    for s in (source, sink):
-                        with contextlib.suppress(OSError):
-                            s.shutdown(socket.SHUT_RDWR)
-                    return
+                    if mode == "before_send":
+                        break
+                    # after_send: forward it (and the rest of the statement, which a client
+                    # may send in several pieces); the server's next bytes are its answer
+                    self.answered = sink
                 sink.sendall(data)
         for s in (source, sink):
             with contextlib.suppress(OSError):
@@ -230,6 +232,34 @@ async def test_a_commit_whose_acknowledgement_is_lost_is_reconciled(
     await backend.aclose()
     check = PostgresPersistence(dsn)
     assert [e.encode() for e in await check.read_from("s", 0)] == [e.encode() for e in events]
+    await check.aclose()
+
+
+async def test_a_live_checkpoint_whose_acknowledgement_is_lost_is_reconciled_on_the_loop(
+    proxy: tuple[CuttingProxy, str],
+) -> None:
+    """The same on a live session's checkpoint (a statement of the event loop's connection):
+    the flush succeeds, and the next checkpoint runs on a new connection."""
+    cutter, dsn = proxy
+    runtime = Runtime()
+    backend = PostgresPersistence(cutter.dsn(dsn))
+    runtime.install(backend)
+    session = runtime.sessions.create("s")
+    session.append("turn/start", {"turn": 1})
+    await runtime.sessions.flush(session)
+    for step in (1, 2, 3):
+        if step == 2:
+            cutter.cut = "after_send"
+        session.append("step/start", {"turn": 1, "step": step})
+        session.append("step/end", {"turn": 1, "step": step})
+        await runtime.sessions.flush(session)
+    assert cutter.cuts == 1
+    assert backend.postgres._on_loop._open == 1  # the cut connection was replaced
+    await runtime.sessions.dispose(session)
+    await backend.aclose()
+    check = PostgresPersistence(dsn)
+    stored = await check.read_from("s", 0)
+    assert [e.encode() for e in stored] == [e.encode() for e in session.events]
     await check.aclose()
 
 
