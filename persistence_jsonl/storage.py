@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from persistence_jsonl.durable import (
     RollbackFailed,
@@ -57,6 +56,7 @@ from session import (
 from session.events.header import header_line
 from session.json.lossless import is_safe_int
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+from session.persistence.io_threads import IOThreads
 
 __all__ = ["IO_THREADS", "JsonlStorage"]
 
@@ -131,7 +131,7 @@ class JsonlStorage:
         self._fds: dict[str, tuple[int, str]] = {}  # id -> (append descriptor, its path)
         self._encoders: dict[str, BatchEncoder] = {}
         self._append_ms = 0.0  # how long the latest write-and-fsync took; 0 = not measured
-        self._writers: ThreadPoolExecutor | None = None  # appends' I/O threads (_io)
+        self._writers: IOThreads | None = None  # appends' I/O threads (_io)
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -265,11 +265,9 @@ class JsonlStorage:
         self._refuse_if_poisoned(header.id)
         data = self._encode(header.id, events)
         if materialized:
-            await asyncio.get_running_loop().run_in_executor(self._io(), self._append, header, data)
+            await self._io().submit(self._append, header, data)
         else:
-            await asyncio.get_running_loop().run_in_executor(
-                self._io(), self._materialize, header, data
-            )
+            await self._io().submit(self._materialize, header, data)
 
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
@@ -289,12 +287,12 @@ class JsonlStorage:
         storage's own (up to :data:`IO_THREADS`, so many sessions' fsyncs overlap)."""
         self._refuse_if_poisoned(header.id)
         data = self._encode(header.id, events)
-        return asyncio.get_running_loop().run_in_executor(self._io(), self._append, header, data)
+        return self._io().submit(self._append, header, data)
 
-    def _io(self) -> ThreadPoolExecutor:
+    def _io(self) -> IOThreads:
         """The storage's own I/O threads, for appends (started on first use)."""
         if self._writers is None:
-            self._writers = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="session-jsonl")
+            self._writers = IOThreads(IO_THREADS, "session-jsonl")
         return self._writers
 
     def prepare(self, id: str, event: SessionEvent) -> None:
@@ -312,7 +310,7 @@ class JsonlStorage:
 
     async def close(self) -> None:
         if self._writers is not None:  # idle by now: the coordinator drained every id
-            self._writers.shutdown(wait=False)
+            self._writers.shutdown()
             self._writers = None
         self._encoders.clear()
         for id in {**dict.fromkeys(self._locks.ids()), **dict.fromkeys(self._fds)}:

@@ -33,7 +33,6 @@ import socket
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -52,6 +51,7 @@ from persistence_postgres.statements import (
 from session import SessionCollisionError, SessionEvent, SessionHeader
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 from session.persistence.failpoints import failpoint
+from session.persistence.io_threads import IOThreads
 from session.persistence.storage import check_text_id
 
 __all__ = ["PostgresStorage", "RowCut"]
@@ -119,7 +119,7 @@ class PostgresStorage:
             )
         self._opened = False
         self._opening = threading.Lock()
-        self._worker = ThreadPoolExecutor(pool_size, thread_name_prefix="session-postgres")
+        self._worker = IOThreads(pool_size, "session-postgres")
         self._on_loop = LoopConnections(conninfo, self.settings, 0 if given else pool_size)
         """Checkpoints' connections on the event loop (none with a pool of yours)."""
         self.locks = AdvisoryLocks(lambda: psycopg.connect(conninfo, **self.settings))
@@ -129,7 +129,7 @@ class PostgresStorage:
 
     async def _run(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` with a pooled connection on a worker thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, self._call, work)
+        return await self._worker.submit(self._call, work)
 
     def _call(self, work: Callable[[Connection], T]) -> T:
         with _translated(self.shown):
@@ -247,7 +247,7 @@ class PostgresStorage:
     async def acquire(self, id: str) -> bool:
         if self.locks.holds(id):
             return False
-        return await asyncio.get_running_loop().run_in_executor(self._worker, self.locks.take, id)
+        return await self._worker.submit(self.locks.take, id)
 
     async def writer_elsewhere(self, id: str) -> bool:
         if self.locks.holds(id):
@@ -256,7 +256,7 @@ class PostgresStorage:
 
     async def release(self, id: str) -> None:
         if self.locks.holds(id):
-            await asyncio.get_running_loop().run_in_executor(self._worker, self.locks.give, id)
+            await self._worker.submit(self.locks.give, id)
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -283,15 +283,13 @@ class PostgresStorage:
         loop = asyncio.get_running_loop()
         if self._opened and len(lines) <= ROWS_PER_STATEMENT and self._on_loop.usable():
             return loop.create_task(self._append_on_loop(header, lines))
-        return loop.run_in_executor(
-            self._worker, self._call, lambda db: append_batch(db, header, lines, True, self._settle)
+        return self._worker.submit(
+            self._call, lambda db: append_batch(db, header, lines, True, self._settle)
         )
 
     async def _append_on_loop(self, header: SessionHeader, lines: list[Line]) -> None:
         async def settle(id: str, lines: list[Line], error: Exception) -> None:
-            await asyncio.get_running_loop().run_in_executor(
-                self._worker, self._settle, id, lines, error
-            )
+            await self._worker.submit(self._settle, id, lines, error)
 
         with _translated(self.shown):
             await self._on_loop.run(lambda db: append_on_loop(db, header, lines, settle))
@@ -360,14 +358,13 @@ class PostgresStorage:
         return deleted > 0
 
     async def close(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             await self._on_loop.close()
-            await loop.run_in_executor(self._worker, self.locks.close)
+            await self._worker.submit(self.locks.close)
             if self._adopted is None:  # a pool the user passed stays theirs to close
-                await loop.run_in_executor(self._worker, self._pool.close)
+                await self._worker.submit(self._pool.close)
         finally:
-            self._worker.shutdown(wait=False)
+            self._worker.shutdown()
 
 
 @contextlib.contextmanager

@@ -29,7 +29,6 @@ import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -55,6 +54,7 @@ from session import (
 from session.events.header import header_line
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 from session.persistence.failpoints import failpoint
+from session.persistence.io_threads import IOThreads
 from session.persistence.storage import check_text_id
 
 __all__ = ["RowCut", "SqliteStorage"]
@@ -104,13 +104,13 @@ class SqliteStorage:
         self.journal_mode = journal_mode
         self.busy_timeout_ms = busy_timeout_ms
         self._db: OpenDatabase | None = None
-        self._worker = ThreadPoolExecutor(1, thread_name_prefix="session-sqlite")
+        self._worker = IOThreads(1, "session-sqlite")
 
     # --- the worker -------------------------------------------------------------------------
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` with the connection on the worker thread (opening it on first use)."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, self._call, work)
+        return await self._worker.submit(self._call, work)
 
     def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
         with _translated(self.path, self.busy_timeout_ms):
@@ -265,9 +265,7 @@ class SqliteStorage:
     ) -> asyncio.Future[None]:
         """The append's transaction, handed straight to the database's worker (no task)."""
         rows = [event_values(header.id, event) for event in events]  # refuse before writing
-        return asyncio.get_running_loop().run_in_executor(
-            self._worker, self._call, lambda db: self._append(db, header, rows, True)
-        )
+        return self._worker.submit(self._call, lambda db: self._append(db, header, rows, True))
 
     def prepare(self, id: str, event: SessionEvent) -> None:
         return None
@@ -319,7 +317,7 @@ class SqliteStorage:
                 await self._run(close)
         finally:
             self._db = None
-            self._worker.shutdown(wait=False)
+            self._worker.shutdown()
 
 
 def _materialize(db: sqlite3.Connection, header: SessionHeader) -> None:
