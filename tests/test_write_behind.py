@@ -441,3 +441,88 @@ async def test_a_failed_hand_off_raises_at_its_barrier_and_keeps_the_batch_in_or
     await retry
     assert hand.offered[1] == [0, 1, 2]
     assert hand.landed == [[0, 1, 2]]
+
+
+async def test_a_flush_right_after_a_drain_finished_covers_the_new_events(
+    clock: ManualClock,
+) -> None:
+    """Between the drain's end and its done-callbacks, other ready callbacks run: a flush
+    there must not be handed the finished barrier for events it never wrote."""
+    storage = Storage(gated=True)
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    e0, e1 = events(2)
+    controller.enqueue(e0)
+    first = controller.flush()
+    assert first is not None
+    await settle()
+    seen: list[asyncio.Future[None] | None] = []
+
+    def probe() -> None:  # runs after the drain finished, before its callbacks
+        controller.enqueue(e1)
+        seen.append(controller.flush())
+
+    storage.release(0)
+    asyncio.get_running_loop().call_soon(probe)
+    await first
+    await settle()
+    second = seen[0]
+    assert second is not None
+    assert second is not first
+    storage.release(1)
+    await second
+    assert storage.batches == [[0], [1]]
+
+
+@pytest.mark.parametrize("admitted", [False, True], ids=["alone", "with-events-admitted"])
+async def test_a_hand_off_barrier_a_waiter_cancelled_does_not_wedge_the_controller(
+    clock: ManualClock, admitted: bool
+) -> None:
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _, context: errors.append(context))
+    storage, hand = Storage(), HandOff()
+    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock)
+    e0, e1 = events(2)
+    controller.enqueue(e0)
+    barrier = controller.flush()
+    assert barrier is not None
+    barrier.cancel()  # what awaiting it directly does when the waiter is cancelled
+    await settle()
+    if admitted:
+        controller.enqueue(e1)
+    hand.writes[0].set_result(None)  # the write lands all the same
+    await settle()
+    if not admitted:
+        controller.enqueue(e1)
+    again = controller.flush()
+    assert again is not None
+    assert not again.cancelled()
+    hand.writes[-1].set_result(None)
+    await again
+    await settle()
+    assert hand.landed == [[0], [1]]
+    assert not controller.has_work
+    assert errors == []
+
+
+async def test_a_failed_hand_off_whose_barrier_was_cancelled_keeps_its_batch_and_says_so(
+    clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage, hand = Storage(), HandOff()
+    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock, label='"s"')
+    e0, e1 = events(2)
+    controller.enqueue(e0)
+    controller.enqueue(e1)
+    barrier = controller.flush()
+    assert barrier is not None
+    barrier.cancel()
+    with caplog.at_level(logging.WARNING, logger="session.persistence"):
+        hand.writes[0].set_exception(OSError("fsync failed"))
+        await settle()
+    assert [e.seq for e in controller.pending] == [0, 1]
+    assert 'session "s" failed (buffered events retained): fsync failed' in caplog.text
+    retry = controller.flush()
+    assert retry is not None
+    hand.writes[1].set_result(None)
+    await retry
+    assert hand.landed == [[0, 1]]

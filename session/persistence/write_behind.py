@@ -111,7 +111,7 @@ class WriteBehindController:
         """Buffer one committed event (events are immutable, so no copy is needed)."""
         was_empty = not self._pending
         self._pending.append(event)
-        if self._barrier is not None:
+        if self._running() is not None:
             return  # the running barrier drains it
         if self._paused:
             self._paused = False
@@ -126,8 +126,9 @@ class WriteBehindController:
 
         When ``write_now`` takes the batch, the write is done before this returns: ``None`` on
         success; its error is raised here, with the batch retained."""
-        if self._barrier is not None:
-            return self._barrier
+        running = self._running()
+        if running is not None:
+            return running
         if not self._pending and self._active is None:
             return None
         self._cancel_timer()
@@ -149,11 +150,19 @@ class WriteBehindController:
         barrier.add_done_callback(self._barrier_done)
         return barrier
 
+    def _running(self) -> asyncio.Future[None] | None:
+        """The barrier still running, if any. One that finished (its done-callbacks may not
+        have run yet: other ready callbacks run first) covers none of the events admitted
+        since, so it is never handed out again."""
+        barrier = self._barrier
+        return barrier if barrier is not None and not barrier.done() else None
+
     def _follow(
         self, write: asyncio.Future[None], batch: list[SessionEvent]
     ) -> asyncio.Future[None]:
         """The barrier of a handed-off write of ``batch``: it is in flight until it lands."""
         barrier = self._barrier = write.get_loop().create_future()
+        barrier.add_done_callback(self._barrier_done)  # also when a waiter cancels it
         self._active = write
         write.add_done_callback(lambda done: self._landed(done, batch, barrier))
         return barrier
@@ -161,11 +170,26 @@ class WriteBehindController:
     def _landed(
         self, done: asyncio.Future[None], batch: list[SessionEvent], barrier: asyncio.Future[None]
     ) -> None:
-        """A handed-off write ended: settle its barrier, after draining what was admitted
-        meanwhile (a failed write keeps its batch, as a drain's does)."""
+        """A handed-off write ended: keep its batch if it failed (as a drain does); settle its
+        barrier, after draining what was admitted meanwhile, unless a waiter cancelled it."""
         self._active = None
         error = asyncio.CancelledError() if done.cancelled() else done.exception()
-        if error is None and self._pending:
+        if error is not None:
+            self._retain(batch)
+        if barrier.done():  # cancelled: nobody hears of it; the window takes what is pending
+            if error is not None:
+                log.warning(
+                    "write for session %s failed (buffered events retained): %s",
+                    self._label,
+                    error,
+                )
+            elif self._running() is None and self._pending and self._deadline_expired:
+                self._start_background()
+            return
+        if error is not None:
+            barrier.set_exception(error)
+            return
+        if self._pending:
             self._barrier = None
             try:
                 following = self.flush()
@@ -175,13 +199,7 @@ class WriteBehindController:
             if following is not None:
                 following.add_done_callback(lambda after: _settle(barrier, after))
                 return
-        elif error is not None:
-            self._retain(batch)
-            barrier.set_exception(error)
-            self._barrier_done(barrier)
-            return
         barrier.set_result(None)
-        self._barrier_done(barrier)
 
     def cancel_wait(self) -> None:
         """Stop the batching window (a flush is about to drain)."""
@@ -207,7 +225,8 @@ class WriteBehindController:
         self._paused = True
 
     def _barrier_done(self, barrier: asyncio.Future[None]) -> None:
-        self._barrier = None
+        if self._barrier is barrier:
+            self._barrier = None
         if not barrier.cancelled():
             barrier.exception()  # the caller sees it; mark it retrieved
         if self._pending and self._timer is None and not self._paused:
@@ -256,6 +275,8 @@ class WriteBehindController:
 
 def _settle(barrier: asyncio.Future[None], source: asyncio.Future[None]) -> None:
     """Give ``barrier`` the outcome of ``source``."""
+    if barrier.done():
+        return  # a waiter cancelled it
     error = asyncio.CancelledError() if source.cancelled() else source.exception()
     if error is None:
         barrier.set_result(None)
