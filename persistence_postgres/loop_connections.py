@@ -53,14 +53,16 @@ class LoopConnections:
 
     async def run(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """Run ``work`` on a connection of the set; a connection it leaves broken (the
-        driver raised ``OperationalError``, or it is closed) is closed and not reused."""
+        driver raised ``OperationalError``, or finds it broken or closed) or that it was
+        cancelled on is closed and not reused."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
         connection = await self._acquire()
         try:
             result = await work(connection)
-        except BaseException as e:
-            await self._put_back(connection, isinstance(e, psycopg.OperationalError))
+        except BaseException as e:  # a cancelled statement may still be running: discard
+            failed = isinstance(e, psycopg.OperationalError) or not isinstance(e, Exception)
+            await self._put_back(connection, failed)
             raise
         await self._put_back(connection, False)
         return result

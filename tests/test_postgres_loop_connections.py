@@ -138,3 +138,21 @@ async def test_checkpoints_of_live_sessions_run_on_the_loop_connections() -> Non
     await backend.aclose()
     assert on_loop._open == 0
     assert not on_loop.usable()
+
+
+async def test_a_connection_whose_work_was_cancelled_is_not_reused() -> None:
+    connections = LoopConnections(fresh_database(), SETTINGS, 1)
+    first = await connections.run(backend_pid)
+    started = asyncio.Event()
+
+    async def long(db: LoopConnection) -> None:
+        started.set()
+        await db.execute("SELECT pg_sleep(30)")
+
+    task = asyncio.create_task(connections.run(long))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await connections.run(backend_pid) != first
+    await connections.close()
