@@ -27,26 +27,26 @@ async def backend_pid(db: LoopConnection) -> int:
 async def test_at_most_size_connections_and_callers_wait_their_turn() -> None:
     connections = LoopConnections(fresh_database(), SETTINGS, 2)
     gate = asyncio.get_running_loop().create_future()
+    both_busy = asyncio.Event()
     order: list[str] = []
 
     async def hold(name: str) -> int:
         async def work(db: LoopConnection) -> int:
             order.append(name)
             if name in ("a", "b"):
+                if len(order) == 2:
+                    both_busy.set()
                 await gate
             return await backend_pid(db)
 
         return await connections.run(work)
 
     tasks = [asyncio.create_task(hold(name)) for name in ("a", "b", "c", "d")]
-    for _ in range(50):  # until both connections are open and busy
-        if len(order) == 2:
-            break
-        await asyncio.sleep(0.01)
-    assert order == ["a", "b"]  # c and d wait for a connection
+    await asyncio.wait_for(both_busy.wait(), 30)
+    assert sorted(order) == ["a", "b"]  # c and d wait for a connection
     gate.set_result(None)
     pids = await asyncio.gather(*tasks)
-    assert order == ["a", "b", "c", "d"]
+    assert order[2:] == ["c", "d"]  # in the order they asked
     assert len(set(pids)) == 2  # c and d reused a's and b's connections
     await connections.close()
     assert not connections.usable()
