@@ -111,7 +111,8 @@ class WriteBehindController:
         """Buffer one committed event (events are immutable, so no copy is needed)."""
         was_empty = not self._pending
         self._pending.append(event)
-        if self._running() is not None:
+        barrier = self._barrier  # (inline _running: this is every append's path)
+        if barrier is not None and not barrier.done():
             return  # the running barrier drains it
         if self._paused:
             self._paused = False
