@@ -157,15 +157,10 @@ class EventLog(Sequence[_T]):
         first = bisect.bisect_right(starts, start) - 1
         last = bisect.bisect_right(starts, stop - 1) - 1
         parts = list(self._parts[first : last + 1])
-        offset = starts[first]
-        if start > offset:
-            parts[0] = tuple(parts[0][start - offset :])
-        end = starts[last] + len(self._parts[last])
-        if stop < end:
-            cut = stop - starts[last] if first != last else stop - offset
-            edge = parts[-1]
-            kept = start - offset if first == last and start > offset else 0
-            parts[-1] = tuple(edge[: cut - kept])
+        if stop < starts[last] + len(parts[-1]):  # the end first: the start keeps its offset
+            parts[-1] = tuple(parts[-1][: stop - starts[last]])
+        if start > starts[first]:
+            parts[0] = tuple(parts[0][start - starts[first] :])
         bounds = [s - start for s in starts[first : last + 1]]
         bounds[0] = 0
         return EventLog._of(tuple(parts), bounds, stop - start)
