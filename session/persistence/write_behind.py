@@ -111,7 +111,7 @@ class WriteBehindController:
         """Buffer one committed event (events are immutable, so no copy is needed)."""
         was_empty = not self._pending
         self._pending.append(event)
-        barrier = self._barrier  # (inline _running: this is every append's path)
+        barrier = self._barrier  # (_running inlined: every append passes here)
         if barrier is not None and not barrier.done():
             return  # the running barrier drains it
         if self._paused:
@@ -171,23 +171,16 @@ class WriteBehindController:
     def _landed(
         self, done: asyncio.Future[None], batch: list[SessionEvent], barrier: asyncio.Future[None]
     ) -> None:
-        """A handed-off write ended: keep its batch if it failed (as a drain does); settle its
-        barrier, after draining what was admitted meanwhile, unless a waiter cancelled it."""
+        """A handed-off write ended: keep its batch if it failed (as a drain does) and settle
+        its barrier, after draining what was admitted meanwhile. If a waiter cancelled the
+        barrier, nobody hears of the write: it ends as a background write does."""
+        if barrier.done():
+            self._background_done(done, batch)
+            return
         self._active = None
         error = asyncio.CancelledError() if done.cancelled() else done.exception()
         if error is not None:
             self._retain(batch)
-        if barrier.done():  # cancelled: nobody hears of it; the window takes what is pending
-            if error is not None:
-                log.warning(
-                    "write for session %s failed (buffered events retained): %s",
-                    self._label,
-                    error,
-                )
-            elif self._running() is None and self._pending and self._deadline_expired:
-                self._start_background()
-            return
-        if error is not None:
             barrier.set_exception(error)
             return
         if self._pending:
@@ -270,7 +263,7 @@ class WriteBehindController:
                 error if error is not None else "cancelled",
             )
             return
-        if self._barrier is None and self._pending and self._deadline_expired:
+        if self._running() is None and self._pending and self._deadline_expired:
             self._start_background()
 
 
