@@ -374,9 +374,18 @@ class HandOff:
         return write
 
 
-async def test_a_handed_off_write_is_the_barrier_without_a_task(clock: ManualClock) -> None:
+def handing_off(
+    clock: ManualClock, label: str = ""
+) -> tuple[Storage, HandOff, WriteBehindController]:
+    """A controller whose ``write_now`` hands every batch off (the task path's writer is
+    ``Storage``'s, for tests that check it is not used)."""
     storage, hand = Storage(), HandOff()
-    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock)
+    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock, label=label)
+    return storage, hand, controller
+
+
+async def test_a_handed_off_write_is_the_barrier_without_a_task(clock: ManualClock) -> None:
+    storage, hand, controller = handing_off(clock)
     for event in events(2):
         controller.enqueue(event)
     tasks = asyncio.all_tasks()
@@ -399,8 +408,7 @@ async def test_a_handed_off_write_is_the_barrier_without_a_task(clock: ManualClo
 async def test_events_admitted_during_a_hand_off_are_drained_before_its_barrier(
     clock: ManualClock,
 ) -> None:
-    storage, hand = Storage(), HandOff()
-    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock)
+    _, hand, controller = handing_off(clock)
     e0, e1, e2 = events(3)
     controller.enqueue(e0)
     barrier = controller.flush()
@@ -421,8 +429,7 @@ async def test_events_admitted_during_a_hand_off_are_drained_before_its_barrier(
 async def test_a_failed_hand_off_raises_at_its_barrier_and_keeps_the_batch_in_order(
     clock: ManualClock,
 ) -> None:
-    storage, hand = Storage(), HandOff()
-    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock)
+    _, hand, controller = handing_off(clock)
     e0, e1, e2 = events(3)
     controller.enqueue(e0)
     controller.enqueue(e1)
@@ -480,8 +487,7 @@ async def test_a_hand_off_barrier_a_waiter_cancelled_does_not_wedge_the_controll
     loop = asyncio.get_running_loop()
     errors: list[dict[str, object]] = []
     loop.set_exception_handler(lambda _, context: errors.append(context))
-    storage, hand = Storage(), HandOff()
-    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock)
+    _, hand, controller = handing_off(clock)
     e0, e1 = events(2)
     controller.enqueue(e0)
     barrier = controller.flush()
@@ -508,8 +514,7 @@ async def test_a_hand_off_barrier_a_waiter_cancelled_does_not_wedge_the_controll
 async def test_a_failed_hand_off_whose_barrier_was_cancelled_keeps_its_batch_and_says_so(
     clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    storage, hand = Storage(), HandOff()
-    controller = WriteBehindController(storage.write, write_now=hand, scheduler=clock, label='"s"')
+    _, hand, controller = handing_off(clock, label='"s"')
     e0, e1 = events(2)
     controller.enqueue(e0)
     controller.enqueue(e1)
