@@ -32,6 +32,7 @@ from session import (
     Session,
     SessionCollisionError,
     SessionDurabilityError,
+    SessionEvent,
     SessionFormatUnsupportedError,
     register_event_type,
 )
@@ -51,6 +52,23 @@ def turn(id: str, first: int = 1) -> Session:
     session.append("step/end", {"turn": first, "step": 1})
     session.append("turn/end", {"turn": first, "reason": {"kind": "completed"}})
     return session
+
+
+def live_session(dsn: str, id: str) -> tuple[Runtime, PostgresPersistence, Session]:
+    """A runtime with a PostgreSQL backend on ``dsn`` and a new live session ``id``."""
+    runtime = Runtime()
+    backend = PostgresPersistence(dsn)
+    runtime.install(backend)
+    return runtime, backend, runtime.sessions.create(id)
+
+
+async def stored(dsn: str, id: str, first: int = 0) -> list[SessionEvent]:
+    """What a fresh backend on ``dsn`` reads of ``id`` from seq ``first`` on."""
+    check = PostgresPersistence(dsn)
+    try:
+        return list(await check.read_from(id, first))
+    finally:
+        await check.aclose()
 
 
 async def test_every_corpus_log_goes_in_and_comes_back_the_same_file(tmp_path: Path) -> None:
@@ -153,9 +171,7 @@ async def test_a_stale_writer_is_refused_and_splices_nothing() -> None:
     with pytest.raises(SessionCollisionError, match="changed by another writer"):
         await stale.append("s", [{"type": "plugin/write", "seq": 4, "time": 6, "data": {}}])
     await stale.aclose()
-    check = PostgresPersistence(dsn)
-    assert [e.data.get("by") for e in (await check.read_from("s", 4))] == [2]
-    await check.aclose()
+    assert [e.data.get("by") for e in await stored(dsn, "s", 4)] == [2]
 
 
 class CuttingProxy:
@@ -230,9 +246,7 @@ async def test_a_commit_whose_acknowledgement_is_lost_is_reconciled(
     await backend.append("s", events[2:])  # reconciled: the batch is there, exactly
     assert cutter.cuts == 1
     await backend.aclose()
-    check = PostgresPersistence(dsn)
-    assert [e.encode() for e in await check.read_from("s", 0)] == [e.encode() for e in events]
-    await check.aclose()
+    assert [e.encode() for e in await stored(dsn, "s")] == [e.encode() for e in events]
 
 
 async def test_a_live_checkpoint_whose_acknowledgement_is_lost_is_reconciled_on_the_loop(
@@ -241,10 +255,7 @@ async def test_a_live_checkpoint_whose_acknowledgement_is_lost_is_reconciled_on_
     """The same on a live session's checkpoint (a statement of the event loop's connection):
     the flush succeeds, and the next checkpoint runs on a new connection."""
     cutter, dsn = proxy
-    runtime = Runtime()
-    backend = PostgresPersistence(cutter.dsn(dsn))
-    runtime.install(backend)
-    session = runtime.sessions.create("s")
+    runtime, backend, session = live_session(cutter.dsn(dsn), "s")
     session.append("turn/start", {"turn": 1})
     await runtime.sessions.flush(session)
     for step in (1, 2, 3):
@@ -257,20 +268,14 @@ async def test_a_live_checkpoint_whose_acknowledgement_is_lost_is_reconciled_on_
     assert backend.postgres._on_loop._open == 1  # the cut connection was replaced
     await runtime.sessions.dispose(session)
     await backend.aclose()
-    check = PostgresPersistence(dsn)
-    stored = await check.read_from("s", 0)
-    assert [e.encode() for e in stored] == [e.encode() for e in session.events]
-    await check.aclose()
+    assert [e.encode() for e in await stored(dsn, "s")] == [e.encode() for e in session.events]
 
 
 async def test_a_commit_that_never_reached_the_server_is_an_error_and_retried_once(
     proxy: tuple[CuttingProxy, str],
 ) -> None:
     cutter, dsn = proxy
-    runtime = Runtime()
-    backend = PostgresPersistence(cutter.dsn(dsn))
-    runtime.install(backend)
-    session = runtime.sessions.create("s")
+    runtime, backend, session = live_session(cutter.dsn(dsn), "s")
     session.append("turn/start", {"turn": 1})
     await runtime.sessions.flush(session)
     cutter.cut = "before_send"
@@ -280,9 +285,7 @@ async def test_a_commit_that_never_reached_the_server_is_an_error_and_retried_on
     await runtime.sessions.flush(session)  # the kept batch goes in now, once
     await runtime.sessions.dispose(session)
     await backend.aclose()
-    check = PostgresPersistence(dsn)
-    assert [e.type for e in await check.read_from("s", 0)] == ["turn/start", "step/start"]
-    await check.aclose()
+    assert [e.type for e in await stored(dsn, "s")] == ["turn/start", "step/start"]
 
 
 class OwnServer:
@@ -335,10 +338,7 @@ async def test_the_server_killed_and_restarted_under_a_checkpointing_agent() -> 
 
 
 async def kill_and_restart(server: OwnServer) -> None:
-    runtime = Runtime()
-    backend = PostgresPersistence(server.dsn)
-    runtime.install(backend)
-    session = runtime.sessions.create("k")
+    runtime, backend, session = live_session(server.dsn, "k")
     session.append("turn/start", {"turn": 1})
     for step in range(1, 6):  # checkpoints the server acknowledged
         session.append("step/start", {"turn": 1, "step": step})
