@@ -15,11 +15,12 @@ from __future__ import annotations
 import errno
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import psycopg
 
 from persistence_postgres.lines import Line
+from persistence_postgres.locks import Connection
+from persistence_postgres.loop_connections import LoopConnection
 from persistence_postgres.statements import (
     ROWS_PER_STATEMENT,
     append_statement,
@@ -32,8 +33,6 @@ from session.persistence.failpoints import failpoint
 
 __all__ = ["append_batch", "append_on_loop", "moved", "settle_lost"]
 
-Connection = psycopg.Connection[tuple[Any, ...]]
-LoopConnection = psycopg.AsyncConnection[tuple[Any, ...]]
 Settle = Callable[[str, list[Line], Exception], None]
 """Called when the connection failed during an append: :func:`settle_lost` on a new one."""
 

@@ -17,9 +17,10 @@ import psycopg
 
 from session import SessionCollisionError
 
-__all__ = ["AdvisoryLocks"]
+__all__ = ["AdvisoryLocks", "Connection"]
 
 Connection = psycopg.Connection[tuple[Any, ...]]
+"""A synchronous connection, as this backend uses them."""
 
 _KEY: Final = "hashtextextended('agent_session:' || %s, 0)"
 _OWNER: Final = f"""

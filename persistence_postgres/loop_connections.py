@@ -25,7 +25,7 @@ __all__ = ["LoopConnection", "LoopConnections"]
 
 T = TypeVar("T")
 LoopConnection = psycopg.AsyncConnection[tuple[Any, ...]]
-AsyncConnection = LoopConnection
+"""An asynchronous connection, as this backend opens them."""
 
 
 class LoopConnections:
@@ -36,7 +36,7 @@ class LoopConnections:
         self._settings = settings
         self._size = size
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._idle: list[AsyncConnection] = []
+        self._idle: list[LoopConnection] = []
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
@@ -51,7 +51,7 @@ class LoopConnections:
             return False
         return self._loop is None or self._loop is loop
 
-    async def run(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def run(self, work: Callable[[LoopConnection], Awaitable[T]]) -> T:
         """Run ``work`` on a connection of the set; a connection it leaves broken (the
         driver raised ``OperationalError``, or finds it broken or closed) or that it was
         cancelled on is closed and not reused."""
@@ -67,7 +67,7 @@ class LoopConnections:
         await self._put_back(connection, False)
         return result
 
-    async def _acquire(self) -> AsyncConnection:
+    async def _acquire(self) -> LoopConnection:
         while True:
             if self._idle:
                 return self._idle.pop()
@@ -90,7 +90,7 @@ class LoopConnections:
                     self._waiters.remove(waiter)
                 raise
 
-    async def _connect(self) -> AsyncConnection:
+    async def _connect(self) -> LoopConnection:
         connection = await psycopg.AsyncConnection.connect(self._conninfo, **self._settings)
         try:
             cursor = await connection.execute(DURABILITY_QUERY)
@@ -100,7 +100,7 @@ class LoopConnections:
             raise
         return connection
 
-    async def _put_back(self, connection: AsyncConnection, failed: bool) -> None:
+    async def _put_back(self, connection: LoopConnection, failed: bool) -> None:
         """Make ``connection`` idle again, or (it failed, or the driver finds it broken or
         closed, e.g. after ``work`` handled a failure itself; or the set is closed) close it
         and free its slot: the next caller opens a new one."""

@@ -42,7 +42,7 @@ from psycopg_pool import ConnectionPool
 from persistence_jsonl.layout import parse_header
 from persistence_postgres.appends import append_batch, append_on_loop, moved, settle_lost
 from persistence_postgres.lines import Line, batch_lines, scan_rows
-from persistence_postgres.locks import AdvisoryLocks
+from persistence_postgres.locks import AdvisoryLocks, Connection
 from persistence_postgres.loop_connections import LoopConnections
 from persistence_postgres.schema import check_durability, migrate
 from persistence_postgres.statements import (
@@ -57,7 +57,6 @@ from session.persistence.storage import check_text_id
 __all__ = ["PostgresStorage", "RowCut"]
 
 T = TypeVar("T")
-Connection = psycopg.Connection[tuple[Any, ...]]
 
 _PAGE = 10_000
 """Rows per keyset page of a load (bounds the driver's buffers, whatever the log's size)."""
