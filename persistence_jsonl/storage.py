@@ -10,13 +10,14 @@ leaves the file as it was, or, if even the rollback failed, raises
 instance; committed bytes are never rewritten (repair only cuts a torn tail and appends
 closers). Files are created 0600, directories 0700.
 
-Where the I/O runs (said here once): in a worker thread, so fsyncs of different sessions
-overlap and the event loop keeps running (a checkpoint's write goes straight to one of the
-storage's own I/O threads, ``start_append``, with no task), with one exception. While
-exactly one session is live (``sole_writer``), a flush barrier (a checkpoint) that appends
-to its already created log writes and fsyncs on the event-loop thread: a thread round trip
-costs about as much as a fast fsync, and the agent is waiting for that checkpoint anyway.
-Background (batching-window) writes stay in the worker thread. Inline checkpoints stop as
+Where the I/O runs (said here once): off the event loop, so fsyncs of different sessions
+overlap and the loop keeps running. Appends, and a new session's first write, run on the
+storage's own I/O threads (a checkpoint hands its write there without a task,
+``start_append``); reads and repairs on the loop's default worker threads. One exception:
+while exactly one session is live (``sole_writer``), a flush barrier (a checkpoint) that
+appends to its already created log writes and fsyncs on the event-loop thread: a thread round
+trip costs about as much as a fast fsync, and the agent is waiting for that checkpoint anyway.
+Background (batching-window) writes stay on the I/O threads. Inline checkpoints stop as
 soon as the latest write-and-fsync took longer than ``inline_fsync_budget_ms`` (a slow disk)
 and resume when one is fast again, so a slow disk blocks the loop at most once; ``0`` keeps
 all I/O off the loop.
@@ -262,12 +263,11 @@ class JsonlStorage:
     async def append(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
     ) -> None:
-        self._refuse_if_poisoned(header.id)
-        data = self._encode(header.id, events)
         if materialized:
-            await self._io().submit(self._append, header, data)
-        else:
-            await self._io().submit(self._materialize, header, data)
+            await self.start_append(header, events)
+            return
+        self._refuse_if_poisoned(header.id)
+        await self._io().submit(self._materialize, header, self._encode(header.id, events))
 
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
