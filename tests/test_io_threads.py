@@ -115,3 +115,11 @@ def test_a_call_that_ends_after_its_loop_closed_does_not_kill_the_thread() -> No
 def test_a_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one thread"):
         IOThreads(0, "test-io")
+
+
+async def test_a_call_after_shutdown_is_refused() -> None:
+    threads = IOThreads(1, "test-io")
+    await threads.submit(lambda: None)
+    threads.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        threads.submit(lambda: None)

@@ -12,7 +12,7 @@ Guarantees: calls start in the order they were submitted; a thread is started wh
 idle, up to ``size``; a call's exception is raised by its future; a call whose future was
 cancelled still runs to its end (I/O is never abandoned halfway), and its outcome is dropped;
 the threads are daemons, and :meth:`shutdown` ends each once the calls submitted before it
-have run.
+have run and refuses later ones, as an executor does.
 """
 
 from __future__ import annotations
@@ -41,14 +41,18 @@ class IOThreads:
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._idle = 0
-        """Threads free for a new call and not yet promised to one (a thread is started for
-        a call, so it counts only once it finished one; a call taken while all threads are
-        busy may leave the count one high, which only matters once all are started)."""
+        """Threads free for a new call and not yet promised to one. A thread is started for
+        a call, so it counts only once it finished one. A call queued while every thread is
+        busy leaves the count one high once a thread takes it; that happens only when all
+        ``size`` threads exist, and then no thread is started any more."""
         self._lock = threading.Lock()  # guards _idle
+        self._shut = False
 
     def submit(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """Run ``call(*args)`` on a thread; its outcome settles the returned future (of the
-        running loop)."""
+        running loop). Raises ``RuntimeError`` after :meth:`shutdown`."""
+        if self._shut:
+            raise RuntimeError(f"the {self._name} I/O threads are shut down")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._lock:  # an idle thread is this call's, or a new one is started for it
@@ -65,7 +69,9 @@ class IOThreads:
         return future
 
     def shutdown(self) -> None:
-        """End every thread once the calls already submitted have run (without waiting)."""
+        """End every thread once the calls already submitted have run (without waiting);
+        later calls are refused."""
+        self._shut = True
         for _ in self._threads:
             self._calls.put(None)
         self._threads = []
