@@ -45,8 +45,8 @@ interop: $(INTEROP)
 
 # The PostgreSQL tests run against a throwaway server (scripts/with-postgres starts it, or
 # uses yours when AGENT_SESSION_PG_DSN is set), on every core: every test has its own
-# directories, databases and child processes, and the suite takes 10-12 minutes serially on
-# two cores, 6 in parallel.
+# directories, databases and child processes. On two cores the tests took 10-14.5 minutes
+# one at a time, 5.5-7 minutes in parallel.
 pytest: $(STAMP) $(INTEROP)
 	scripts/with-postgres $(BIN)/pytest -q -n auto
 

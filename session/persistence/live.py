@@ -136,7 +136,7 @@ class LiveWriter:
         live = _Live(
             WriteBehindController(
                 lambda batch: self._write(session, batch),
-                write_now=lambda batch: self._write_inline(session, batch),
+                write_now=lambda batch: self._write_now(session, batch),
                 max_delay_ms=self._delay_ms,
                 scheduler=self._scheduler,
                 label=f'"{session.id}"',
@@ -306,7 +306,7 @@ class LiveWriter:
             if fresh:
                 await self._ledger.append(session.id, fresh)
 
-    def _write_inline(
+    def _write_now(
         self, session: Session, batch: list[SessionEvent]
     ) -> bool | asyncio.Future[None]:
         """The barrier's path without a task: if the session is bound and materialized and
