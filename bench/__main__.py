@@ -28,7 +28,7 @@ from bench.resume import resume_100k
 from bench.stacks import open_backend, stack
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.rows import encode_batch
+from persistence_jsonl.encoder import encode_batch
 from session import Session
 from session.persistence.coordinator import PersistenceCoordinator
 

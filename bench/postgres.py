@@ -12,7 +12,7 @@ import time
 import psycopg
 
 from bench.workload import append_step
-from persistence_jsonl.rows import encode_batch
+from persistence_jsonl.encoder import encode_batch
 from session import Session
 
 __all__ = ["DSN_ENV", "bare_insert_commit", "database_for"]

@@ -2,31 +2,23 @@
 reference's storage compaction, byte for byte); reading expands them back to the exact
 ``assistant/chunk`` events.
 
-Packing is only an encoding: every chunk event keeps its seq and time.
+Packing is only an encoding: every chunk event keeps its seq and time. A live session's
+batches are packed as its events arrive (:mod:`persistence_jsonl.encoder`).
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from session.events.event import SessionEvent, build_plain_events
 from session.events.eventlog import LazyRun
 from session.events.types import ASSISTANT_CHUNK
-from session.json.codec import encode_json
 from session.json.lossless import MAX_SAFE_INTEGER, FrozenDict, JsFloat, is_safe_int, snapshot
 
-__all__ = [
-    "ROW_TYPES",
-    "BatchEncoder",
-    "MalformedRowError",
-    "encode_batch",
-    "encode_lines",
-    "lazy_row_events",
-]
+__all__ = ["MIN_RUN", "ROW_TYPES", "MalformedRowError", "lazy_row_events", "packed_row", "run_key"]
 
 ROW_TYPES: Final = {
     "text-delta": "text-chunks",
@@ -34,7 +26,7 @@ ROW_TYPES: Final = {
     "tool-call-delta": "tool-call-chunks",
 }
 _ROW_TO_DELTA: Final = {row: delta for delta, row in ROW_TYPES.items()}
-_MIN_RUN: Final = 3
+MIN_RUN: Final = 3
 _CHUNK_DATA_KEYS: Final = ("turn", "step", "chunk")
 _TEXT_KEYS: Final = ("type", "index", "text")
 _TOOL_KEYS: Final = ("type", "index", "id", "argumentsDelta")
@@ -49,7 +41,7 @@ _PLAIN_MAPS: Final = (dict, FrozenDict)
 _NUMBERS: Final = (int, float, JsFloat)
 
 
-def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
+def run_key(event: SessionEvent) -> tuple[Any, ...] | None:
     """What a run's members share, or ``None`` if the event cannot be packed. (Called for
     every event a live session commits: written to do few calls.)"""
     fields = event.__dict__
@@ -95,7 +87,7 @@ def _run_key(event: SessionEvent) -> tuple[Any, ...] | None:
     return key
 
 
-def _row(first: SessionEvent, dts: list[int], payloads: list[str]) -> dict[str, Any]:
+def packed_row(first: SessionEvent, dts: list[int], payloads: list[str]) -> dict[str, Any]:
     """The packed row of a run: its first event, the time steps after it, every payload."""
     data = first.data
     chunk = data["chunk"]
@@ -114,176 +106,6 @@ def _row(first: SessionEvent, dts: list[int], payloads: list[str]) -> dict[str, 
     else:
         row["texts"] = payloads
     return {"type": ROW_TYPES[kind], "seq0": first.seq, "time0": first.time, "data": row}
-
-
-def encode_batch(events: Sequence[SessionEvent], pack: bool) -> bytes:
-    """The bytes appended for one batch: one line per event or packed row, each ending in
-    ``\\n``. With ``pack``, every maximal run of three or more deltas that share a run key, with
-    consecutive seqs and time steps a row can store, becomes one row."""
-    encoder = BatchEncoder(pack, restart_on_gap=False)
-    for event in events:
-        encoder.prepare(event)
-    return encoder._take_all()
-
-
-def encode_lines(events: Sequence[SessionEvent], pack: bool) -> list[tuple[bytes, int]]:
-    """The lines of :func:`encode_batch` (without newlines), each with how many events it
-    holds (more than one for a packed row)."""
-    encoder = BatchEncoder(pack, restart_on_gap=False)
-    for event in events:
-        encoder.prepare(event)
-    if encoder._key is not None:
-        encoder._close()
-    ends = encoder._bounds
-    starts = [0, *ends]
-    pairs = [(line, ends[i] - starts[i]) for i, line in enumerate(encoder._lines)]
-    encoder.clear()
-    return pairs
-
-
-class BatchEncoder:
-    """Encodes a session's events as they are committed, so that writing a batch later only
-    joins lines. :meth:`encode` returns exactly ``encode_batch(events, pack)`` for any batch,
-    prepared or not, in any split.
-
-    Runs are found as events arrive: a delta that continues the open run adds its payload and
-    time step to it; any other event closes the run (encoding it as one row, or line by line
-    when shorter than three) and is encoded itself. So a checkpoint of what was prepared
-    encodes at most its last, still open run.
-    """
-
-    __slots__ = (
-        "_bounds",
-        "_dts",
-        "_events",
-        "_key",
-        "_last_time",
-        "_lines",
-        "_payloads",
-        "_start",
-        "pack",
-        "restart_on_gap",
-    )
-
-    def __init__(self, pack: bool, *, restart_on_gap: bool = True) -> None:
-        self.pack = pack
-        self.restart_on_gap = restart_on_gap
-        self._events: list[SessionEvent] = []  # prepared, consecutive seqs
-        self._lines: list[bytes] = []  # the lines of _events[:_start]
-        self._bounds: list[int] = []  # _bounds[i]: how many events lines[: i + 1] hold
-        self._key: Any = None  # the open run's key; None: no open run
-        self._start = 0  # index in _events of the open run's first event
-        self._payloads: list[str] = []
-        self._dts: list[int] = []
-        self._last_time = 0
-
-    def prepare(self, event: SessionEvent) -> None:
-        """Do the per-event encoding work for ``event`` now. Events come in seq order; with
-        ``restart_on_gap`` (a live session's encoder), one that does not follow the last
-        drops everything prepared and starts over."""
-        events = self._events
-        if self.restart_on_gap and events and event.seq != events[-1].seq + 1:
-            self.clear()
-            events = self._events
-        key = _run_key(event) if self.pack else None
-        if key is not None:
-            fields = event.__dict__
-            chunk = fields["data"]["chunk"]
-            payload = chunk["argumentsDelta" if key[0] == "tool-call-delta" else "text"]
-            time = fields["time"]
-            if key == self._key and fields["seq"] == events[-1].seq + 1:
-                step = time - self._last_time
-                if -MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER:
-                    events.append(event)
-                    self._payloads.append(payload)
-                    self._dts.append(step)
-                    self._last_time = time
-                    return
-            if self._key is not None:
-                self._close()
-            events.append(event)
-            self._key, self._start, self._last_time = key, len(events) - 1, time
-            self._payloads, self._dts = [payload], []
-            return
-        if self._key is not None:
-            self._close()
-        events.append(event)
-        self._lines.append(event.encode())
-        self._bounds.append(len(events))
-        self._start = len(events)
-
-    def _close(self) -> None:
-        """Encode the open run (it holds every event from ``_start`` on)."""
-        start, end = self._start, len(self._events)
-        run = self._events[start:]
-        if len(run) >= _MIN_RUN:
-            self._lines.append(encode_json(_row(run[0], self._dts, self._payloads)))
-            self._bounds.append(end)
-        else:
-            self._lines.extend(e.encode() for e in run)
-            self._bounds.extend(range(start + 1, end + 1))
-        self._start = end
-        self._key = None
-
-    def encode(self, events: Sequence[SessionEvent]) -> bytes:
-        """The batch's bytes; prepared work up to its last event is used and released."""
-        if not events:
-            return b""
-        prepared = self._events
-        count = len(events)
-        if (
-            count <= len(prepared)
-            and events[0] is prepared[0]
-            and events[-1] is prepared[count - 1]  # so a prefix: prepared seqs follow on
-        ):
-            if count == len(prepared):
-                return self._take_all()
-            cut = bisect.bisect_left(self._bounds, count)
-            if cut < len(self._bounds) and self._bounds[cut] == count:
-                lines = self._lines[: cut + 1]
-                self._drop(cut + 1, count)
-                lines.append(b"")
-                return b"\n".join(lines)
-        # Not a prefix of what was prepared, or cut inside a run: encode it afresh, then
-        # prepare again what follows it.
-        last = events[-1].seq
-        rest = [e for e in prepared if e.seq > last]
-        self.clear()
-        data = encode_batch(events, self.pack)
-        for event in rest:
-            self.prepare(event)
-        return data
-
-    def _take_all(self) -> bytes:
-        """The bytes of everything prepared; forget it."""
-        if self._key is not None:
-            self._close()
-        lines = self._lines
-        lines.append(b"")
-        self.clear()
-        return b"\n".join(lines)
-
-    def _drop(self, lines: int, events: int) -> None:
-        """Forget the first ``lines`` lines, which hold the first ``events`` events."""
-        if events == len(self._events):
-            self.clear()
-            return
-        del self._lines[:lines], self._bounds[:lines], self._events[:events]
-        self._bounds = [bound - events for bound in self._bounds]
-        self._start -= events
-
-    def clear(self) -> None:
-        """Drop everything prepared."""
-        self._events = []
-        self._lines = []
-        self._bounds = []
-        self._key = None
-        self._start = 0
-        self._payloads = []
-        self._dts = []
-
-    def __len__(self) -> int:
-        return len(self._events)
 
 
 def lazy_row_events(raw: Mapping[str, Any]) -> LazyRun:

@@ -36,6 +36,7 @@ from persistence_jsonl.durable import (
     create_by_link,
     truncate_synced,
 )
+from persistence_jsonl.encoder import LiveEncoders, encode_batch
 from persistence_jsonl.encoding import ENCODINGS, Compression, LogEncoding, encoding_of
 from persistence_jsonl.fileio import FileOps
 from persistence_jsonl.layout import (
@@ -46,7 +47,6 @@ from persistence_jsonl.layout import (
 )
 from persistence_jsonl.locks import WriterLocks, held_locks, writer_active
 from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, Cut, LogReader
-from persistence_jsonl.rows import BatchEncoder, encode_batch
 from session import (
     SessionCollisionError,
     SessionDurabilityError,
@@ -112,8 +112,6 @@ class JsonlStorage:
             raise TypeError("max_log_bytes must be a positive safe integer")
         self.root = os.path.abspath(os.fspath(root))
         """The absolute store root."""
-        self.pack_chunks = pack_chunks
-        """Whether appends pack runs of streaming deltas into rows (reading always unpacks)."""
         self.ops = ops or FileOps()
         """The system-call seam (replace it to inject faults)."""
         existing = self.ops.stat(self.root, follow=True)
@@ -130,7 +128,7 @@ class JsonlStorage:
         self._locks = WriterLocks(self.ops)
         self._poisoned: dict[str, SessionDurabilityError] = {}
         self._fds: dict[str, tuple[int, str]] = {}  # id -> (append descriptor, its path)
-        self._encoders: dict[str, BatchEncoder] = {}
+        self._encoders = LiveEncoders(pack_chunks)  # .pack: whether appends pack runs
         self._append_ms = 0.0  # how long the latest write-and-fsync took; 0 = not measured
         self._writers: IOThreads | None = None  # appends' I/O threads (_io)
 
@@ -229,7 +227,7 @@ class JsonlStorage:
 
     async def release(self, id: str) -> None:
         """Release the writer lock of ``id`` and close its append descriptor."""
-        self._encoders.pop(id, None)
+        self._encoders.forget(id)
         self._drop_fd(id)
         self._locks.release(id)
         self._encodings.pop(id, None)
@@ -251,7 +249,7 @@ class JsonlStorage:
             self.ops.fsync_dir(directory)
             self.ops.unlink(os.path.join(directory, LOCK_NAME))
         finally:
-            self._encoders.pop(id, None)
+            self._encoders.forget(id)
             self._locks.release(id)
             self._encodings.pop(id, None)
         self.ops.rmdir(directory)  # a leftover empty directory is not a session
@@ -267,7 +265,7 @@ class JsonlStorage:
             await self.start_append(header, events)
             return
         self._refuse_if_poisoned(header.id)
-        await self._io().submit(self._materialize, header, self._encode(header.id, events))
+        await self._io().submit(self._materialize, header, self._encoders.encode(header.id, events))
 
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
@@ -277,7 +275,7 @@ class JsonlStorage:
         if not sole_writer or not 0 < self._append_ms <= self.inline_fsync_budget_ms:
             return False
         self._refuse_if_poisoned(header.id)
-        self._append(header, self._encode(header.id, events))
+        self._append(header, self._encoders.encode(header.id, events))
         return True
 
     def start_append(
@@ -286,7 +284,7 @@ class JsonlStorage:
         """Encode the batch here and hand its write and fsync to an I/O thread of this
         storage's own (up to :data:`IO_THREADS`, so many sessions' fsyncs overlap)."""
         self._refuse_if_poisoned(header.id)
-        data = self._encode(header.id, events)
+        data = self._encoders.encode(header.id, events)
         return self._io().submit(self._append, header, data)
 
     def _io(self) -> IOThreads:
@@ -298,10 +296,7 @@ class JsonlStorage:
     def prepare(self, id: str, event: SessionEvent) -> None:
         """Encode a live session's event as it is committed (the checkpoint then only joins
         lines and packs runs)."""
-        encoder = self._encoders.get(id)
-        if encoder is None:
-            encoder = self._encoders[id] = BatchEncoder(self.pack_chunks)
-        encoder.prepare(event)
+        self._encoders.prepare(id, event)
 
     async def commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
@@ -315,12 +310,6 @@ class JsonlStorage:
         self._encoders.clear()
         for id in {**dict.fromkeys(self._locks.ids()), **dict.fromkeys(self._fds)}:
             await self.release(id)
-
-    def _encode(self, id: str, events: Sequence[SessionEvent]) -> bytes:
-        encoder = self._encoders.get(id)
-        if encoder is None:
-            return encode_batch(events, self.pack_chunks)
-        return encoder.encode(events)
 
     def _refuse_if_poisoned(self, id: str) -> None:
         poisoned = self._poisoned.get(id)
@@ -398,6 +387,6 @@ class JsonlStorage:
             assert isinstance(cut_at, Cut)
             truncate_synced(self.ops, self.locate(header), cut_at.offset)
             restore = cut_at.restore
-        payload = restore + (encode_batch(closers, self.pack_chunks) if closers else b"")
+        payload = restore + (encode_batch(closers, self._encoders.pack) if closers else b"")
         if payload:
             self._append(header, payload, "repair:after-closer-write")

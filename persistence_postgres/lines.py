@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from persistence_jsonl.rows import encode_lines
+from persistence_jsonl.encoder import encode_lines
 from persistence_jsonl.scan import ScannedLog, scan_log
 from session import SessionEvent
 
@@ -29,13 +29,16 @@ class Line:
     """The JSONL line, without its newline."""
 
 
-def batch_lines(events: Sequence[SessionEvent]) -> list[Line]:
-    """The rows of a contiguous batch: its JSONL lines, packed as the JSONL backend packs."""
+def batch_lines(
+    events: Sequence[SessionEvent], encoded: Sequence[tuple[bytes, int]] | None = None
+) -> list[Line]:
+    """The rows of a contiguous batch: its JSONL lines, packed as the JSONL backend packs
+    (``encoded``: those lines with their event counts, when already at hand)."""
     if not events:
         return []
     out: list[Line] = []
     seq = events[0].seq
-    for line, count in encode_lines(events, True):
+    for line, count in encode_lines(events, True) if encoded is None else encoded:
         kind = line[9 : line.index(b'"', 9)]  # after b'{"type":"'
         out.append(Line(seq, count, kind.decode(), line.decode()))
         seq += count

@@ -10,7 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from persistence_jsonl.rows import BatchEncoder, _run_key, encode_batch
+from persistence_jsonl.encoder import BatchEncoder, encode_batch, encode_lines
+from persistence_jsonl.rows import run_key
 from session import Session, SessionEvent, decode_json
 from session.json.codec import encode_json
 from tests.rows import expand_row_events
@@ -62,12 +63,12 @@ def reference_lines(events: list[SessionEvent], pack: bool) -> bytes:
     key, consecutive seqs and safe time steps become one row; everything else one line."""
     runs: list[list[SessionEvent]] = []
     for event in events:
-        key = _run_key(event) if pack else None
+        key = run_key(event) if pack else None
         last = runs[-1][-1] if runs else None
         if (
             key is not None
             and last is not None
-            and _run_key(last) == key
+            and run_key(last) == key
             and event.seq == last.seq + 1
             and abs(event.time - last.time) <= 2**53 - 1
         ):
@@ -130,6 +131,30 @@ def test_prepared_encoding_is_encode_batch(
             written += encoded
         assert len(encoder) == 0  # everything prepared was released by its batch
         assert read_back(written) == [e.to_json() for e in events]
+
+
+@settings(max_examples=300, deadline=None)
+@given(plans, st.lists(st.integers(0, 40), max_size=4), st.data())
+def test_prepared_lines_are_encode_batch_line_by_line(
+    plan: list[tuple[Any, ...]], cuts: list[int], data: st.DataObject
+) -> None:
+    """``lines`` (what the PostgreSQL backend stores as rows) takes prepared work as
+    ``encode`` does: the same lines, each with how many events it holds."""
+    events = build(plan)
+    prepared = data.draw(st.lists(st.booleans(), min_size=len(events), max_size=len(events)))
+    encoder = BatchEncoder(True)
+    for event, ready in zip(events, prepared, strict=True):
+        if ready:
+            encoder.prepare(event)
+    bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
+    for start, end in itertools.pairwise(bounds):
+        batch = events[start:end]
+        lines = encoder.lines(batch)
+        assert lines == encode_lines(batch, True)
+        assert b"".join(line + b"\n" for line, _ in lines) == encode_batch(batch, True)
+        assert sum(count for _, count in lines) == len(batch)
+        assert all(count == 1 or b'-chunks","seq0":' in line[:30] for line, count in lines)
+    assert len(encoder) == 0
 
 
 def test_a_stale_prepared_event_is_not_used() -> None:

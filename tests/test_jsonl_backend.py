@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from persistence_jsonl import JsonlPersistence, encode_segment, project_key
-from persistence_jsonl.rows import encode_batch
+from persistence_jsonl.encoder import encode_batch
 from persistence_jsonl.scan import scan_log
 from session import (
     Runtime,
