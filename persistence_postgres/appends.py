@@ -1,7 +1,7 @@
 """The write of one batch: its statements (:mod:`persistence_postgres.statements`), the check
 that the session row moved as this writer expected, and what happens when the connection fails
 during it. The same steps run on a worker thread's connection (:func:`append_batch`) or, for a
-checkpoint of one statement, on a connection of the event loop (:func:`append_on_loop`).
+checkpoint of one statement, on a connection of the event loop (:func:`send_on_loop`).
 
 Guarantees: the batch is stored whole or not at all (one statement, or one transaction of
 several); a writer whose expected ``next_seq`` is stale gets :class:`SessionCollisionError`
@@ -12,6 +12,7 @@ connection whether the batch is stored, exactly (then the append succeeded), or 
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import uuid
 from collections.abc import Awaitable, Callable
@@ -20,7 +21,7 @@ import psycopg
 
 from persistence_postgres.lines import Line
 from persistence_postgres.locks import Connection
-from persistence_postgres.loop_connections import LoopConnection
+from persistence_postgres.loop_connections import Link, LoopConnections
 from persistence_postgres.statements import (
     ROWS_PER_STATEMENT,
     append_statement,
@@ -31,7 +32,7 @@ from session import SessionCollisionError, SessionHeader
 from session.events.header import header_line
 from session.persistence.failpoints import failpoint
 
-__all__ = ["append_batch", "append_on_loop", "moved", "settle_lost"]
+__all__ = ["append_batch", "moved", "send_on_loop", "settle_lost"]
 
 Settle = Callable[[str, list[Line], Exception], None]
 """Called when the connection failed during an append: :func:`settle_lost` on a new one."""
@@ -74,24 +75,48 @@ def append_batch(
         raise moved(header.id, materialized)
 
 
-async def append_on_loop(
-    db: LoopConnection,
-    header: SessionHeader,
+def send_on_loop(
+    connections: LoopConnections,
+    link: Link,
+    id: str,
     lines: list[Line],
+    statement: tuple[bytes, list[bytes]],
     settle: Callable[[str, list[Line], Exception], Awaitable[None]],
-) -> None:
+) -> asyncio.Future[None]:
     """:func:`append_batch` of a stored session's batch of at most
-    :data:`ROWS_PER_STATEMENT` lines, on an asynchronous connection."""
-    try:
-        failpoint("postgres:append:before-commit")
-        statement = append_statement(True, len(lines))
-        inserted = (await db.execute(statement, append_values(header.id, lines))).rowcount
-    except psycopg.OperationalError as e:
-        await settle(header.id, lines, e)
+    :data:`ROWS_PER_STATEMENT` lines, sent now on ``link`` (a connection of the event loop on
+    which ``statement``, the batch's :func:`protocol_append`, is prepared); the future is done
+    when the batch is stored, with no task unless the connection fails (then ``settle``
+    decides)."""
+    failpoint("postgres:append:before-commit")
+    stored = asyncio.get_running_loop().create_future()
+
+    def answered(done: asyncio.Future[int]) -> None:
+        error = done.exception()
+        if isinstance(error, psycopg.OperationalError):
+            settled = asyncio.ensure_future(settle(id, lines, error))
+            settled.add_done_callback(lambda after: _copy(after, stored))
+        elif error is not None:
+            stored.set_exception(error)
+        else:
+            failpoint("postgres:append:after-commit")
+            if done.result() != len(lines):
+                stored.set_exception(moved(id, True))
+            else:
+                stored.set_result(None)
+
+    connections.send(link, *statement).add_done_callback(answered)
+    return stored
+
+
+def _copy(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
+    if target.done():
         return
-    failpoint("postgres:append:after-commit")
-    if inserted != len(lines):
-        raise moved(header.id, True)
+    error = asyncio.CancelledError() if source.cancelled() else source.exception()
+    if error is None:
+        target.set_result(None)
+    else:
+        target.set_exception(error)
 
 
 def settle_lost(db: Connection, id: str, lines: list[Line], error: Exception) -> None:

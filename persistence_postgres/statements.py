@@ -8,13 +8,20 @@ trip and one transaction, in which the rows are inserted only if the row moved (
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from persistence_postgres.lines import Line
 
-__all__ = ["ROWS_PER_STATEMENT", "append_statement", "append_values", "rows_statement"]
+__all__ = [
+    "ROWS_PER_STATEMENT",
+    "append_statement",
+    "append_values",
+    "protocol_append",
+    "rows_statement",
+]
 
 ROWS_PER_STATEMENT = 1_000
 """Most rows one statement inserts (4 parameters each; the protocol allows 65,535). A larger
@@ -81,3 +88,29 @@ def append_values(id: str, lines: Sequence[Line]) -> dict[str, Any]:
         values[f"t{i}"] = line.type
         values[f"l{i}"] = line.text
     return values
+
+
+_NAMED = re.compile(rb"%\((\w+)\)s")
+
+
+@lru_cache(maxsize=32)
+def _positional(statement: bytes) -> tuple[bytes, tuple[str, ...]]:
+    """``statement`` with the protocol's ``$n`` placeholders, and the names they stand for."""
+    names: list[str] = []
+
+    def number(match: re.Match[bytes]) -> bytes:
+        name = match.group(1).decode()
+        if name not in names:
+            names.append(name)
+        return b"$%d" % (names.index(name) + 1)
+
+    return _NAMED.sub(number, statement), tuple(names)
+
+
+def protocol_append(id: str, lines: Sequence[Line]) -> tuple[bytes, list[bytes]]:
+    """:func:`append_statement` of a stored session's ``lines`` and its parameters, as libpq
+    takes them (``$n`` placeholders, each value as text): for a connection that speaks the
+    protocol directly."""
+    statement, names = _positional(append_statement(True, len(lines)))
+    values = append_values(id, lines)
+    return statement, [str(values[name]).encode() for name in names]

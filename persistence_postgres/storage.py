@@ -39,15 +39,14 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from persistence_jsonl.encoder import LiveEncoders
 from persistence_jsonl.layout import parse_header
-from persistence_postgres.appends import append_batch, append_on_loop, moved, settle_lost
+from persistence_postgres.appends import append_batch, moved, send_on_loop, settle_lost
 from persistence_postgres.lines import Line, batch_lines, scan_rows
 from persistence_postgres.locks import AdvisoryLocks, Connection
 from persistence_postgres.loop_connections import LoopConnections
 from persistence_postgres.schema import check_durability, migrate
-from persistence_postgres.statements import (
-    ROWS_PER_STATEMENT,
-)
+from persistence_postgres.statements import ROWS_PER_STATEMENT, protocol_append
 from session import SessionCollisionError, SessionEvent, SessionHeader
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 from session.persistence.failpoints import failpoint
@@ -121,6 +120,7 @@ class PostgresStorage:
         self._worker = IOThreads(pool_size, "session-postgres")
         self._on_loop = LoopConnections(conninfo, self.settings, 0 if given else pool_size)
         """Checkpoints' connections on the event loop (none with a pool of yours)."""
+        self._encoders = LiveEncoders(True)
         self.locks = AdvisoryLocks(lambda: psycopg.connect(conninfo, **self.settings))
         """The writer locks of live sessions (one dedicated connection)."""
 
@@ -254,6 +254,7 @@ class PostgresStorage:
         return await self._run(lambda db: self.locks.owner(db, id) is not None)
 
     async def release(self, id: str) -> None:
+        self._encoders.forget(id)
         if self.locks.holds(id):
             await self._worker.submit(self.locks.give, id)
 
@@ -262,7 +263,7 @@ class PostgresStorage:
     async def append(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
     ) -> None:
-        lines = batch_lines(events)
+        lines = batch_lines(events, self._encoders.lines(header.id, events))
         if not materialized:
             await self.acquire(header.id)  # the writer of a new session holds it from now
         await self._run(lambda db: append_batch(db, header, lines, materialized, self._settle))
@@ -275,30 +276,45 @@ class PostgresStorage:
     def start_append(
         self, header: SessionHeader, events: Sequence[SessionEvent]
     ) -> asyncio.Future[None]:
-        """The append's statement on a connection of the event loop; on a worker thread
-        instead (no task) for a batch of several statements, before the schema is known to be
-        in place, with a pool of yours, or on a second event loop."""
-        lines = batch_lines(events)
-        loop = asyncio.get_running_loop()
+        """The append's statement sent now on an idle connection of the event loop (no task),
+        or by a task once one is ready; on a worker thread instead for a batch of several
+        statements, before the schema is known to be in place, with a pool of yours, or on a
+        second event loop."""
+        lines = batch_lines(events, self._encoders.lines(header.id, events))
         if self._opened and len(lines) <= ROWS_PER_STATEMENT and self._on_loop.usable():
-            return loop.create_task(self._append_on_loop(header, lines))
+            statement = protocol_append(header.id, lines)
+            link = self._on_loop.ready_now(statement[0])
+            if link is not None:
+                return send_on_loop(self._on_loop, link, header.id, lines, statement, self._lost)
+            return asyncio.get_running_loop().create_task(
+                self._append_on_loop(header.id, lines, statement)
+            )
         return self._worker.submit(
             self._call, lambda db: append_batch(db, header, lines, True, self._settle)
         )
 
-    async def _append_on_loop(self, header: SessionHeader, lines: list[Line]) -> None:
-        async def settle(id: str, lines: list[Line], error: Exception) -> None:
-            await self._worker.submit(self._settle, id, lines, error)
+    async def _append_on_loop(
+        self, id: str, lines: list[Line], statement: tuple[bytes, list[bytes]]
+    ) -> None:
+        try:
+            link = await self._on_loop.ready(statement[0])
+        except psycopg.OperationalError as e:  # nothing of the batch was sent
+            raise _unreachable(self.shown, f'the batch of "{id}" is not stored: {e}') from e
+        await send_on_loop(self._on_loop, link, id, lines, statement, self._lost)
 
+    async def _lost(self, id: str, lines: list[Line], error: Exception) -> None:
+        """:meth:`_settle` of a statement of the loop's connections, on a worker thread."""
         with _translated(self.shown):
-            await self._on_loop.run(lambda db: append_on_loop(db, header, lines, settle))
+            await self._worker.submit(self._settle, id, lines, error)
 
     def _settle(self, id: str, lines: list[Line], error: Exception) -> None:
         with psycopg.connect(self.dsn, **self.settings) as db:
             settle_lost(db, id, lines, error)
 
     def prepare(self, id: str, event: SessionEvent) -> None:
-        return None
+        """Encode a live session's event as it is committed, as the JSONL backend does (the
+        checkpoint then only joins its lines)."""
+        self._encoders.prepare(id, event)
 
     async def commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
@@ -357,6 +373,7 @@ class PostgresStorage:
         return deleted > 0
 
     async def close(self) -> None:
+        self._encoders.clear()
         try:
             await self._on_loop.close()
             await self._worker.submit(self.locks.close)
@@ -373,9 +390,13 @@ def _translated(shown: str) -> Iterator[None]:
     try:
         yield
     except psycopg.OperationalError as e:
-        raise OSError(errno.ECONNREFUSED, f"PostgreSQL at {shown}: {e}") from e
+        raise _unreachable(shown, str(e)) from e
     except TimeoutError as e:  # the pool found no connection in time
         raise OSError(errno.ETIMEDOUT, f"PostgreSQL at {shown}: {e}") from e
+
+
+def _unreachable(shown: str, why: str) -> OSError:
+    return OSError(errno.ECONNREFUSED, f"PostgreSQL at {shown}: {why}")
 
 
 def _redacted(dsn: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -176,14 +177,14 @@ async def test_a_stale_writer_is_refused_and_splices_nothing() -> None:
 
 class CuttingProxy:
     """A TCP proxy to the test server that can drop a connection at the worst moment: after
-    forwarding a statement that holds ``marker`` to the server (``after_send``: the commit
-    happens, its acknowledgement is lost) or instead of forwarding it (the commit never
-    happens)."""
+    forwarding an append to the server (``after_send``: the commit happens, its
+    acknowledgement is lost) or instead of forwarding it (the commit never happens). An
+    append is a statement that inserts into ``agent_session_event``, or the execution of one
+    the backend prepared on an event loop's connection (named ``agent_session_<n>``)."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.cut: str | None = None  # "after_send" | "before_send"
-        self.marker = b"agent_session_event"
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.cuts = 0
@@ -207,7 +208,7 @@ class CuttingProxy:
                     # the server's answer to the marked statement: drop both sides unanswered
                     self.answered = None
                     break
-                if upstream and self.cut and self.marker in data and b"INSERT" in data:
+                if upstream and self.cut and _appends(data):
                     mode, self.cut = self.cut, None
                     self.cuts += 1
                     if mode == "before_send":
@@ -223,6 +224,12 @@ class CuttingProxy:
     def dsn(self, dsn: str) -> str:
         """``dsn`` through this proxy."""
         return dsn.replace(f":{self.target[1]}/", f":{self.port}/")
+
+
+def _appends(data: bytes) -> bool:
+    return (b"agent_session_event" in data and b"INSERT" in data) or bool(
+        re.search(rb"agent_session_[0-9]+\x00", data)
+    )
 
 
 @pytest.fixture
@@ -278,14 +285,16 @@ async def test_a_commit_that_never_reached_the_server_is_an_error_and_retried_on
     runtime, backend, session = live_session(cutter.dsn(dsn), "s")
     session.append("turn/start", {"turn": 1})
     await runtime.sessions.flush(session)
-    cutter.cut = "before_send"
-    session.append("step/start", {"turn": 1, "step": 1})
-    with pytest.raises(OSError, match="the batch is not stored"):
-        await runtime.sessions.flush(session)
-    await runtime.sessions.flush(session)  # the kept batch goes in now, once
+    for step in (1, 2):  # cut at the statement's preparation, then at its execution
+        cutter.cut = "before_send"
+        session.append("step/start", {"turn": 1, "step": step})
+        with pytest.raises(OSError, match="the batch (of .s. )?is not stored"):
+            await runtime.sessions.flush(session)
+        assert cutter.cuts == step
+        await runtime.sessions.flush(session)  # the kept batch goes in now, once
     await runtime.sessions.dispose(session)
     await backend.aclose()
-    assert [e.type for e in await stored(dsn, "s")] == ["turn/start", "step/start"]
+    assert [e.type for e in await stored(dsn, "s")] == ["turn/start", "step/start", "step/start"]
 
 
 class OwnServer:

@@ -1,5 +1,7 @@
-"""The PostgreSQL connections that run checkpoints on the event loop, against the test
-server: bounded, FIFO when busy, a failed connection replaced, durability checked."""
+"""The PostgreSQL connections that run checkpoints on the event loop, speaking the protocol
+directly, against the test server: bounded, FIFO when busy, statements prepared once, a
+failed connection replaced, a connection idle again only once its answer is read whole,
+durability checked."""
 
 from __future__ import annotations
 
@@ -11,77 +13,131 @@ import psycopg
 import pytest
 
 from persistence_postgres import PostgresPersistence
-from persistence_postgres.loop_connections import LoopConnection, LoopConnections
+from persistence_postgres.loop_connections import PREPARED_PER_CONNECTION, LoopConnections
 from session import Runtime, SessionDurabilityError
 from tests.backends import fresh_database
 
 SETTINGS: dict[str, Any] = {"autocommit": True, "options": "-c synchronous_commit=on"}
+ONE = b"SELECT 1"
+GATE = b"SELECT pg_advisory_xact_lock(4242)"
+"""Blocks on the server while a test's admin connection holds advisory lock 4242."""
 
 
-async def backend_pid(db: LoopConnection) -> int:
-    row = await (await db.execute("SELECT pg_backend_pid()")).fetchone()
-    assert row is not None
-    return int(row[0])
+def idle_pids(connections: LoopConnections) -> list[int]:
+    return [link.connection.info.backend_pid for link in connections._idle]
+
+
+async def until(condition: Any, what: str) -> None:
+    """Wait (up to 30 s, polling the loop) for ``condition()`` to hold."""
+    for _ in range(3000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_at_most_size_connections_and_callers_wait_their_turn() -> None:
-    connections = LoopConnections(fresh_database(), SETTINGS, 2)
-    gate = asyncio.get_running_loop().create_future()
-    both_busy = asyncio.Event()
+    dsn = fresh_database()
+    connections = LoopConnections(dsn, SETTINGS, 2)
     order: list[str] = []
+    pids: dict[str, int] = {}
 
-    async def hold(name: str) -> int:
-        async def work(db: LoopConnection) -> int:
-            order.append(name)
-            if name in ("a", "b"):
-                if len(order) == 2:
-                    both_busy.set()
-                await gate
-            return await backend_pid(db)
+    async def run(name: str, query: bytes) -> int:
+        link = await connections.ready(query)
+        order.append(name)
+        pids[name] = link.connection.info.backend_pid
+        return await connections.send(link, query, [])
 
-        return await connections.run(work)
-
-    tasks = [asyncio.create_task(hold(name)) for name in ("a", "b", "c", "d")]
-    await asyncio.wait_for(both_busy.wait(), 30)
-    assert sorted(order) == ["a", "b"]  # c and d wait for a connection
-    gate.set_result(None)
-    pids = await asyncio.gather(*tasks)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_advisory_lock(4242)")
+        tasks = [asyncio.create_task(run(name, GATE)) for name in ("a", "b")]
+        await until(lambda: len(order) == 2, "a and b to get connections")
+        tasks += [asyncio.create_task(run(name, ONE)) for name in ("c", "d")]
+        await until(lambda: len(connections._waiters) == 2, "c and d to queue")
+        assert connections._open == 2
+        assert sorted(order) == ["a", "b"]
+        admin.execute("SELECT pg_advisory_unlock(4242)")
+        assert await asyncio.gather(*tasks) == [1, 1, 1, 1]
     assert order[2:] == ["c", "d"]  # in the order they asked
-    assert len(set(pids)) == 2  # c and d reused a's and b's connections
+    assert {pids["c"], pids["d"]} <= {pids["a"], pids["b"]}  # reused, not opened
     await connections.close()
     assert not connections.usable()
+
+
+async def test_a_statement_is_prepared_once_per_connection_and_ready_now_finds_it() -> None:
+    connections = LoopConnections(fresh_database(), SETTINGS, 1)
+    assert connections.ready_now(ONE) is None  # nothing open yet
+    assert await connections.execute(ONE, []) == 1
+    link = connections.ready_now(ONE)
+    assert link is not None
+    assert list(link.prepared) == [ONE]
+    assert await connections.send(link, ONE, []) == 1
+    assert connections.ready_now(b"SELECT 2") is None  # not prepared there
+    assert await connections.execute(b"SELECT $1::int", [b"7"]) == 1
+    assert len(connections._idle[0].prepared) == 2
+    await connections.close()
+
+
+async def test_past_the_prepared_limit_statements_are_sent_with_their_text() -> None:
+    connections = LoopConnections(fresh_database(), SETTINGS, 1)
+    for n in range(PREPARED_PER_CONNECTION + 3):
+        assert await connections.execute(b"SELECT %d" % n, []) == 1
+    assert len(connections._idle[0].prepared) == PREPARED_PER_CONNECTION
+    await connections.close()
 
 
 async def test_a_connection_that_failed_is_replaced_not_reused() -> None:
     dsn = fresh_database()
     connections = LoopConnections(dsn, SETTINGS, 1)
-    first = await connections.run(backend_pid)
+    await connections.execute(ONE, [])
+    [first] = idle_pids(connections)
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (first,))
     with pytest.raises(psycopg.OperationalError):
-        await connections.run(backend_pid)
-    second = await connections.run(backend_pid)
-    assert second != first
+        await connections.execute(ONE, [])
+    assert connections._open == 0
+    assert not connections._idle
+    await connections.execute(ONE, [])
+    assert idle_pids(connections) != [first]
     await connections.close()
 
 
-async def test_a_connection_that_failed_is_not_reused_even_when_the_work_handled_it() -> None:
-    """The append's own handling (a reconciliation) returns normally after the failure."""
+async def test_an_error_the_server_answers_keeps_the_connection() -> None:
+    connections = LoopConnections(fresh_database(), SETTINGS, 1)
+    await connections.execute(ONE, [])
+    first = idle_pids(connections)
+    with pytest.raises(psycopg.errors.DivisionByZero, match="division by zero"):
+        await connections.execute(b"SELECT 1 / $1::int", [b"0"])
+    assert idle_pids(connections) == first
+    await connections.close()
+
+
+async def test_a_caller_that_stops_waiting_leaves_no_statement_on_an_idle_connection() -> None:
+    """The connection is busy until the answer is read whole; the next caller then reuses it."""
     dsn = fresh_database()
     connections = LoopConnections(dsn, SETTINGS, 1)
-    first = await connections.run(backend_pid)
+    await connections.execute(ONE, [])
+    first = idle_pids(connections)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_advisory_lock(4242)")
+        gated = asyncio.create_task(connections.execute(GATE, []))
+        await until(lambda: not connections._idle, "the gated statement to be sent")
+        gated.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gated
+        after = asyncio.create_task(connections.execute(ONE, []))
+        await until(lambda: len(connections._waiters) == 1, "the next caller to queue")
+        assert not connections._idle
+        admin.execute("SELECT pg_advisory_unlock(4242)")
+        assert await after == 1
+    assert idle_pids(connections) == first
+    await connections.close()
 
-    async def survive(db: LoopConnection) -> str:
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (first,))
-        try:
-            await db.execute("SELECT 1")
-        except psycopg.OperationalError:
-            return "handled"
-        return "not failed"
 
-    assert await connections.run(survive) == "handled"
-    assert await connections.run(backend_pid) != first
+async def test_a_statement_larger_than_the_socket_buffers_goes_out_whole() -> None:
+    connections = LoopConnections(fresh_database(), SETTINGS, 1)
+    big = b"x" * (16 << 20)
+    assert await connections.execute(b"SELECT length($1::text)", [big]) == 1
     await connections.close()
 
 
@@ -89,7 +145,8 @@ async def test_a_connection_whose_commits_are_not_durable_is_refused() -> None:
     unsafe = {"autocommit": True, "options": "-c synchronous_commit=off"}
     connections = LoopConnections(fresh_database(), unsafe, 1)
     with pytest.raises(SessionDurabilityError, match="synchronous_commit"):
-        await connections.run(backend_pid)
+        await connections.execute(ONE, [])
+    assert connections._open == 0
     await connections.close()
 
 
@@ -98,8 +155,10 @@ def test_the_set_belongs_to_the_loop_it_first_ran_on() -> None:
     assert not connections.usable()  # no loop running
 
     async def first() -> bool:
-        await connections.run(backend_pid)
-        return connections.usable()
+        await connections.execute(ONE, [])
+        usable = connections.usable()
+        await connections.close()
+        return usable
 
     assert asyncio.run(first())
     seen: list[bool] = []
@@ -130,29 +189,12 @@ async def test_checkpoints_of_live_sessions_run_on_the_loop_connections() -> Non
         session.append("step/end", {"turn": 1, "step": step})
         await runtime.sessions.flush(session)
         assert on_loop._open == 1
-        pids.add(await on_loop.run(backend_pid))
+        pids.update(idle_pids(on_loop))
     assert len(pids) == 1
+    assert len(on_loop._idle[0].prepared) == 1  # each checkpoint: the same two rows
     stored = await backend.read_from("s", 0)
     assert [e.encode() for e in stored] == [e.encode() for e in session.events]
     await runtime.sessions.dispose(session)
     await backend.aclose()
     assert on_loop._open == 0
     assert not on_loop.usable()
-
-
-async def test_a_connection_whose_work_was_cancelled_is_not_reused() -> None:
-    connections = LoopConnections(fresh_database(), SETTINGS, 1)
-    first = await connections.run(backend_pid)
-    started = asyncio.Event()
-
-    async def long(db: LoopConnection) -> None:
-        started.set()
-        await db.execute("SELECT pg_sleep(30)")
-
-    task = asyncio.create_task(connections.run(long))
-    await started.wait()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert await connections.run(backend_pid) != first
-    await connections.close()
