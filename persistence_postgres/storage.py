@@ -360,13 +360,12 @@ class PostgresStorage:
 
     async def delete(self, id: str) -> bool:
         """Take the session's writer lock (refused while a writer anywhere holds it), then
-        delete its row and, by cascade, its lines in one transaction."""
+        delete its row and its lines in one transaction (the row first: an append waiting on
+        it then finds it gone and inserts nothing)."""
         held = self.locks.holds(id)
         await self.acquire(id)
         try:
-            deleted = await self._run(
-                lambda db: db.execute("DELETE FROM agent_session WHERE id = %s", (id,)).rowcount
-            )
+            deleted = await self._run(lambda db: _delete(db, id))
         finally:
             if not held:
                 await self.release(id)
@@ -393,6 +392,13 @@ def _translated(shown: str) -> Iterator[None]:
         raise _unreachable(shown, str(e)) from e
     except TimeoutError as e:  # the pool found no connection in time
         raise OSError(errno.ETIMEDOUT, f"PostgreSQL at {shown}: {e}") from e
+
+
+def _delete(db: Connection, id: str) -> int:
+    with db.transaction():
+        deleted = db.execute("DELETE FROM agent_session WHERE id = %s", (id,)).rowcount
+        db.execute("DELETE FROM agent_session_event WHERE session_id = %s", (id,))
+    return deleted
 
 
 def _unreachable(shown: str, why: str) -> OSError:

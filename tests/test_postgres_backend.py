@@ -26,7 +26,8 @@ from psycopg_pool import ConnectionPool
 from agent_session.copy import copy_session
 from persistence_jsonl import JsonlPersistence
 from persistence_postgres import PostgresPersistence
-from persistence_postgres.schema import check_durability
+from persistence_postgres.lines import batch_lines
+from persistence_postgres.schema import MIGRATIONS, SCHEMA_VERSION, check_durability
 from persistence_sqlite import SqlitePersistence
 from session import (
     Runtime,
@@ -35,8 +36,10 @@ from session import (
     SessionDurabilityError,
     SessionEvent,
     SessionFormatUnsupportedError,
+    SessionHeader,
     register_event_type,
 )
+from session.events.header import header_line
 from session.persistence.coordinator import PersistenceCoordinator
 from tests.backends import fresh_database
 from tests.corpus import case_bytes, cases
@@ -384,6 +387,51 @@ async def test_a_newer_schema_is_refused() -> None:
     with pytest.raises(SessionFormatUnsupportedError, match="schema version 99, newer than"):
         await newer.list_headers()
     await newer.aclose()
+
+
+async def test_a_version_1_database_is_upgraded_in_place() -> None:
+    """Migration 2 drops the lines' foreign key: what version 1 stored reads back the same,
+    and a delete still leaves no line of the session behind."""
+    dsn = fresh_database()
+    with psycopg.connect(dsn, autocommit=True) as db:  # version 1, written as it wrote
+        db.execute(MIGRATIONS[0].encode())
+        db.execute(
+            "CREATE TABLE agent_session_schema (singleton int PRIMARY KEY "
+            "CHECK (singleton = 1), version int NOT NULL)"
+        )
+        db.execute("INSERT INTO agent_session_schema VALUES (1, 1)")
+        for id in ("kept", "gone"):
+            events = turn(id).events
+            db.execute(
+                "INSERT INTO agent_session VALUES (%s, %s, 1, %s, 1, gen_random_uuid())",
+                (id, header_line(SessionHeader(id=id, created_at=1)).decode(), len(events)),
+            )
+            for line in batch_lines(events):
+                db.execute(
+                    "INSERT INTO agent_session_event VALUES (%s, %s, %s, %s, %s)",
+                    (id, line.seq, line.n, line.type, line.text),
+                )
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            db.execute("INSERT INTO agent_session_event VALUES ('x', 0, 1, 't', '{}')")
+    upgraded = PostgresPersistence(dsn)
+    await upgraded.delete("gone")
+    await upgraded.aclose()
+    with psycopg.connect(dsn, autocommit=True) as db:
+        version = db.execute("SELECT version FROM agent_session_schema").fetchone()
+        keys = db.execute(
+            "SELECT count(*) FROM pg_constraint WHERE conrelid = 'agent_session_event'::regclass "
+            "AND contype = 'f'"
+        ).fetchone()
+        left = db.execute(
+            "SELECT session_id, sum(n) FROM agent_session_event GROUP BY session_id"
+        ).fetchall()
+    assert version == (SCHEMA_VERSION,)
+    assert SCHEMA_VERSION == 2
+    assert keys == (0,)
+    assert left == [("kept", len(turn("kept").events))]
+    assert [e.encode() for e in await stored(dsn, "kept")] == [
+        e.encode() for e in turn("kept").events
+    ]
 
 
 def test_asynchronous_commits_are_refused() -> None:
