@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 import socket
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -47,6 +46,7 @@ from persistence_postgres.locks import AdvisoryLocks, Connection
 from persistence_postgres.loop_connections import LoopConnections
 from persistence_postgres.schema import check_durability, migrate
 from persistence_postgres.statements import ROWS_PER_STATEMENT, protocol_append
+from persistence_postgres.unreachable import redacted, translated, unreachable
 from session import SessionCollisionError, SessionEvent, SessionHeader
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 from session.persistence.failpoints import failpoint
@@ -90,7 +90,7 @@ class PostgresStorage:
         extra = given.kwargs if given is not None and isinstance(given.kwargs, dict) else {}
         self.dsn = conninfo
         """The connection string (a pool's, when a pool was given)."""
-        self.shown = _redacted(conninfo)
+        self.shown = redacted(conninfo)
         """The connection string without a password, for messages."""
         self.settings: dict[str, Any] = {
             **extra,
@@ -131,7 +131,7 @@ class PostgresStorage:
         return await self._worker.submit(self._call, work)
 
     def _call(self, work: Callable[[Connection], T]) -> T:
-        with _translated(self.shown):
+        with translated(self.shown):
             if not self._opened:
                 with self._opening:  # the first calls of several workers open it once
                     if not self._opened:
@@ -299,12 +299,12 @@ class PostgresStorage:
         try:
             link = await self._on_loop.ready(statement[0])
         except psycopg.OperationalError as e:  # nothing of the batch was sent
-            raise _unreachable(self.shown, f'the batch of "{id}" is not stored: {e}') from e
+            raise unreachable(self.shown, f'the batch of "{id}" is not stored: {e}') from e
         await send_on_loop(self._on_loop, link, id, lines, statement, self._lost)
 
     async def _lost(self, id: str, lines: list[Line], error: Exception) -> None:
         """:meth:`_settle` of a statement of the loop's connections, on a worker thread."""
-        with _translated(self.shown):
+        with translated(self.shown):
             await self._worker.submit(self._settle, id, lines, error)
 
     def _settle(self, id: str, lines: list[Line], error: Exception) -> None:
@@ -382,34 +382,8 @@ class PostgresStorage:
             self._worker.shutdown()
 
 
-@contextlib.contextmanager
-def _translated(shown: str) -> Iterator[None]:
-    """The driver's connection failures as ``OSError`` (the server is unreachable, or went
-    away): the caller keeps its batch and can retry."""
-    try:
-        yield
-    except psycopg.OperationalError as e:
-        raise _unreachable(shown, str(e)) from e
-    except TimeoutError as e:  # the pool found no connection in time
-        raise OSError(errno.ETIMEDOUT, f"PostgreSQL at {shown}: {e}") from e
-
-
 def _delete(db: Connection, id: str) -> int:
     with db.transaction():
         deleted = db.execute("DELETE FROM agent_session WHERE id = %s", (id,)).rowcount
         db.execute("DELETE FROM agent_session_event WHERE session_id = %s", (id,))
     return deleted
-
-
-def _unreachable(shown: str, why: str) -> OSError:
-    return OSError(errno.ECONNREFUSED, f"PostgreSQL at {shown}: {why}")
-
-
-def _redacted(dsn: str) -> str:
-    """The connection string without a password."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "(the configured server)"
-    info.pop("password", None)
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
