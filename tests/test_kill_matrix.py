@@ -1,10 +1,11 @@
 """The kill matrix: SIGKILL at every backend failpoint (JSONL: between an append's write and
 its fsync; after a materialization's temp write, link and directory fsync; after a repair's
 truncate and its closer write. SQLite: before and after each transaction's commit, and at the
-instant an acknowledgement is read, inside the next commit), over many runs with varied batch
-sizes, for plain and compressed logs and SQLite databases. After each kill the log loads, holds every acknowledged batch and no partial
-one, and loads again to the same result: a repair interrupted and redone never duplicates
-closers."""
+instant an acknowledgement is read, inside the next commit. PostgreSQL: before and after a
+live session's checkpoint commits), over many runs with varied batch sizes, for plain and
+compressed logs, SQLite and PostgreSQL databases. After each kill the log loads, holds every
+acknowledged batch and no partial one, and loads again to the same result: a repair
+interrupted and redone never duplicates closers."""
 
 from __future__ import annotations
 
@@ -36,9 +37,13 @@ SQLITE_WRITE_POINTS = ["sqlite:append:before-commit", "sqlite:append:after-commi
 """``ack``: no failpoint; the parent SIGKILLs the writer as it reads an acknowledgement, while
 the writer is already inside its next transaction."""
 SQLITE_REPAIR_POINTS = ["sqlite:repair:before-commit", "sqlite:repair:after-commit"]
+POSTGRES_WRITE_POINTS = ["postgres:append:before-commit", "postgres:append:after-commit"]
+"""Hit by a live session's flushes: the first one's on a worker thread, the later ones' on
+a connection of the event loop (sent, then killed before or after the commit)."""
 MATRIX = [
     *((point, kind) for kind in ("none", "zstd") for point in WRITE_POINTS + REPAIR_POINTS),
     *((point, "sqlite") for point in SQLITE_WRITE_POINTS + SQLITE_REPAIR_POINTS),
+    *((point, "postgres") for point in POSTGRES_WRITE_POINTS),
 ]
 
 
@@ -85,8 +90,9 @@ def kill_at_ack(
 
 async def check_write_kill(root: Path, seed: int, point: str, compression: str) -> None:
     many = point in ("append:after-write", "sqlite:append:after-commit", "ack")
-    hit = 1 + seed % 3 if many else 1
-    result = child(root, seed, "write", f"{point}@{hit}", compression)
+    hit = 1 + seed % 3 if many or compression == "postgres" else 1
+    action = "live" if compression == "postgres" else "write"
+    result = child(root, seed, action, f"{point}@{hit}", compression)
     assert result.returncode == -signal.SIGKILL, result.stderr
     acked = [
         int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("acked")
@@ -191,4 +197,4 @@ async def test_kill_matrix_smoke(tmp_path: Path, point: str, compression: str) -
     if point in REPAIR_POINTS + SQLITE_REPAIR_POINTS:
         await check_repair_kill(tmp_path, 3, point, compression)
     else:
-        await check_write_kill(tmp_path, 3, point, compression)
+        await check_write_kill(tmp_path, 4 if compression == "postgres" else 3, point, compression)
