@@ -22,7 +22,7 @@ import orjson
 from bench.listing import ls_10k_sessions
 from bench.many import Many, many_sessions
 from bench.memory import load_peak_rss
-from bench.postgres import DSN_ENV, bare_insert_commit
+from bench.postgres import DSN_ENV, bare_insert_commit, bare_insert_commit_async
 from bench.reference import reference_figures, reference_installed
 from bench.resume import resume_100k
 from bench.stacks import open_backend, stack
@@ -297,19 +297,25 @@ async def collect(runs: int) -> dict[str, list[float]]:
     return figures
 
 
-async def pg_round(root: str) -> tuple[float, float, float]:
-    """(bare insert + commit ms, our checkpoint ms, our checkpoints/s), back to back."""
+async def pg_round(root: str) -> tuple[float, float, float, float]:
+    """(bare insert + commit ms, blocking and on the loop; our checkpoint ms, our
+    checkpoints/s), back to back."""
     bare = bare_insert_commit(root + "-bare")
+    bare_async = await bare_insert_commit_async(root + "-bare-async")
     checkpoint, rate = await step_checkpoints(root, compression="postgres")
-    return bare, checkpoint, rate
+    return bare, bare_async, checkpoint, rate
 
 
 async def postgres_figures(runs: int, figures: dict[str, list[float]]) -> None:
     rounds = await repeat(runs, pg_round)
-    bare, checkpoint, rate = (list(column) for column in zip(*rounds, strict=True))
+    bare, bare_async, checkpoint, rate = (list(column) for column in zip(*rounds, strict=True))
     figures["pg_bare_insert_commit_ms"] = bare
+    figures["pg_bare_async_insert_commit_ms"] = bare_async
     figures["pg_checkpoint_ms"] = checkpoint
     figures["pg_checkpoint_vs_bare"] = [c / b for c, b in zip(checkpoint, bare, strict=True)]
+    figures["pg_checkpoint_vs_bare_async"] = [
+        c / b for c, b in zip(checkpoint, bare_async, strict=True)
+    ]
     figures["pg_checkpoints_per_s_1"] = rate
     many = [
         m.per_second

@@ -15,7 +15,7 @@ from bench.workload import append_step
 from persistence_jsonl.encoder import encode_batch
 from session import Session
 
-__all__ = ["DSN_ENV", "bare_insert_commit", "database_for"]
+__all__ = ["DSN_ENV", "bare_insert_commit", "bare_insert_commit_async", "database_for"]
 
 DSN_ENV = "AGENT_SESSION_PG_DSN"
 
@@ -30,20 +30,45 @@ def database_for(root: str) -> str:
     return f"{server.rpartition('/')[0]}/{name}"
 
 
-def bare_insert_commit(root: str, steps: int = 200, chunks: int = 20) -> float:
-    """Median ms of the baseline: one step's JSONL text inserted as one row and committed
-    (autocommit, ``synchronous_commit = on``), with bare psycopg on one connection."""
+def _step_text(chunks: int) -> str:
+    """One step's JSONL text (what the baselines insert as one row)."""
     session = Session.create("bare")
     session.append("turn/start", {"turn": 1})
     append_step(session, 1, chunks)
-    text = encode_batch(session.events[1:], pack=True).decode()
-    with psycopg.connect(
-        database_for(root), autocommit=True, options="-c synchronous_commit=on"
-    ) as db:
-        db.execute("CREATE TABLE IF NOT EXISTS bare (seq bigint PRIMARY KEY, line text)")
+    return encode_batch(session.events[1:], pack=True).decode()
+
+
+_BARE_TABLE = "CREATE TABLE IF NOT EXISTS bare (seq bigint PRIMARY KEY, line text)"
+_BARE_INSERT = "INSERT INTO bare VALUES (%s, %s)"
+_DURABLE = "-c synchronous_commit=on"
+
+
+def bare_insert_commit(root: str, steps: int = 200, chunks: int = 20) -> float:
+    """Median ms of the baseline: one step's JSONL text inserted as one row and committed
+    (autocommit, ``synchronous_commit = on``), with bare psycopg on one connection, blocking
+    (the thread sleeps in the socket read: no event loop to wake)."""
+    text = _step_text(chunks)
+    with psycopg.connect(database_for(root), autocommit=True, options=_DURABLE) as db:
+        db.execute(_BARE_TABLE)
         times = []
         for step in range(steps):
             start = time.perf_counter()
-            db.execute("INSERT INTO bare VALUES (%s, %s)", (step, text))
+            db.execute(_BARE_INSERT, (step, text))
+            times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+async def bare_insert_commit_async(root: str, steps: int = 200, chunks: int = 20) -> float:
+    """:func:`bare_insert_commit` with psycopg's ``AsyncConnection`` on the running event
+    loop: what an asyncio server's own insert costs, the loop's wake-up included."""
+    text = _step_text(chunks)
+    async with await psycopg.AsyncConnection.connect(
+        database_for(root), autocommit=True, options=_DURABLE
+    ) as db:
+        await db.execute(_BARE_TABLE)
+        times = []
+        for step in range(steps):
+            start = time.perf_counter()
+            await db.execute(_BARE_INSERT, (step, text))
             times.append(time.perf_counter() - start)
     return statistics.median(times) * 1000

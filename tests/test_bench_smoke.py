@@ -21,7 +21,7 @@ from bench.__main__ import (
 )
 from bench.listing import ls_10k_sessions
 from bench.many import many_sessions
-from bench.postgres import bare_insert_commit
+from bench.postgres import bare_insert_commit, bare_insert_commit_async
 from bench.reference import reference_figures
 from bench.resume import resume_100k
 from bench.workload import append_step, run_steps
@@ -72,6 +72,7 @@ async def test_every_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
     assert await backend_big_step(str(tmp_path / "i"), chunks=50) > 0
     (tmp_path / "j").mkdir()
     assert bare_insert_commit(str(tmp_path / "j"), 3, 4) > 0  # on the test server
+    assert await bare_insert_commit_async(str(tmp_path / "j2"), 3, 4) > 0
     assert (await step_checkpoints(str(tmp_path / "j"), 3, 4, "postgres"))[1] > 0
     assert (await many_sessions(lambda: stack(str(tmp_path / "k"), "postgres"), 2, 2, 3)).busy > 0
     assert await backend_big_step(str(tmp_path / "l"), chunks=50, kind="postgres") > 0
