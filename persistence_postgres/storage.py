@@ -357,6 +357,7 @@ class PostgresStorage:
                 (end, id),
             )
             failpoint("postgres:repair:before-commit")
+        failpoint("postgres:repair:after-commit")
 
     async def delete(self, id: str) -> bool:
         """Take the session's writer lock (refused while a writer anywhere holds it), then

@@ -2,7 +2,7 @@
 its fsync; after a materialization's temp write, link and directory fsync; after a repair's
 truncate and its closer write. SQLite: before and after each transaction's commit, and at the
 instant an acknowledgement is read, inside the next commit. PostgreSQL: before and after a
-live session's checkpoint commits), over many runs with varied batch sizes, for plain and
+live session's checkpoint commits, and a repair's), over many runs with varied batch sizes, for plain and
 compressed logs, SQLite and PostgreSQL databases. After each kill the log loads, holds every
 acknowledged batch and no partial one, and loads again to the same result: a repair
 interrupted and redone never duplicates closers."""
@@ -16,12 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from persistence_jsonl.encoding import ENCODINGS, ZSTD
 from persistence_jsonl.zstd import decompress_frame, scan_frames
 from session.persistence.failpoints import FAILPOINT_ENV
-from tests.kill_child import events, open_backend
+from tests.kill_child import database_of, events, open_backend
 
 pytestmark = pytest.mark.process
 
@@ -40,10 +41,12 @@ SQLITE_REPAIR_POINTS = ["sqlite:repair:before-commit", "sqlite:repair:after-comm
 POSTGRES_WRITE_POINTS = ["postgres:append:before-commit", "postgres:append:after-commit"]
 """Hit by a live session's flushes: the first one's on a worker thread, the later ones' on
 a connection of the event loop (sent, then killed before or after the commit)."""
+POSTGRES_REPAIR_POINTS = ["postgres:repair:before-commit", "postgres:repair:after-commit"]
+REPAIRS = REPAIR_POINTS + SQLITE_REPAIR_POINTS + POSTGRES_REPAIR_POINTS
 MATRIX = [
     *((point, kind) for kind in ("none", "zstd") for point in WRITE_POINTS + REPAIR_POINTS),
     *((point, "sqlite") for point in SQLITE_WRITE_POINTS + SQLITE_REPAIR_POINTS),
-    *((point, "postgres") for point in POSTGRES_WRITE_POINTS),
+    *((point, "postgres") for point in POSTGRES_WRITE_POINTS + POSTGRES_REPAIR_POINTS),
 ]
 
 
@@ -135,6 +138,30 @@ def open_the_last_row_turn(database: Path) -> int:
     return int(kept) - 1
 
 
+def open_the_last_line_turn(dsn: str) -> int:
+    """:func:`open_the_last_row_turn` for a PostgreSQL database: the last ``turn/end`` line
+    and every line after it dropped, a torn line (cut in half) at its seq, ``next_seq`` after
+    it."""
+    with psycopg.connect(dsn, autocommit=True) as db, db.transaction():
+        row = db.execute(
+            "SELECT seq, line FROM agent_session_event WHERE session_id = 'k' "
+            "AND type = 'turn/end' ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        assert row is not None
+        seq, line = row
+        db.execute("DELETE FROM agent_session_event WHERE session_id = 'k' AND seq >= %s", (seq,))
+        db.execute(
+            "INSERT INTO agent_session_event VALUES ('k', %s, 1, 'turn/end', %s)",
+            (seq, line[: len(line) // 2]),
+        )
+        db.execute("UPDATE agent_session SET next_seq = %s WHERE id = 'k'", (seq + 1,))
+        kept = db.execute(
+            "SELECT count(*) FROM agent_session_event WHERE session_id = 'k' AND type = 'turn/end'"
+        ).fetchone()
+    assert kept is not None
+    return int(kept[0]) - 1
+
+
 def open_the_last_turn(log: Path) -> int:
     """Drop the log's last ``turn/end`` and keep a torn fragment where it was: the line cut in
     half, or the frame holding it cut after its frame header (nothing can be recovered; the
@@ -159,6 +186,8 @@ async def check_repair_kill(root: Path, seed: int, point: str, compression: str)
     assert prepared.returncode == 0, prepared.stderr
     if compression == "sqlite":
         kept = open_the_last_row_turn(root / "sessions.db")
+    elif compression == "postgres":
+        kept = open_the_last_line_turn(database_of(str(root)))
     else:
         kept = open_the_last_turn(root / "_no-cwd" / "k" / ENCODINGS[compression].filename)
     result = child(root, seed, "repair", point, compression)
@@ -185,7 +214,7 @@ async def test_kill_matrix(tmp_path: Path, point: str, compression: str) -> None
     runs = RUNS if compression == "none" else max(1, RUNS // 2)
     for seed in range(runs):
         root = tmp_path / f"run-{seed}"
-        if point in REPAIR_POINTS + SQLITE_REPAIR_POINTS:
+        if point in REPAIRS:
             await check_repair_kill(root, seed, point, compression)
         else:
             await check_write_kill(root, seed, point, compression)
@@ -194,7 +223,7 @@ async def test_kill_matrix(tmp_path: Path, point: str, compression: str) -> None
 @pytest.mark.parametrize(("point", "compression"), MATRIX)
 async def test_kill_matrix_smoke(tmp_path: Path, point: str, compression: str) -> None:
     """One run per failpoint in the quick suite (the full matrix is marked slow)."""
-    if point in REPAIR_POINTS + SQLITE_REPAIR_POINTS:
+    if point in REPAIRS:
         await check_repair_kill(tmp_path, 3, point, compression)
     else:
         await check_write_kill(tmp_path, 4 if compression == "postgres" else 3, point, compression)
