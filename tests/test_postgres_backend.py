@@ -178,6 +178,29 @@ async def test_a_stale_writer_is_refused_and_splices_nothing() -> None:
     assert [e.data.get("by") for e in await stored(dsn, "s", 4)] == [2]
 
 
+async def test_a_live_checkpoint_behind_another_writer_is_refused_on_the_loop() -> None:
+    """The compare-and-set of a statement sent on the event loop's connection: a session
+    row moved by someone else refuses the batch, and nothing of it is stored."""
+    dsn = fresh_database()
+    runtime, backend, session = live_session(dsn, "s")
+    session.append("turn/start", {"turn": 1})
+    await runtime.sessions.flush(session)  # materialized (a worker thread)
+    for step in (1, 2):  # the loop's connection, its statement prepared
+        session.append("step/start", {"turn": 1, "step": step})
+        await runtime.sessions.flush(session)
+    assert backend.postgres._on_loop._open == 1
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute("UPDATE agent_session SET next_seq = next_seq + 1 WHERE id = 's'")
+    session.append("step/start", {"turn": 1, "step": 3})
+    with pytest.raises(SessionCollisionError, match="changed by another writer"):
+        await runtime.sessions.flush(session)
+    with psycopg.connect(dsn, autocommit=True) as db:
+        rows = db.execute("SELECT count(*) FROM agent_session_event WHERE session_id = 's'")
+        assert rows.fetchone() == (3,)
+    with pytest.raises(SessionCollisionError):  # closing still refuses the kept batch
+        await backend.aclose()
+
+
 class CuttingProxy:
     """A TCP proxy to the test server that can drop a connection at the worst moment: after
     forwarding an append to the server (``after_send``: the commit happens, its
