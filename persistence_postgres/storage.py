@@ -17,10 +17,11 @@ Guarantees:
 - A live session's writer holds a session-level advisory lock on a dedicated connection
   (:class:`persistence_postgres.locks.AdvisoryLocks`); the server frees it when the holder
   dies.
-- No database call blocks the event loop. A live session's checkpoint is a statement of an
-  asynchronous connection of the loop (:mod:`persistence_postgres.loop_connections`: no
-  thread hop); every other call runs on a worker thread with a pooled connection. Either way
-  the commits of different sessions overlap and the server groups them.
+- No database call blocks the event loop. A live session's checkpoint is a prepared
+  statement sent on a connection of the loop the moment the flush asks, its answer read by a
+  callback of the loop (:mod:`persistence_postgres.loop_connections`: no thread hop, no
+  task); every other call runs on a worker thread with a pooled connection. Either way the
+  commits of different sessions overlap and the server groups them.
 """
 
 from __future__ import annotations
