@@ -10,15 +10,18 @@ unflushed commits refused); one statement at a time on each, always a prepared o
 once per connection, up to :data:`PREPARED_PER_CONNECTION` texts); a caller waits (FIFO) when
 all are busy. A connection is idle again only once its statement's answer was read whole, so
 a caller that stops waiting (cancellation) never leaves a statement running on an idle
-connection; a connection that failed (the driver raised ``OperationalError``, or it is no
-longer idle and healthy after an error) is closed, never reused, and replaced on the next
-need. The set belongs to the first loop it runs on: on another loop :meth:`usable` is false
-and the caller uses its worker threads instead.
+connection. Each connection has one reader for its life, so an idle connection the server
+ended (a restart) leaves the set as soon as the loop sees it. A connection that failed (the
+driver raised ``OperationalError``, or it is no longer idle and healthy after an error) is
+closed, never reused, and replaced on the next need. The set belongs to the first loop it
+runs on: on another loop :meth:`usable` is false and the caller uses its worker threads
+instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -40,15 +43,18 @@ Params = Sequence[bytes | None]
 
 
 class Link:
-    """One connection of the set and the statements prepared on it."""
+    """One connection of the set, the statements prepared on it, and what reads it."""
 
-    __slots__ = ("connection", "pgconn", "prepared")
+    __slots__ = ("connection", "fd", "pgconn", "prepared", "reading")
 
     def __init__(self, connection: psycopg.AsyncConnection[Any]) -> None:
         self.connection = connection
         self.pgconn = connection.pgconn
+        self.fd = self.pgconn.socket
         self.prepared: dict[bytes, bytes] = {}
         """Statement text -> the name it is prepared under on this connection."""
+        self.reading: Callable[[], None] | None = None
+        """The reader of the answer in flight; ``None`` while the connection is idle."""
 
 
 class LoopConnections:
@@ -140,14 +146,12 @@ class LoopConnections:
         the answer is read whole (or the connection failed), ``ended(link, failed)``."""
         loop = self._loop or asyncio.get_running_loop()
         answered: asyncio.Future[int] = loop.create_future()
-        pgconn = link.pgconn
+        pgconn, fd = link.pgconn, link.fd
         results: list[pq.abc.PGresult] = []
-        fd = -1
 
         def end(error: BaseException | None) -> None:
-            if fd >= 0:
-                loop.remove_reader(fd)
-                loop.remove_writer(fd)
+            link.reading = None
+            loop.remove_writer(fd)
             if error is None:
                 failed = next((r for r in results if r.status == pq.ExecStatus.FATAL_ERROR), None)
                 if failed is not None:
@@ -185,15 +189,13 @@ class LoopConnections:
             except psycopg.OperationalError as e:
                 end(e)
 
+        link.reading = readable  # (the connection's reader, registered once, calls it)
         try:
-            fd = pgconn.socket
             start()
             if pgconn.flush() != 0:
                 loop.add_writer(fd, writable)
         except psycopg.OperationalError as e:
             end(e)
-            return answered
-        loop.add_reader(fd, readable)
         return answered
 
     async def _acquire(self) -> Link:
@@ -240,7 +242,24 @@ class LoopConnections:
         except BaseException:
             await connection.close()
             raise
-        return Link(connection)
+        link = Link(connection)
+        asyncio.get_running_loop().add_reader(link.fd, self._readable, link)
+        return link
+
+    def _readable(self, link: Link) -> None:
+        """The one reader of a connection: its answer's, while a command is in flight; while
+        it is idle, the server spoke unasked (a notice, or the end of the connection, as when
+        the server stops): a connection found ended leaves the set at once."""
+        reading = link.reading
+        if reading is not None:
+            reading()
+            return
+        with contextlib.suppress(psycopg.OperationalError):  # (then its status says so)
+            link.pgconn.consume_input()
+        if link.pgconn.status != pq.ConnStatus.OK and link in self._idle:
+            self._idle.remove(link)
+            self._closed_link(link)
+            self._wake()  # its slot is free: a waiter may open a new one
 
     def _idle_or_closed(self, link: Link, failed: bool) -> None:
         """Make ``link`` idle again, or (it failed, it is not idle and healthy, or the set is
@@ -252,11 +271,18 @@ class LoopConnections:
             or pgconn.status != pq.ConnStatus.OK
             or pgconn.transaction_status != pq.TransactionStatus.IDLE
         ):
-            self._open -= 1
-            link.connection.pgconn.finish()  # what the driver's close does, without a task
+            self._closed_link(link)
         else:
             self._idle.append(link)
         self._wake()
+
+    def _closed_link(self, link: Link) -> None:
+        """Stop reading ``link``, close it and free its slot."""
+        self._open -= 1
+        loop = self._loop or asyncio.get_running_loop()
+        loop.remove_reader(link.fd)
+        loop.remove_writer(link.fd)
+        link.pgconn.finish()  # what the driver's close does, without a task
 
     def _wake(self) -> None:
         while self._waiters:
@@ -270,9 +296,8 @@ class LoopConnections:
         :meth:`usable` is false."""
         self._closed = True
         idle, self._idle = self._idle, []
-        self._open -= len(idle)
         for link in idle:
-            await link.connection.close()
+            self._closed_link(link)
 
 
 def _done(result: pq.abc.PGresult) -> int:

@@ -102,6 +102,22 @@ async def test_a_connection_that_failed_is_replaced_not_reused() -> None:
     await connections.close()
 
 
+async def test_an_idle_connection_the_server_ended_leaves_the_set_unused() -> None:
+    """Its one reader sees the end (as when the server restarts) while it is idle: the next
+    statement runs on a new connection, with no error."""
+    dsn = fresh_database()
+    connections = LoopConnections(dsn, SETTINGS, 1)
+    await connections.execute(ONE, [])
+    [first] = idle_pids(connections)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+    await until(lambda: not connections._idle, "the ended connection to leave the set")
+    assert connections._open == 0
+    assert await connections.execute(ONE, []) == 1
+    assert idle_pids(connections) != [first]
+    await connections.close()
+
+
 async def test_an_error_the_server_answers_keeps_the_connection() -> None:
     connections = LoopConnections(fresh_database(), SETTINGS, 1)
     await connections.execute(ONE, [])
