@@ -31,6 +31,7 @@ from persistence_postgres.statements import (
 from session import SessionCollisionError, SessionHeader
 from session.events.header import header_line
 from session.persistence.failpoints import failpoint
+from session.persistence.futures import follow
 
 __all__ = ["append_batch", "moved", "send_on_loop", "settle_lost"]
 
@@ -95,7 +96,7 @@ def send_on_loop(
         error = done.exception()
         if isinstance(error, psycopg.OperationalError):
             settled = asyncio.ensure_future(settle(id, lines, error))
-            settled.add_done_callback(lambda after: _copy(after, stored))
+            settled.add_done_callback(lambda after: follow(stored, after))
         elif error is not None:
             stored.set_exception(error)
         else:
@@ -107,16 +108,6 @@ def send_on_loop(
 
     connections.send(link, *statement).add_done_callback(answered)
     return stored
-
-
-def _copy(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
-    if target.done():
-        return
-    error = asyncio.CancelledError() if source.cancelled() else source.exception()
-    if error is None:
-        target.set_result(None)
-    else:
-        target.set_exception(error)
 
 
 def settle_lost(db: Connection, id: str, lines: list[Line], error: Exception) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from session.events.event import SessionEvent
+from session.persistence.futures import follow
 
 __all__ = [
     "LoopScheduler",
@@ -191,7 +192,7 @@ class WriteBehindController:
                 barrier.set_exception(e)
                 return
             if following is not None:
-                following.add_done_callback(lambda after: _settle(barrier, after))
+                following.add_done_callback(lambda after: follow(barrier, after))
                 return
         barrier.set_result(None)
 
@@ -265,14 +266,3 @@ class WriteBehindController:
             return
         if self._running() is None and self._pending and self._deadline_expired:
             self._start_background()
-
-
-def _settle(barrier: asyncio.Future[None], source: asyncio.Future[None]) -> None:
-    """Give ``barrier`` the outcome of ``source``."""
-    if barrier.done():
-        return  # a waiter cancelled it
-    error = asyncio.CancelledError() if source.cancelled() else source.exception()
-    if error is None:
-        barrier.set_result(None)
-    else:
-        barrier.set_exception(error)
