@@ -1,21 +1,23 @@
 """Connections that run checkpoints on the event loop itself, speaking libpq's asynchronous
-protocol directly (psycopg's ``pgconn``): a checkpoint's statement is sent the moment the
-checkpoint is asked for, and its answer is read by one callback of the loop, with no thread
-hop, no task and no driver machinery between (on a small machine those cost about a third
-of the statement).
+protocol directly (psycopg's ``pgconn``): when an idle connection has a checkpoint's
+statement prepared (:meth:`LoopConnections.ready_now`), it is sent the moment the checkpoint
+is asked for, and its answer is read by one callback of the loop, with no thread hop, no task
+and no driver machinery between (on a small machine those cost about a third of the
+statement); otherwise a task gets a connection and prepares it there
+(:meth:`LoopConnections.ready`).
 
 Guarantees: at most ``size`` connections, opened on first need with the storage's settings
 and checked like every other (``synchronous_commit = on``, a server that acknowledges
-unflushed commits refused); one statement at a time on each, always a prepared one (prepared
-once per connection, up to :data:`PREPARED_PER_CONNECTION` texts); a caller waits (FIFO) when
-all are busy. A connection is idle again only once its statement's answer was read whole, so
-a caller that stops waiting (cancellation) never leaves a statement running on an idle
-connection. Each connection has one reader for its life, so an idle connection the server
-ended (a restart) leaves the set as soon as the loop sees it. A connection that failed (the
-driver raised ``OperationalError``, or it is no longer idle and healthy after an error) is
-closed, never reused, and replaced on the next need. The set belongs to the first loop it
-runs on: on another loop :meth:`usable` is false and the caller uses its worker threads
-instead.
+unflushed commits refused); one statement at a time on each, prepared once per connection
+(up to :data:`PREPARED_PER_CONNECTION` texts; past those a statement goes with its text); a
+caller waits (FIFO) when all are busy. A connection is idle again only once its statement's
+answer was read whole, so a caller that stops waiting (cancellation) never leaves a
+statement running on an idle connection. Each connection has one reader for its life, so an
+idle connection the server ended (a restart) leaves the set as soon as the loop sees it. A
+connection that failed (the driver raised ``OperationalError``, or it is no longer idle and
+healthy after an error) is closed, never reused, and replaced on the next need. The set
+belongs to the first loop it runs on: on another loop :meth:`usable` is false and the caller
+uses its worker threads instead.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class Link:
 
     def __init__(self, connection: psycopg.AsyncConnection[Any]) -> None:
         self.connection = connection
+        """The driver's connection: it set the connection up and handles its notices (and
+        would warn if collected open); its ``pgconn`` is what this set speaks through."""
         self.pgconn = connection.pgconn
         self.fd = self.pgconn.socket
         self.prepared: dict[bytes, bytes] = {}
@@ -101,23 +105,24 @@ class LoopConnections:
             return link
         name = b"agent_session_%d" % len(link.prepared)
 
-        def landed(done: asyncio.Future[int]) -> None:
+        def abandoned(done: asyncio.Future[int]) -> None:  # the caller stopped waiting, or failed
             if done.exception() is None:
                 link.prepared[query] = name
+            self._idle_or_closed(link, _failed(done))
 
         answered = self._answer(link, lambda: link.pgconn.send_prepare(name, query), _done)
-        answered.add_done_callback(landed)
         try:
             await asyncio.shield(answered)  # the answer is read whole, even if we stop waiting
         except BaseException:
-            answered.add_done_callback(lambda done: self._idle_or_closed(link, _failed(done)))
+            answered.add_done_callback(abandoned)
             raise
-        landed(answered)
+        link.prepared[query] = name
         return link
 
     def send(self, link: Link, query: bytes, params: Params) -> asyncio.Future[int]:
-        """Send ``query`` (prepared by :meth:`ready` or :meth:`ready_now`) on ``link``; the
-        future is its row count, or the driver's error. The connection is put back once the
+        """Send ``query`` on ``link``, which :meth:`ready` or :meth:`ready_now` took for it
+        (prepared there, or past the limit sent with its text); the future is its row count,
+        or the driver's error. The connection is put back once the
         answer was read whole (also when a caller cancelled the future meanwhile)."""
         pgconn = link.pgconn
         name = link.prepared.get(query)

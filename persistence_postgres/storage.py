@@ -264,7 +264,7 @@ class PostgresStorage:
     async def append(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
     ) -> None:
-        lines = batch_lines(events, self._encoders.lines(header.id, events))
+        lines = self._lines(header.id, events)
         if not materialized:
             await self.acquire(header.id)  # the writer of a new session holds it from now
         await self._run(lambda db: append_batch(db, header, lines, materialized, self._settle))
@@ -281,7 +281,7 @@ class PostgresStorage:
         or by a task once one is ready; on a worker thread instead for a batch of several
         statements, before the schema is known to be in place, with a pool of yours, or on a
         second event loop."""
-        lines = batch_lines(events, self._encoders.lines(header.id, events))
+        lines = self._lines(header.id, events)
         if self._opened and len(lines) <= ROWS_PER_STATEMENT and self._on_loop.usable():
             statement = protocol_append(header.id, lines)
             link = self._on_loop.ready_now(statement[0])
@@ -311,6 +311,10 @@ class PostgresStorage:
     def _settle(self, id: str, lines: list[Line], error: Exception) -> None:
         with psycopg.connect(self.dsn, **self.settings) as db:
             settle_lost(db, id, lines, error)
+
+    def _lines(self, id: str, events: Sequence[SessionEvent]) -> list[Line]:
+        """A batch's rows, from what :meth:`prepare` encoded as its events arrived."""
+        return batch_lines(events, self._encoders.lines(id, events))
 
     def prepare(self, id: str, event: SessionEvent) -> None:
         """Encode a live session's event as it is committed, as the JSONL backend does (the
