@@ -46,7 +46,7 @@ interop: $(INTEROP)
 # The PostgreSQL tests run against a throwaway server (scripts/with-postgres starts it, or
 # uses yours when AGENT_SESSION_PG_DSN is set), on every core: every test has its own
 # directories, databases and child processes. On two cores the tests took 10-14.5 minutes
-# one at a time, 5.5-7 minutes in parallel.
+# one at a time, 5.5-8 minutes in parallel.
 pytest: $(STAMP) $(INTEROP)
 	scripts/with-postgres $(BIN)/pytest -q -n auto
 
