@@ -44,9 +44,13 @@ async def step_checkpoints(
     return statistics.median(flushes) * 1000, steps / total
 
 
+MANY = 16
+"""How many sessions the ``_16`` figures run at once."""
+
+
 async def concurrent_checkpoints(root: str, compression: str = "none") -> Many:
-    """16 sessions of 50 steps on one loop."""
-    return await many_sessions(lambda: stack(root, compression), 16, 50, 20)
+    """:data:`MANY` sessions of 50 steps on one loop."""
+    return await many_sessions(lambda: stack(root, compression), MANY, 50, 20)
 
 
 def raw_fsync_ms(root: str, steps: int = 200, chunks: int = 20, *, paced: bool = False) -> float:
@@ -234,6 +238,7 @@ async def collect(runs: int) -> dict[str, list[float]]:
     figures["checkpoint_p99_ms_16"] = [m.p99_ms for m in many]
     figures["checkpoint_p99_16_vs_fsync"] = [m.p99_ms / r for m, r in zip(many, raw, strict=True)]
     figures["checkpoints_16_vs_1"] = [m.per_second / r for m, r in zip(many, rate, strict=True)]
+    bound_figures(figures, "", "checkpoints_16_vs_1", many, rate)
     big = await repeat(runs, big_step)
     figures["append_events_per_s"] = [b[0] for b in big]
     figures["load_events_per_s"] = [b[1] for b in big]
@@ -297,6 +302,28 @@ async def collect(runs: int) -> dict[str, list[float]]:
     return figures
 
 
+def bound_figures(
+    figures: dict[str, list[float]],
+    prefix: str,
+    ratio: str,
+    many: list[Many],
+    rate: list[float],
+) -> None:
+    """What bounds the 16-session figures, from the same runs: the event loop thread's CPU
+    per checkpoint with 16 sessions (``loop_us_per_checkpoint_16``: its busy share over the
+    rate); the 16-over-1 ratio the run could have reached had that thread never waited for
+    I/O or the GIL (``<ratio>_ceiling``: one over that CPU, over the one-session rate; an
+    estimate that assumes the CPU per checkpoint stays the same); and the time between two
+    checkpoints of one session (``cycle_ms_16``: 16 over the rate), which a flush's latency
+    approaches when every session shares that one thread."""
+    figures[f"{prefix}loop_us_per_checkpoint_16"] = [m.busy / m.per_second * 1e6 for m in many]
+    figures[f"{ratio}_ceiling"] = [
+        m.per_second / m.busy / r for m, r in zip(many, rate, strict=True)
+    ]
+    figures[f"{prefix}checkpoint_p50_ms_16"] = [m.p50_ms for m in many]
+    figures[f"{prefix}cycle_ms_16"] = [MANY * 1000 / m.per_second for m in many]
+
+
 async def pg_round(root: str) -> tuple[float, float, float, float]:
     """(bare insert + commit ms, blocking and on the loop; our checkpoint ms, our
     checkpoints/s), back to back."""
@@ -317,12 +344,10 @@ async def postgres_figures(runs: int, figures: dict[str, list[float]]) -> None:
         c / b for c, b in zip(checkpoint, bare_async, strict=True)
     ]
     figures["pg_checkpoints_per_s_1"] = rate
-    many = [
-        m.per_second
-        for m in await repeat(runs, lambda root: concurrent_checkpoints(root, "postgres"))
-    ]
-    figures["pg_checkpoints_per_s_16"] = many
-    figures["pg_16_vs_1"] = [m / r for m, r in zip(many, rate, strict=True)]
+    many = await repeat(runs, lambda root: concurrent_checkpoints(root, "postgres"))
+    figures["pg_checkpoints_per_s_16"] = [m.per_second for m in many]
+    figures["pg_16_vs_1"] = [m.per_second / r for m, r in zip(many, rate, strict=True)]
+    bound_figures(figures, "pg_", "pg_16_vs_1", many, rate)
     figures["pg_load_events_per_s"] = await repeat(
         runs, lambda root: backend_big_step(root, kind="postgres")
     )

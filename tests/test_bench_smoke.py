@@ -10,6 +10,7 @@ import pytest
 from bench.__main__ import (
     backend_big_step,
     big_step,
+    bound_figures,
     checkpoint_round,
     empty_flush_us,
     raw_fsync_ms,
@@ -20,7 +21,7 @@ from bench.__main__ import (
     zstd_big_step,
 )
 from bench.listing import ls_10k_sessions
-from bench.many import many_sessions
+from bench.many import Many, many_sessions
 from bench.postgres import bare_insert_commit, bare_insert_commit_async
 from bench.reference import reference_figures
 from bench.resume import resume_100k
@@ -117,3 +118,17 @@ async def test_the_scale_figures_run_on_a_tiny_workload(tmp_path: Path) -> None:
     load_ms, append_us = await grown_log(str(tmp_path / "grown"), events=100)
     assert load_ms > 0
     assert append_us > 0
+
+
+def test_bound_figures_follow_from_the_loops_busy_share() -> None:
+    # 1,000 checkpoints/s with the loop busy half the time: 500 us of its CPU each, so at
+    # most 2,000/s had it never waited, 5x the one-session 400/s; a session checkpoints every
+    # 16 ms (16 sessions at 1,000/s in all).
+    figures: dict[str, list[float]] = {}
+    bound_figures(figures, "pg_", "pg_16_vs_1", [Many(1000.0, 9.0, 30.0, 0.5)], [400.0])
+    assert figures == {
+        "pg_loop_us_per_checkpoint_16": [pytest.approx(500.0)],
+        "pg_16_vs_1_ceiling": [pytest.approx(5.0)],
+        "pg_checkpoint_p50_ms_16": [9.0],
+        "pg_cycle_ms_16": [pytest.approx(16.0)],
+    }
