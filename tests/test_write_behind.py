@@ -22,12 +22,15 @@ class ManualClock:
 
     def __init__(self) -> None:
         self.now = 0
-        self.timers: list[tuple[int, Callable[[], None], Handle]] = []
+        self.timers: list[tuple[float, Callable[[], None], Handle]] = []
 
-    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Handle:
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> Handle:
         handle = Handle()
         self.timers.append((self.now + delay_ms, callback, handle))
         return handle
+
+    def now_ms(self) -> float:
+        return self.now
 
     def advance(self, ms: int) -> None:
         self.now += ms
@@ -37,7 +40,7 @@ class ManualClock:
             callback()
 
     @property
-    def armed(self) -> list[int]:
+    def armed(self) -> list[float]:
         return [when for when, _, handle in self.timers if not handle.cancelled]
 
 
@@ -96,7 +99,7 @@ async def test_case_99_one_fixed_window_from_the_first_event(clock: ManualClock)
     controller.enqueue(e0)
     clock.advance(150)
     controller.enqueue(e1)
-    assert clock.armed == [200]  # the second event did not extend the window
+    assert controller.window_ends_ms == 200  # the second event did not extend the window
     clock.advance(49)
     await settle()
     assert storage.batches == []
@@ -134,7 +137,7 @@ async def test_case_101_concurrent_flushes_share_one_barrier_that_drains_tails(
     storage.release(1)
     await first
     assert storage.batches == [[0], [1]]
-    assert clock.armed == []
+    assert controller.window_ends_ms is None
 
 
 async def test_case_102_idle_flush_completes_without_io_and_new_work_gets_a_window(
@@ -145,10 +148,40 @@ async def test_case_102_idle_flush_completes_without_io_and_new_work_gets_a_wind
     assert controller.flush() is None
     (e0,) = events(1)
     controller.enqueue(e0)
-    assert clock.armed == [200]
+    assert controller.window_ends_ms == 200
     clock.advance(200)
     await settle()
     assert storage.batches == [[0]]
+
+
+async def test_frequent_checkpoints_share_one_timer_and_each_window_ends_on_time(
+    clock: ManualClock,
+) -> None:
+    # A flush closes the window without cancelling its timer: ten checkpoints within one
+    # window length leave the first window's timer the only one armed. When it fires, it waits
+    # out the rest of the window open then, which still ends max_delay after its first event.
+    storage = Storage()
+    controller = WriteBehindController(storage.write, scheduler=clock)
+    batch = events(11)
+    for event in batch[:10]:
+        controller.enqueue(event)
+        clock.advance(10)
+        barrier = controller.flush()
+        assert barrier is not None
+        await barrier
+    assert clock.armed == [200]
+    clock.advance(50)
+    controller.enqueue(batch[10])  # at 150: its window ends at 350
+    assert controller.window_ends_ms == 350
+    clock.advance(50)  # the old timer fires at 200 and re-arms for the rest
+    assert clock.armed == [350]
+    clock.advance(149)
+    await settle()
+    assert storage.batches == [[i] for i in range(10)]
+    clock.advance(1)
+    await settle()
+    assert storage.batches == [[i] for i in range(11)]
+    assert controller.window_ends_ms is None
 
 
 async def test_case_103_expired_tail_is_written_right_after_the_active_write(
@@ -170,7 +203,7 @@ async def test_case_103_expired_tail_is_written_right_after_the_active_write(
     storage.release(1)
     await settle()
     controller.enqueue(e2)  # unexpired tail case: arms its own full window
-    assert clock.armed == [650]
+    assert controller.window_ends_ms == 650
 
 
 async def test_case_103_unexpired_tail_keeps_its_window(clock: ManualClock) -> None:
@@ -207,12 +240,12 @@ async def test_case_104_failure_pauses_retries_and_keeps_order(
         clock.advance(1000)
         await settle()
     assert storage.attempts == [[0]]  # no automatic retry
-    assert clock.armed == []
+    assert controller.window_ends_ms is None
     failures = [r for r in caplog.records if "background write" in r.getMessage()]
     assert len(failures) == 1
     assert "disk on fire" in failures[0].getMessage()
     controller.enqueue(e1)  # the next event re-opens a window, failed batch first
-    assert clock.armed == [1400]
+    assert controller.window_ends_ms == 1400
     clock.advance(200)
     await settle()
     assert storage.batches == [[0, 1]]
@@ -256,7 +289,7 @@ async def test_case_106_barrier_failure_is_raised_not_logged_and_batch_kept(
             await barrier
     assert not caplog.records
     assert [e.seq for e in controller.pending] == [0, 1]
-    assert clock.armed == []  # paused: only an event or a flush retries
+    assert controller.window_ends_ms is None  # paused: only an event or a flush retries
     retry = controller.flush()
     assert retry is not None
     await retry
@@ -302,12 +335,12 @@ async def test_write_now_completes_the_barrier_before_flush_returns(clock: Manua
     controller = WriteBehindController(storage.write, write_now=now, scheduler=clock)
     for event in events(3):
         controller.enqueue(event)
-    assert clock.armed == [200]
+    assert controller.window_ends_ms == 200
     assert controller.flush() is None  # done: no future, no task
     assert now.batches == [[0, 1, 2]]
     assert storage.attempts == []
     assert not controller.has_work
-    assert clock.armed == []  # the window is gone with the events it was for
+    assert controller.window_ends_ms is None  # the window is gone with the events it was for
 
 
 async def test_declined_write_now_falls_back_to_the_async_writer(clock: ManualClock) -> None:
@@ -352,7 +385,7 @@ async def test_failed_write_now_raises_at_flush_and_keeps_the_batch(clock: Manua
     with pytest.raises(OSError, match="fsync failed"):
         controller.flush()
     assert [e.seq for e in controller.pending] == [0, 1]
-    assert clock.armed == []  # paused, as after a failed barrier
+    assert controller.window_ends_ms is None  # paused, as after a failed barrier
     assert controller.flush() is None  # the retry takes the same batch, in order
     assert now.batches == [[0, 1]]
 
@@ -395,7 +428,7 @@ async def test_a_handed_off_write_is_the_barrier_without_a_task(clock: ManualClo
     assert asyncio.all_tasks() == tasks
     assert controller.flush() is barrier  # concurrent flushes share it
     assert controller.has_work
-    assert clock.armed == []
+    assert controller.window_ends_ms is None
     await settle()
     assert not barrier.done()
     hand.writes[0].set_result(None)
@@ -415,7 +448,7 @@ async def test_events_admitted_during_a_hand_off_are_drained_before_its_barrier(
     assert barrier is not None
     controller.enqueue(e1)
     controller.enqueue(e2)
-    assert clock.armed == []  # the running barrier drains them
+    assert controller.window_ends_ms is None  # the running barrier drains them
     hand.writes[0].set_result(None)
     await settle()
     assert hand.offered == [[0], [1, 2]]
@@ -440,7 +473,7 @@ async def test_a_failed_hand_off_raises_at_its_barrier_and_keeps_the_batch_in_or
     with pytest.raises(OSError, match="fsync failed"):
         await barrier
     assert [e.seq for e in controller.pending] == [0, 1, 2]
-    assert clock.armed == []  # paused, as after a failed barrier
+    assert controller.window_ends_ms is None  # paused, as after a failed barrier
     retry = controller.flush()
     assert retry is not None
     assert retry is not barrier

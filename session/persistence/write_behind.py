@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -40,13 +41,17 @@ class TimerHandle(Protocol):
 class Scheduler(Protocol):
     """Schedules the batching window; tests inject a manual clock."""
 
-    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle | None: ...
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle | None: ...
+
+    def now_ms(self) -> float:
+        """The clock ``call_later`` counts on, in milliseconds."""
+        ...
 
 
 class LoopScheduler:
     """The default scheduler: the running asyncio loop's ``call_later``."""
 
-    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle | None:
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle | None:
         """Schedule on the running loop; without one (a synchronous caller) nothing is armed
         and the events wait for the next flush."""
         try:
@@ -54,6 +59,13 @@ class LoopScheduler:
         except RuntimeError:
             return None
         return loop.call_later(delay_ms / 1000, callback)
+
+    def now_ms(self) -> float:
+        """The running loop's clock (``time.monotonic`` without one)."""
+        try:
+            return asyncio.get_running_loop().time() * 1000
+        except RuntimeError:
+            return time.monotonic() * 1000
 
 
 Writer = Callable[[list[SessionEvent]], Awaitable[None]]
@@ -93,6 +105,9 @@ class WriteBehindController:
         self._label = label
         self._pending: list[SessionEvent] = []
         self._timer: TimerHandle | None = None
+        """The armed timer. It may outlive the window it was armed for (see :meth:`_arm`)."""
+        self._window: float | None = None
+        """When the open batching window ends (scheduler milliseconds); ``None``: none open."""
         self._active: asyncio.Future[None] | None = None
         self._barrier: asyncio.Future[None] | None = None
         self._deadline_expired = False
@@ -102,6 +117,12 @@ class WriteBehindController:
     def has_work(self) -> bool:
         """Events are pending or a write is in flight."""
         return bool(self._pending) or self._active is not None
+
+    @property
+    def window_ends_ms(self) -> float | None:
+        """When the open batching window ends, on the scheduler's clock; ``None`` when no
+        window is open (nothing pending, a barrier draining, or retries paused)."""
+        return self._window
 
     @property
     def pending(self) -> tuple[SessionEvent, ...]:
@@ -118,7 +139,7 @@ class WriteBehindController:
         if self._paused:
             self._paused = False
             self._arm()
-        elif was_empty and self._timer is None:
+        elif was_empty and self._window is None:
             self._arm()
 
     def flush(self) -> asyncio.Future[None] | None:
@@ -133,7 +154,7 @@ class WriteBehindController:
             return running
         if not self._pending and self._active is None:
             return None
-        self._cancel_timer()
+        self._window = None
         self._paused = False
         if self._active is None and self._write_now is not None:
             batch = self._pending
@@ -197,7 +218,8 @@ class WriteBehindController:
         barrier.set_result(None)
 
     def cancel_wait(self) -> None:
-        """Stop the batching window (a flush is about to drain)."""
+        """Close the batching window and cancel its timer (a flush is about to drain, or the
+        backend closes: nothing may be written in the background any more)."""
         self._cancel_timer()
 
     async def _drain(self) -> None:
@@ -224,20 +246,36 @@ class WriteBehindController:
             self._barrier = None
         if not barrier.cancelled():
             barrier.exception()  # the caller sees it; mark it retrieved
-        if self._pending and self._timer is None and not self._paused:
+        if self._pending and self._window is None and not self._paused:
             self._arm()
 
     def _arm(self) -> None:
+        """Open a window of ``max_delay_ms`` from now. A timer still armed for an earlier
+        window (a flush closed that window without cancelling it) fires first and re-arms
+        itself for the rest of this one: so a session that checkpoints more often than the
+        window costs one timer per window length, not an arm and a cancel per checkpoint."""
         self._deadline_expired = False
-        self._timer = self._scheduler.call_later(self._max_delay_ms, self._expired)
+        scheduler = self._scheduler
+        self._window = scheduler.now_ms() + self._max_delay_ms
+        if self._timer is None:
+            self._timer = scheduler.call_later(self._max_delay_ms, self._expired)
 
     def _cancel_timer(self) -> None:
+        self._window = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
     def _expired(self) -> None:
         self._timer = None
+        window = self._window
+        if window is None:
+            return  # the window this timer was armed for was closed
+        left = window - self._scheduler.now_ms()
+        if left > 0:  # armed for an earlier window: wait out the rest of this one
+            self._timer = self._scheduler.call_later(left, self._expired)
+            return
+        self._window = None
         if self._barrier is not None or not self._pending:
             return
         if self._active is not None:
