@@ -184,6 +184,37 @@ async def test_frequent_checkpoints_share_one_timer_and_each_window_ends_on_time
     assert controller.window_ends_ms is None
 
 
+def test_a_window_opened_on_a_later_event_loop_still_ends() -> None:
+    # The first loop's flush closes its window and leaves the timer armed; that loop then ends,
+    # so the timer never fires. An event on the next loop opens a window that must get a timer
+    # of its own (the real loop's scheduler, 10 ms).
+    batches: list[list[int]] = []
+    written: list[asyncio.Event] = []
+
+    async def write(batch: list[SessionEvent]) -> None:
+        batches.append([e.seq for e in batch])
+        if written:
+            written[0].set()
+
+    controller = WriteBehindController(write, max_delay_ms=10)
+    e0, e1 = events(2)
+
+    async def first_loop() -> None:
+        controller.enqueue(e0)
+        barrier = controller.flush()
+        assert barrier is not None
+        await barrier
+
+    async def second_loop() -> None:
+        written.append(asyncio.Event())
+        controller.enqueue(e1)
+        await asyncio.wait_for(written[0].wait(), timeout=10)
+
+    asyncio.run(first_loop())
+    asyncio.run(second_loop())
+    assert batches == [[0], [1]]
+
+
 async def test_case_103_expired_tail_is_written_right_after_the_active_write(
     clock: ManualClock,
 ) -> None:

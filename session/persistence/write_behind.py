@@ -106,6 +106,8 @@ class WriteBehindController:
         self._pending: list[SessionEvent] = []
         self._timer: TimerHandle | None = None
         """The armed timer. It may outlive the window it was armed for (see :meth:`_arm`)."""
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+        """The event loop that was running when the timer was armed."""
         self._window: float | None = None
         """When the open batching window ends (scheduler milliseconds); ``None``: none open."""
         self._active: asyncio.Future[None] | None = None
@@ -257,8 +259,12 @@ class WriteBehindController:
         self._deadline_expired = False
         scheduler = self._scheduler
         self._window = scheduler.now_ms() + self._max_delay_ms
+        loop = asyncio._get_running_loop()
+        if self._timer is not None and self._timer_loop is not loop:
+            self._timer = None  # armed on an event loop no longer running: it never fires
         if self._timer is None:
             self._timer = scheduler.call_later(self._max_delay_ms, self._expired)
+            self._timer_loop = loop
 
     def _cancel_timer(self) -> None:
         self._window = None
