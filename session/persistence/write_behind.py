@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -61,11 +60,8 @@ class LoopScheduler:
         return loop.call_later(delay_ms / 1000, callback)
 
     def now_ms(self) -> float:
-        """The running loop's clock (``time.monotonic`` without one)."""
-        try:
-            return asyncio.get_running_loop().time() * 1000
-        except RuntimeError:
-            return time.monotonic() * 1000
+        """The running loop's clock (asked only once a timer is armed on it)."""
+        return asyncio.get_running_loop().time() * 1000
 
 
 Writer = Callable[[list[SessionEvent]], Awaitable[None]]
@@ -255,16 +251,18 @@ class WriteBehindController:
         """Open a window of ``max_delay_ms`` from now. A timer still armed for an earlier
         window (a flush closed that window without cancelling it) fires first and re-arms
         itself for the rest of this one: so a session that checkpoints more often than the
-        window costs one timer per window length, not an arm and a cancel per checkpoint."""
+        window costs one timer per window length, not an arm and a cancel per checkpoint.
+        Without a timer (no running loop) no window opens: the events wait for a flush."""
         self._deadline_expired = False
         scheduler = self._scheduler
-        self._window = scheduler.now_ms() + self._max_delay_ms
         loop = asyncio._get_running_loop()
         if self._timer is not None and self._timer_loop is not loop:
             self._timer = None  # armed on an event loop no longer running: it never fires
         if self._timer is None:
             self._timer = scheduler.call_later(self._max_delay_ms, self._expired)
             self._timer_loop = loop
+        if self._timer is not None:
+            self._window = scheduler.now_ms() + self._max_delay_ms
 
     def _cancel_timer(self) -> None:
         self._window = None
