@@ -178,7 +178,8 @@ class HookBus:
 
 async def _settled(future: asyncio.Future[Any]) -> None:
     """Wait until ``future`` is done without cancelling it if the caller is cancelled: what
-    ``asyncio.wait([future])`` does, for a third of its cost (a flush with work pays it)."""
+    ``asyncio.wait([future])`` does, with about 4 µs of overhead where that adds 10 (beyond the
+    loop's round trip; a flush with work pays it)."""
     waiter = future.get_loop().create_future()
     future.add_done_callback(partial(_wake, waiter))
     await waiter
