@@ -21,6 +21,7 @@ from agent_session.exits import (
     IO_ERROR,
     NOT_FOUND,
     STDOUT_CLOSED,
+    UNEXPECTED,
     USAGE,
     UserError,
 )
@@ -56,7 +57,7 @@ _STORE_HELP = (
 _STORE_COMMANDS = ("ls", "show", "verify", "recover", "convert", "export", "import", "rm")
 _EXITS = (
     "Exit codes: 0 healthy, 1 needs recovery, 2 corrupt/unsupported/invalid, 3 not found, "
-    "4 usage error, 5 I/O or permission error, 130 interrupted."
+    "4 usage error, 5 I/O or permission error, 70 a defect (traceback), 130 interrupted."
 )
 
 
@@ -289,17 +290,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return INTERRUPTED
     except BrokenPipeError:
         return _stdout_closed()
-    except (UserError, OSError, ValueError) as e:
-        if args.debug:
-            raise
-        print(f"agent-session: error: {e}", file=sys.stderr)
-        return _exit_code(e)
     except Exception as e:
         from session import SessionError
+        from session.persistence.redaction import scrub
 
-        if args.debug or not isinstance(e, SessionError):
-            raise
-        print(f"agent-session: error: {e}", file=sys.stderr)
+        expected = isinstance(e, UserError | OSError | ValueError | SessionError)
+        if args.debug or not expected:
+            # A traceback, for --debug or a defect, without any secret a message quotes.
+            import traceback
+
+            print(scrub("".join(traceback.format_exception(e))), end="", file=sys.stderr)
+            return _exit_code(e) if expected else UNEXPECTED
+        print(f"agent-session: error: {scrub(str(e))}", file=sys.stderr)
         return _exit_code(e)
 
 

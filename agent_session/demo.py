@@ -30,6 +30,7 @@ from session.events.outcomes import TOOL_OUTCOME_UNKNOWN
 from session.events.turns import brackets, next_turn_number
 from session.events.types import TOOL_RESULT
 from session.persistence.coordinator import Examination
+from session.persistence.redaction import mask_store, scrub
 
 __all__ = ["CHILD_TIMEOUT_S", "CRASH_MODES", "run_demo"]
 
@@ -80,10 +81,10 @@ async def run_demo(
         store.check_exists()  # a file as a JSONL root, a directory as a database
     if store.kind != "jsonl":
         compression = store.kind  # (a database has no per-log encoding)
-    root = store.url
+    root, named = store.url, store.named  # the second, without a password, for output
     if session_id is None:
         session_id = f"demo-{uuid.uuid4().hex[:8]}"
-    report = {"root": root, "sessionId": session_id, "crash": crash, "compression": compression}
+    report = {"root": named, "sessionId": session_id, "crash": crash, "compression": compression}
     say = _Narrator(out, as_json, report)
     probe = store.open()
     try:
@@ -92,9 +93,10 @@ async def run_demo(
         await probe.aclose()
     if exists:
         raise ValueError(
-            f'session "{session_id}" already exists in {root}; pick another --session-id or --store'
+            f'session "{session_id}" already exists in {named}; pick another --session-id '
+            "or --store"
         )
-    say(f"Session {session_id!r} in {root}")
+    say(f"Session {session_id!r} in {named}")
     say(
         f"A scripted agent runs {turns} turn(s); each asks for read_file and write_file, then "
         "answers."
@@ -115,7 +117,7 @@ async def run_demo(
     except KeyboardInterrupt:
         print(
             f"agent-session: interrupted; the agent child was stopped and session "
-            f"{session_id!r} is left as it was (check it with: agent-session verify {root})",
+            f"{session_id!r} is left as it was (check it with: agent-session verify {named})",
             file=sys.stderr,
         )
         return INTERRUPTED
@@ -124,7 +126,7 @@ async def run_demo(
     _show_disk(say, examined)
     if not recover:
         say()
-        say(f"Left as the crash left it. Check it with: {_command()} verify {root}")
+        say(f"Left as the crash left it. Check it with: {_command()} verify {named}")
         await backend.aclose()
         return say.done()
     await backend.load(session_id)  # the cold load commits the repair durably
@@ -208,7 +210,7 @@ def _checkpoints(
     with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: it never fills up
         run = _watch_child(say, root, session_id, crash, turns, compression, errors)
         errors.seek(0)
-        run.cause = _cause(errors.read()) or f"exit status {run.returncode}"
+        run.cause = scrub(_cause(errors.read()), root) or f"exit status {run.returncode}"
     return run
 
 
@@ -271,7 +273,7 @@ def _watch_child(
         raise UserError(
             f"the agent child did not finish within {CHILD_TIMEOUT_S} s and was stopped; "
             f"session {session_id!r} is left as it was (check it with: agent-session verify "
-            f"{root})"
+            f"{mask_store(root)})"
         )
     return run
 

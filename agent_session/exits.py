@@ -8,6 +8,7 @@
 | 3 | not found: no such session, or no such store root |
 | 4 | usage error: a bad option, argument or environment setting |
 | 5 | I/O or permission error from the operating system; an entry it cannot read |
+| 70 | a defect of this tool: its traceback is printed (without any password) |
 | 130 | interrupted (Ctrl-C) |
 | 141 | stdout was closed early (``| head``): ended quietly, as a command killed by SIGPIPE |
 
@@ -27,6 +28,7 @@ __all__ = [
     "OK",
     "STATUS_CODES",
     "STDOUT_CLOSED",
+    "UNEXPECTED",
     "USAGE",
     "NotFound",
     "UserError",
@@ -38,6 +40,7 @@ CORRUPT: Final = 2
 NOT_FOUND: Final = 3
 USAGE: Final = 4
 IO_ERROR: Final = 5
+UNEXPECTED: Final = 70
 INTERRUPTED: Final = 130
 STDOUT_CLOSED: Final = 141
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from agent_session.export import TranscriptError, check_transcript
-from agent_session.stores import StoreSpec
+from agent_session.stores import StoreSpec, require_postgres
 from session import (
     Session,
     SessionEvent,
@@ -87,7 +87,8 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
     SQLite: per ``sessions`` row, from index queries (its last seq, its last turn bracket)
     without reading any event's data, so a torn or damaged row is not seen (``verify``
     reads every row); a row whose header breaks a rule is a problem entry. Whether another
-    process is writing a session cannot be seen, so an open last turn is ``interrupted``."""
+    process is writing a SQLite session cannot be seen, so an open last turn is
+    ``interrupted``; PostgreSQL shows a live writer's lock, so there it is ``open``."""
     if store.kind != "jsonl":
         yield from _database_rows(store)
         return
@@ -138,6 +139,7 @@ def _database_rows(store: StoreSpec) -> Iterator[SessionRow]:
     if store.kind == "sqlite":
         from persistence_sqlite.survey import survey
     else:
+        require_postgres()
         from persistence_postgres.survey import survey
     path, kind = store.shown, store.kind
     for found in survey(store.path):
@@ -162,6 +164,8 @@ def _database_rows(store: StoreSpec) -> Iterator[SessionRow]:
         if problem is not None:
             flags.append("unsupported")
         state = _TURN_STATES[found.last_bracket]
+        if state == "interrupted" and found.writer_active:
+            state = "open"  # a live writer holds the session (PostgreSQL can tell)
         yield SessionRow(
             header.id,
             header.cwd,

@@ -15,7 +15,7 @@ from typing import Any
 from agent_loop import AgentRuntime
 from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
 from agent_loop.tools import ToolCall
-from agent_session.stores import parse_store
+from agent_session.stores import parse_store, require_postgres
 from checkpoint_policy import checkpoint_policy
 from persistence_jsonl import FileOps, JsonlPersistence
 from persistence_sqlite import SqlitePersistence
@@ -112,6 +112,7 @@ def open_stack(
     if store.kind == "sqlite":
         backend = SqlitePersistence(store.path, write_batch_max_delay_ms=window_ms)
     elif store.kind == "postgres":
+        require_postgres()
         from persistence_postgres import PostgresPersistence  # (an optional extra)
 
         backend = PostgresPersistence(store.path, write_batch_max_delay_ms=window_ms)

@@ -13,11 +13,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from agent_session.exits import NotFound, UserError
+from session.persistence.redaction import mask_store, remember_store
 
 if TYPE_CHECKING:
     from session.persistence.coordinator import PersistenceCoordinator
 
-__all__ = ["POSTGRES_SCHEMES", "SQLITE_PREFIX", "STORE_ENV", "StoreSpec", "parse_store"]
+__all__ = [
+    "POSTGRES_SCHEMES",
+    "SQLITE_PREFIX",
+    "STORE_ENV",
+    "StoreSpec",
+    "parse_store",
+    "require_postgres",
+]
 
 SQLITE_PREFIX = "sqlite:///"
 """The scheme of a SQLite store URL; what follows is the path (``/`` first when absolute)."""
@@ -43,11 +51,16 @@ class StoreSpec:
         return SQLITE_PREFIX + self.path if self.kind == "sqlite" else self.path
 
     @property
+    def named(self) -> str:
+        """:attr:`url` without any password it carries: how output names the store."""
+        return mask_store(self.url)
+
+    @property
     def shown(self) -> str:
         """The store as a user types it again from the current directory (relative when
         that is shorter; a PostgreSQL URL without its password)."""
         if self.kind == "postgres":
-            return _without_password(self.path)
+            return mask_store(self.path)
         relative = os.path.relpath(self.path)
         path = self.path if relative.startswith("..") else relative
         return path if self.kind == "jsonl" else SQLITE_PREFIX + path
@@ -76,13 +89,9 @@ class StoreSpec:
 
             return SqlitePersistence(self.path, journal_mode=None)
         if self.kind == "postgres":
-            try:
-                from persistence_postgres import PostgresPersistence
-            except ImportError as e:
-                raise UserError(
-                    "a PostgreSQL store needs the postgres extra: pip install "
-                    f"'agent-session-runtime[postgres]' ({e})"
-                ) from None
+            require_postgres()
+            from persistence_postgres import PostgresPersistence
+
             return PostgresPersistence(self.path)
         from persistence_jsonl import JsonlPersistence
         from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
@@ -94,6 +103,21 @@ class StoreSpec:
         )
 
 
+def require_postgres() -> None:
+    """Refuse, with the install hint, a PostgreSQL store in a build without the driver.
+
+    Raises:
+        UserError: The postgres extra is not installed.
+    """
+    try:
+        import persistence_postgres  # noqa: F401
+    except ImportError as e:
+        raise UserError(
+            "a PostgreSQL store needs the postgres extra: pip install "
+            f"'agent-session-runtime[postgres]' ({e})"
+        ) from None
+
+
 def parse_store(text: str) -> StoreSpec:
     """``text`` as a store: a ``sqlite:///`` URL, or else a directory path.
 
@@ -103,27 +127,20 @@ def parse_store(text: str) -> StoreSpec:
     """
     if not text:
         raise UserError("the store must not be empty")
+    remember_store(text)  # whatever prints or logs later never shows its password
     if text.startswith(POSTGRES_SCHEMES):
         return StoreSpec("postgres", text)
     if text.startswith(SQLITE_PREFIX):
         path = text[len(SQLITE_PREFIX) :]
         if not path or path.endswith("/"):
-            raise UserError(f"{text!r} names no database file (sqlite:///path/to/file.db)")
+            raise UserError(
+                f"{mask_store(text)!r} names no database file (sqlite:///path/to/file.db)"
+            )
         return StoreSpec("sqlite", os.path.abspath(path))
     scheme, separator, _ = text.partition("://")
     if separator and scheme.isidentifier():
         raise UserError(
-            f"unsupported store {text!r}: give a directory of JSONL logs, a "
+            f"unsupported store {mask_store(text)!r}: give a directory of JSONL logs, a "
             "sqlite:///path/to/file.db URL or a postgresql:// URL"
         )
     return StoreSpec("jsonl", os.path.abspath(text))
-
-
-def _without_password(url: str) -> str:
-    """``url`` with the password of its user part, if any, replaced by ``***``."""
-    scheme, _, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not at or ":" not in credentials:
-        return url
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}"

@@ -17,15 +17,16 @@ import psycopg
 
 from session import SessionCollisionError
 
-__all__ = ["AdvisoryLocks", "Connection"]
+__all__ = ["KEY", "AdvisoryLocks", "Connection"]
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 """A synchronous connection, as this backend uses them."""
 
-_KEY: Final = "hashtextextended('agent_session:' || %s, 0)"
+KEY: Final = "hashtextextended('agent_session:' || %s, 0)"
+"""The advisory lock key of the session id in ``%s`` (one bigint: two oids in ``pg_locks``)."""
 _OWNER: Final = f"""
 SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid,
-  (SELECT {_KEY} AS k) AS key
+  (SELECT {KEY} AS k) AS key
 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
   AND l.classid = ((key.k >> 32) & 4294967295)::oid
   AND l.objid = (key.k & 4294967295)::oid
@@ -57,7 +58,7 @@ class AdvisoryLocks:
             if id in self._held:
                 return False
             connection = self._open()
-            row = connection.execute(f"SELECT pg_try_advisory_lock({_KEY})", (id,)).fetchone()
+            row = connection.execute(f"SELECT pg_try_advisory_lock({KEY})", (id,)).fetchone()
             if not row or not row[0]:
                 owner = self.owner(connection, id)
                 raise SessionCollisionError(
@@ -74,7 +75,7 @@ class AdvisoryLocks:
                 return
             self._held.discard(id)
             if self._connection is not None and not self._connection.closed:
-                self._connection.execute(f"SELECT pg_advisory_unlock({_KEY})", (id,))
+                self._connection.execute(f"SELECT pg_advisory_unlock({KEY})", (id,))
 
     @staticmethod
     def owner(connection: Connection, id: str) -> str | None:

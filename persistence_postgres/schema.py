@@ -23,6 +23,7 @@ __all__ = [
     "check_durability",
     "migrate",
     "refuse_undurable",
+    "schema_version",
 ]
 
 MIGRATIONS: Final = (
@@ -62,13 +63,25 @@ SCHEMA_VERSION: Final = len(MIGRATIONS)
 _LOCK: Final = 0x4147_5345_5353_4E31  # "AGSESSN1": serializes migrations across processes
 
 
+def schema_version(connection: psycopg.Connection[tuple[object, ...]]) -> int:
+    """The database's schema version (0: none), read without writing or locking anything."""
+    row = connection.execute("SELECT to_regclass('agent_session_schema') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return 0
+    found = connection.execute("SELECT version FROM agent_session_schema").fetchone()
+    return 0 if found is None else int(str(found[0]))
+
+
 def migrate(connection: psycopg.Connection[tuple[object, ...]]) -> None:
     """Bring the schema to :data:`SCHEMA_VERSION` (idempotent; concurrent callers in several
-    processes serialize on a transaction-level advisory lock).
+    processes serialize on a transaction-level advisory lock). A database already at this
+    version is only read, so a read-only server (a standby) serves every read.
 
     Raises:
         SessionFormatUnsupportedError: The database holds a newer schema version.
     """
+    if schema_version(connection) == SCHEMA_VERSION:
+        return
     with connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
         connection.execute(

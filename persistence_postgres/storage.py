@@ -47,11 +47,12 @@ from persistence_postgres.locks import AdvisoryLocks, Connection
 from persistence_postgres.loop_connections import LoopConnections
 from persistence_postgres.schema import check_durability, migrate
 from persistence_postgres.statements import ROWS_PER_STATEMENT, protocol_append
-from persistence_postgres.unreachable import redacted, translated, unreachable
+from persistence_postgres.unreachable import CONNECT_TIMEOUT_S, translated, unreachable
 from session import SessionCollisionError, SessionEvent, SessionHeader
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 from session.persistence.failpoints import failpoint
 from session.persistence.io_threads import IOThreads
+from session.persistence.redaction import install_log_filter, mask_store, remember_store, scrub
 from session.persistence.storage import check_text_id
 
 __all__ = ["PostgresStorage", "RowCut"]
@@ -88,17 +89,33 @@ class PostgresStorage:
         conninfo = given.conninfo if given is not None else dsn
         if not isinstance(conninfo, str) or not conninfo:
             raise ValueError("the PostgreSQL connection string must be a non-empty string")
+        remember_store(conninfo)  # no message or log record of this process shows it
+        install_log_filter("psycopg")
+        install_log_filter("psycopg.pool")
+        self.shown = mask_store(conninfo)
+        """The connection string without a password, for messages."""
+        try:
+            psycopg.conninfo.conninfo_to_dict(conninfo)
+        except psycopg.ProgrammingError as e:
+            raise ValueError(
+                f"invalid PostgreSQL connection string {self.shown}: "
+                f"{' '.join(scrub(str(e), conninfo).split())}"
+            ) from None
         extra = given.kwargs if given is not None and isinstance(given.kwargs, dict) else {}
         self.dsn = conninfo
         """The connection string (a pool's, when a pool was given)."""
-        self.shown = redacted(conninfo)
-        """The connection string without a password, for messages."""
         self.settings: dict[str, Any] = {
             **extra,
             "autocommit": True,
             "options": "-c synchronous_commit=on",
             "application_name": writer_name(),
-            "connect_timeout": 10,
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            # A dead peer (a host gone, a cut network) is noticed within about 30 s, on the
+            # lock connection too, which is idle for as long as its sessions are live.
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
         }
         """The settings of every connection this storage opens itself."""
         self._adopted: weakref.WeakSet[Connection] | None = None
@@ -112,6 +129,8 @@ class PostgresStorage:
                 min_size=1,
                 max_size=pool_size,
                 kwargs=self.settings,
+                timeout=CONNECT_TIMEOUT_S,
+                reconnect_timeout=CONNECT_TIMEOUT_S,
                 configure=check_durability,
                 open=False,
                 name="agent-session",
@@ -122,7 +141,7 @@ class PostgresStorage:
         self._on_loop = LoopConnections(conninfo, self.settings, 0 if given else pool_size)
         """Checkpoints' connections on the event loop (none with a pool of yours)."""
         self._encoders = LiveEncoders(True)
-        self.locks = AdvisoryLocks(lambda: psycopg.connect(conninfo, **self.settings))
+        self.locks = AdvisoryLocks(self.connect)
         """The writer locks of live sessions (one dedicated connection)."""
 
     # --- the workers ------------------------------------------------------------------------
@@ -131,20 +150,41 @@ class PostgresStorage:
         """Run ``work`` with a pooled connection on a worker thread."""
         return await self._worker.submit(self._call, work)
 
+    def connect(self) -> Connection:
+        """A new connection of this storage's own (its settings, durability checked)."""
+        connection = psycopg.connect(self.dsn, **self.settings)
+        try:
+            check_durability(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
     def _call(self, work: Callable[[Connection], T]) -> T:
         with translated(self.shown):
             if not self._opened:
                 with self._opening:  # the first calls of several workers open it once
                     if not self._opened:
-                        if self._adopted is None:
-                            self._pool.open(wait=True, timeout=30)
-                        with self._pool.connection() as connection:
-                            self._adopt(connection)
-                            migrate(connection)
-                        self._opened = True
-            with self._pool.connection() as connection:
+                        self._open()
+            with self._pool.connection(timeout=CONNECT_TIMEOUT_S) as connection:
                 self._adopt(connection)
                 return work(connection)
+
+    def _open(self) -> None:
+        """Check the server once, on a connection of our own (a refused password, an unknown
+        database or a stopped server fails here at once, with the server's reason, instead
+        of the pool retrying it in the background), bring the schema up to date, then open
+        the pool."""
+        if self._adopted is None:
+            with self.connect() as connection:
+                migrate(connection)
+            self._pool.open(wait=False)
+        else:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            with self._pool.connection(timeout=CONNECT_TIMEOUT_S) as connection:
+                self._adopt(connection)
+                migrate(connection)
+        self._opened = True
 
     def _adopt(self, connection: Connection) -> None:
         """Make a connection of a pool the user passed run as this storage's own do:
@@ -247,7 +287,12 @@ class PostgresStorage:
     async def acquire(self, id: str) -> bool:
         if self.locks.holds(id):
             return False
-        return await self._worker.submit(self.locks.take, id)
+        return await self._worker.submit(self._locking, self.locks.take, id)
+
+    def _locking(self, step: Callable[[str], T], id: str) -> T:
+        """A step of :attr:`locks`, its driver errors as ``OSError``."""
+        with translated(self.shown):
+            return step(id)
 
     async def writer_elsewhere(self, id: str) -> bool:
         if self.locks.holds(id):
@@ -257,7 +302,7 @@ class PostgresStorage:
     async def release(self, id: str) -> None:
         self._encoders.forget(id)
         if self.locks.holds(id):
-            await self._worker.submit(self.locks.give, id)
+            await self._worker.submit(self._locking, self.locks.give, id)
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -300,7 +345,7 @@ class PostgresStorage:
         try:
             link = await self._on_loop.ready(statement[0])
         except psycopg.OperationalError as e:  # nothing of the batch was sent
-            raise unreachable(self.shown, f'the batch of "{id}" is not stored: {e}') from e
+            raise unreachable(self.shown, e, f'the batch of "{id}" is not stored') from None
         await send_on_loop(self._on_loop, link, id, lines, statement, self._lost)
 
     async def _lost(self, id: str, lines: list[Line], error: Exception) -> None:

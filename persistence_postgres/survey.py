@@ -1,6 +1,7 @@
 """What a PostgreSQL session store holds, session by session, for operator tools (``ls``):
-one query over the session rows and an index seek per session for its last turn bracket; no
-line is read or parsed."""
+one query over the session rows, an index seek per session for its last turn bracket and a
+look at ``pg_locks`` for a live writer; no line is read or parsed, nothing is written (a
+database whose schema is current is only read)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,23 @@ from typing import Literal
 import psycopg
 
 from persistence_jsonl.layout import parse_header
+from persistence_postgres.locks import KEY
 from persistence_postgres.schema import migrate
 from persistence_postgres.storage import PostgresStorage
+from persistence_postgres.unreachable import unreachable
 from session import SessionError
 from session.persistence.api import ListedSession
 
 __all__ = ["survey"]
 
-_QUERY = """
+_QUERY = f"""
 SELECT s.id, s.header, s.next_seq,
   (SELECT e.type FROM agent_session_event e WHERE e.session_id = s.id
-   AND e.type IN ('turn/start', 'turn/end') ORDER BY e.seq DESC LIMIT 1)
+   AND e.type IN ('turn/start', 'turn/end') ORDER BY e.seq DESC LIMIT 1),
+  (SELECT k FROM (SELECT {KEY % "s.id"} AS k) AS key WHERE EXISTS (
+     SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+     AND l.objsubid = 1 AND l.classid = ((k >> 32) & 4294967295)::oid
+     AND l.objid = (k & 4294967295)::oid)) IS NOT NULL
 FROM agent_session s ORDER BY s.id
 """
 
@@ -32,20 +39,20 @@ def survey(dsn: str) -> list[ListedSession]:
     """
     storage = PostgresStorage(dsn, pool_size=1)
     try:
-        with psycopg.connect(dsn, **storage.settings) as db:
+        with storage.connect() as db:
             migrate(db)
             rows = db.execute(_QUERY).fetchall()
-    except psycopg.OperationalError as e:
-        raise OSError(f"cannot list the sessions of PostgreSQL at {storage.shown}: {e}") from e
+    except psycopg.Error as e:
+        raise unreachable(storage.shown, e, "cannot list the sessions") from None
     out = []
-    for id, header, next_seq, bracket in rows:
+    for id, header, next_seq, bracket, writing in rows:
         last: Literal["start", "end"] | None = None
         if bracket is not None:
             last = "start" if bracket == "turn/start" else "end"
         try:
             parsed = parse_header(header.encode(), f'session "{id}" in PostgreSQL')
         except SessionError as e:
-            out.append(ListedSession(id, None, e, int(next_seq), last))
+            out.append(ListedSession(id, None, e, int(next_seq), last, bool(writing)))
             continue
-        out.append(ListedSession(id, parsed, None, int(next_seq), last))
+        out.append(ListedSession(id, parsed, None, int(next_seq), last, bool(writing)))
     return out

@@ -1,6 +1,8 @@
 """Shared pytest configuration."""
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 # Import hypothesis while the interpreter is fresh. On CPython 3.11.x before the fix for
 # gh-106905, pytest's assertion rewriter can hit a spurious "AST constructor recursion depth
@@ -35,3 +37,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "postgres":
         return fresh_database()
     return str(tmp_path) if request.param == "jsonl" else f"sqlite:///{tmp_path}/sessions.db"
+
+
+@pytest.fixture
+def proxy() -> Iterator[tuple[Any, str]]:
+    """A cutting proxy to a fresh database of the test server (``tests.pg_server``)."""
+    from tests.pg_server import cutting_proxy
+
+    yield from cutting_proxy()

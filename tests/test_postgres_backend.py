@@ -6,16 +6,6 @@ a checkpointing agent; the schema and durability refusals."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import re
-import shlex
-import shutil
-import socket
-import subprocess
-import tempfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +33,7 @@ from session.events.header import header_line
 from session.persistence.coordinator import PersistenceCoordinator
 from tests.backends import fresh_database
 from tests.corpus import case_bytes, cases
+from tests.pg_server import CuttingProxy, OwnServer
 from tests.test_writer_lock import writer
 
 register_event_type("plugin/write")
@@ -201,72 +192,6 @@ async def test_a_live_checkpoint_behind_another_writer_is_refused_on_the_loop() 
         await backend.aclose()
 
 
-class CuttingProxy:
-    """A TCP proxy to the test server that can drop a connection at the worst moment: after
-    forwarding an append to the server (``after_send``: the commit happens, its
-    acknowledgement is lost) or instead of forwarding it (the commit never happens). An
-    append is a statement that inserts into ``agent_session_event``, or the execution of one
-    the backend prepared on an event loop's connection (named ``agent_session_<n>``)."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.cut: str | None = None  # "after_send" | "before_send"
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.cuts = 0
-        self.answered: socket.socket | None = None  # after_send: the server side to cut at
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.target)
-            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, upstream: bool) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                if not upstream and self.answered is source:
-                    # the server's answer to the marked statement: drop both sides unanswered
-                    self.answered = None
-                    break
-                if upstream and self.cut and _appends(data):
-                    mode, self.cut = self.cut, None
-                    self.cuts += 1
-                    if mode == "before_send":
-                        break
-                    # after_send: forward it (and the rest of the statement, which a client
-                    # may send in several pieces); the server's next bytes are its answer
-                    self.answered = sink
-                sink.sendall(data)
-        for s in (source, sink):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def dsn(self, dsn: str) -> str:
-        """``dsn`` through this proxy."""
-        return dsn.replace(f":{self.target[1]}/", f":{self.port}/")
-
-
-def _appends(data: bytes) -> bool:
-    return (b"agent_session_event" in data and b"INSERT" in data) or bool(
-        re.search(rb"agent_session_[0-9]+\x00", data)
-    )
-
-
-@pytest.fixture
-def proxy() -> Iterator[tuple[CuttingProxy, str]]:
-    dsn = fresh_database()
-    info = psycopg.conninfo.conninfo_to_dict(dsn)
-    cutter = CuttingProxy((str(info["host"]), int(str(info["port"]))))
-    yield cutter, dsn
-    cutter.listener.close()
-
-
 async def test_a_commit_whose_acknowledgement_is_lost_is_reconciled(
     proxy: tuple[CuttingProxy, str],
 ) -> None:
@@ -321,46 +246,6 @@ async def test_a_commit_that_never_reached_the_server_is_an_error_and_retried_on
     await runtime.sessions.dispose(session)
     await backend.aclose()
     assert [e.type for e in await stored(dsn, "s")] == ["turn/start", "step/start", "step/start"]
-
-
-class OwnServer:
-    """A PostgreSQL cluster of one test's own (the binaries ``scripts/with-postgres`` found),
-    so that killing it disturbs no other test."""
-
-    def __init__(self) -> None:
-        self.bin = os.environ["AGENT_SESSION_PG_BIN"]
-        self.prefix = shlex.split(os.environ.get("AGENT_SESSION_PG_AS", ""))
-        # (in the system's temporary directory: pytest's are closed to the postgres user)
-        directory = self.directory = Path(tempfile.mkdtemp(prefix="agent-session-pg-"))
-        if self.prefix:  # (as root, the cluster belongs to the postgres user)
-            shutil.chown(directory, "postgres")
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self._run("initdb", "-D", str(directory / "data"), "-U", "postgres", "-A", "trust")
-        self.start()
-
-    def _run(self, tool: str, *args: str) -> None:
-        command = [*self.prefix, os.path.join(self.bin, tool), *args]
-        subprocess.run(command, check=True, capture_output=True, timeout=120)
-
-    def start(self) -> None:
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port}"
-        options += f" -c unix_socket_directories={self.directory}"
-        data, log = str(self.directory / "data"), str(self.directory / "server.log")
-        self._run("pg_ctl", "-D", data, "-l", log, "-w", "-t", "60", "-o", options, "start")
-
-    def kill(self) -> None:
-        self._run("pg_ctl", "-D", str(self.directory / "data"), "-m", "immediate", "-w", "stop")
-
-    def remove(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError):
-            self.kill()
-        shutil.rmtree(self.directory, ignore_errors=True)
-
-    @property
-    def dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
 
 @pytest.mark.process

@@ -59,6 +59,8 @@ class ListedSession:
     last_bracket: Literal["start", "end"] | None
     """Whether its last ``turn/start`` or ``turn/end`` is a start or an end (``None``:
     neither)."""
+    writer_active: bool = False
+    """Whether a live writer holds the session now (where the store can tell)."""
 
 
 @dataclass(frozen=True, slots=True)

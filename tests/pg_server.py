@@ -1,0 +1,150 @@
+"""PostgreSQL servers and connections for the tests that attack them: a cluster of a test's
+own (to kill, restart or protect with a password) and a TCP proxy that cuts connections at the
+worst moment or refuses new ones."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+
+from tests.backends import fresh_database
+
+__all__ = ["CuttingProxy", "OwnServer", "cutting_proxy"]
+
+
+class CuttingProxy:
+    """A TCP proxy to the test server that can drop a connection at the worst moment: after
+    forwarding an append to the server (``after_send``: the commit happens, its
+    acknowledgement is lost) or instead of forwarding it (the commit never happens). An
+    append is a statement that inserts into ``agent_session_event``, or the execution of one
+    the backend prepared on an event loop's connection (named ``agent_session_<n>``)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.cut: str | None = None  # "after_send" | "before_send"
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.cuts = 0
+        self.refusing = False
+        """While set, every new connection is closed at once (the server seems gone)."""
+        self.answered: socket.socket | None = None  # after_send: the server side to cut at
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.refusing:  # as if nothing listened: closed before the first byte
+                client.close()
+                continue
+            server = socket.create_connection(self.target)
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, upstream: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if not upstream and self.answered is source:
+                    # the server's answer to the marked statement: drop both sides unanswered
+                    self.answered = None
+                    break
+                if upstream and self.cut and _appends(data):
+                    mode, self.cut = self.cut, None
+                    self.cuts += 1
+                    if mode == "before_send":
+                        break
+                    # after_send: forward it (and the rest of the statement, which a client
+                    # may send in several pieces); the server's next bytes are its answer
+                    self.answered = sink
+                sink.sendall(data)
+        for s in (source, sink):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def dsn(self, dsn: str) -> str:
+        """``dsn`` through this proxy."""
+        return dsn.replace(f":{self.target[1]}/", f":{self.port}/")
+
+
+def _appends(data: bytes) -> bool:
+    return (b"agent_session_event" in data and b"INSERT" in data) or bool(
+        re.search(rb"agent_session_[0-9]+\x00", data)
+    )
+
+
+def cutting_proxy() -> Iterator[tuple[CuttingProxy, str]]:
+    """A proxy to a fresh database of the test server, and that database's own DSN."""
+    dsn = fresh_database()
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    cutter = CuttingProxy((str(info["host"]), int(str(info["port"]))))
+    yield cutter, dsn
+    cutter.listener.close()
+
+
+class OwnServer:
+    """A PostgreSQL cluster of one test's own (the binaries ``scripts/with-postgres`` found),
+    so that killing it disturbs no other test."""
+
+    def __init__(self, password: str | None = None) -> None:
+        self.password = password
+        self.bin = os.environ["AGENT_SESSION_PG_BIN"]
+        self.prefix = shlex.split(os.environ.get("AGENT_SESSION_PG_AS", ""))
+        # (in the system's temporary directory: pytest's are closed to the postgres user)
+        directory = self.directory = Path(tempfile.mkdtemp(prefix="agent-session-pg-"))
+        if self.prefix:  # (as root, the cluster belongs to the postgres user)
+            shutil.chown(directory, "postgres")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        auth = ["-A", "trust"]
+        if password is not None:  # every connection must give it
+            (directory / "pw").write_text(password)
+            if self.prefix:
+                shutil.chown(directory / "pw", "postgres")
+            auth = ["-A", "scram-sha-256", f"--pwfile={directory / 'pw'}"]
+        self._run("initdb", "-D", str(directory / "data"), "-U", "postgres", *auth)
+        self.start()
+
+    def _run(self, tool: str, *args: str) -> None:
+        command = [*self.prefix, os.path.join(self.bin, tool), *args]
+        subprocess.run(command, check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port}"
+        options += f" -c unix_socket_directories={self.directory}"
+        data, log = str(self.directory / "data"), str(self.directory / "server.log")
+        self._run("pg_ctl", "-D", data, "-l", log, "-w", "-t", "60", "-o", options, "start")
+
+    def stop(self) -> None:
+        """A clean, fast shutdown."""
+        self._run("pg_ctl", "-D", str(self.directory / "data"), "-m", "fast", "-w", "stop")
+
+    def restart(self) -> None:
+        """Killed (``-m immediate``, as a crash) and started again."""
+        self.kill()
+        self.start()
+
+    def kill(self) -> None:
+        self._run("pg_ctl", "-D", str(self.directory / "data"), "-m", "immediate", "-w", "stop")
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.kill()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
