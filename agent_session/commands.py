@@ -50,10 +50,11 @@ def max_log_bytes() -> int:
         raise UserError(f"{MAX_LOG_BYTES_ENV} must be a number of bytes, not {limit!r}") from None
 
 
-def backend(store: StoreSpec) -> PersistenceCoordinator:
-    """A backend on ``store``, which must exist (raises :class:`NotFound`)."""
+def backend(store: StoreSpec, *, read_only: bool = False) -> PersistenceCoordinator:
+    """A backend on ``store``, which must exist (raises :class:`NotFound`); ``read_only`` for
+    the commands that never write."""
     store.check_exists()
-    return store.open(max_log_bytes=max_log_bytes())
+    return store.open(max_log_bytes=max_log_bytes(), read_only=read_only)
 
 
 def _created(ms: int | None) -> str:
@@ -116,7 +117,7 @@ async def show(args: argparse.Namespace) -> int:
     events."""
     from agent_session.transcript import render
 
-    store = backend(args.store)
+    store = backend(args.store, read_only=True)
     try:
         examined = await examine(store, args.store, args.id)
         raw = await store.read_raw(args.id) if args.json else None
@@ -162,7 +163,7 @@ async def verify(args: argparse.Namespace) -> int:
     """A read-only verdict per session and a summary; the exit code of the worst."""
     from agent_session.inventory import status_of
 
-    store = backend(args.store)
+    store = backend(args.store, read_only=True)
     worst = OK
     counts: dict[str, int] = {}
     try:
@@ -221,7 +222,7 @@ async def export(args: argparse.Namespace) -> int:
     from session import Session
     from session.events.types import REQUEST_HEADER
 
-    store = backend(args.store)
+    store = backend(args.store, read_only=True)
     try:
         examined = await examine(store, args.store, args.id)
     finally:

@@ -93,7 +93,7 @@ async def copy(args: argparse.Namespace) -> int:
     source_spec, target_spec = parse_store(args.source), parse_store(args.target)
     if source_spec == target_spec:
         raise UserError(f"SRC and DST are the same store ({source_spec.shown})")
-    source = backend(source_spec)
+    source = backend(source_spec, read_only=True)
     target = target_spec.open(max_log_bytes=max_log_bytes())
     worst, done, refused = OK, 0, 0
     try:

@@ -121,7 +121,7 @@ async def run_demo(
             file=sys.stderr,
         )
         return INTERRUPTED
-    backend = store.open()
+    backend = store.open(read_only=not recover)  # left as the crash left it, -wal and all
     examined = await backend.examine(session_id)
     _show_disk(say, examined)
     if not recover:

@@ -9,6 +9,7 @@ positionally or as ``--store``, or from the environment (:data:`STORE_ENV`).
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -77,17 +78,24 @@ class StoreSpec:
             raise UserError(f'store root "{self.path}" is not a directory')
         if self.kind == "sqlite" and os.path.isdir(self.path):
             raise UserError(f'session database "{self.path}" is a directory, not a file')
+        if self.kind == "sqlite" and not stat.S_ISREG(os.stat(self.path).st_mode):
+            raise UserError(f'session database "{self.path}" is not a regular file')
 
     def open(
-        self, *, max_log_bytes: int | None = None, compression: str = "none"
+        self,
+        *,
+        max_log_bytes: int | None = None,
+        compression: str = "none",
+        read_only: bool = False,
     ) -> PersistenceCoordinator:
         """A backend on this store (created on its first write if it does not exist).
         ``max_log_bytes`` and ``compression`` (of new sessions) apply to JSONL; a SQLite
-        database keeps the journal mode it has."""
+        database keeps the journal mode it has, and ``read_only`` opens it for reading only
+        (a read command never creates, writes or checkpoints it, nor waits for a writer)."""
         if self.kind == "sqlite":
             from persistence_sqlite import SqlitePersistence
 
-            return SqlitePersistence(self.path, journal_mode=None)
+            return SqlitePersistence(self.path, journal_mode=None, read_only=read_only)
         if self.kind == "postgres":
             require_postgres()
             from persistence_postgres import PostgresPersistence

@@ -33,7 +33,7 @@ from session.events.header import header_line
 from session.persistence.failpoints import failpoint
 from session.persistence.futures import follow
 
-__all__ = ["append_batch", "moved", "send_on_loop", "settle_lost"]
+__all__ = ["append_batch", "moved", "send_on_loop", "settle_lost", "unsent_part"]
 
 Settle = Callable[[str, list[Line], Exception], None]
 """Called when the connection failed during an append: :func:`settle_lost` on a new one."""
@@ -130,6 +130,33 @@ def settle_lost(db: Connection, id: str, lines: list[Line], error: Exception) ->
     ).fetchall()
     if found[0] != end or [row[0] for row in stored] != [line.text for line in lines]:
         raise moved(id, True)
+
+
+def unsent_part(db: Connection, id: str, lines: list[Line]) -> tuple[list[Line], bool] | None:
+    """For a batch that starts with lines a failed append of this writer may have stored
+    (its outcome could not be settled then: the server was gone): the part of ``lines`` not
+    stored yet and whether the session row exists, read on ``db``; ``None`` when the stored
+    log holds none of them (the append goes on as planned).
+
+    Raises:
+        SessionCollisionError: The log moved in another way (another writer).
+    """
+    start, end = lines[0].seq, lines[-1].seq + lines[-1].n
+    found = db.execute("SELECT next_seq FROM agent_session WHERE id = %s", (id,)).fetchone()
+    if found is None or found[0] == start:
+        return None
+    next_seq = int(found[0])
+    stored = db.execute(
+        "SELECT line FROM agent_session_event WHERE session_id = %s AND seq >= %s "
+        "AND seq < %s ORDER BY seq",
+        (id, start, next_seq),
+    ).fetchall()
+    done = [line for line in lines if line.seq < next_seq]
+    if not start < next_seq <= end or [row[0] for row in stored] != [x.text for x in done]:
+        raise moved(id, True)
+    if done[-1].seq + done[-1].n != next_seq:
+        raise moved(id, True)  # (a line cut across: not a batch of ours)
+    return lines[len(done) :], True
 
 
 def moved(id: str, materialized: bool) -> SessionCollisionError:

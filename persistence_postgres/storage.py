@@ -12,7 +12,10 @@ Guarantees:
 - A commit whose acknowledgement is lost (the connection drops during it) is reconciled on a
   new connection by reading ``next_seq`` and comparing the stored lines: reported done when
   the batch is there exactly, refused as an I/O error when it is not (the batch is kept and
-  retried; the check of ``next_seq`` makes a retry safe), never assumed either way.
+  retried; the check of ``next_seq`` makes a retry safe), never assumed either way. When
+  even that connection cannot be opened (the server is restarting), the retry settles it
+  first: the part of its batch already stored is not sent again, and a writer's own commit
+  is never taken for another writer's.
 - A repair is one transaction that locks the session row and re-checks its revision.
 - A live session's writer holds a session-level advisory lock on a dedicated connection
   (:class:`persistence_postgres.locks.AdvisoryLocks`); the server frees it when the holder
@@ -41,7 +44,13 @@ from psycopg_pool import ConnectionPool
 
 from persistence_jsonl.encoder import LiveEncoders
 from persistence_jsonl.layout import parse_header
-from persistence_postgres.appends import append_batch, moved, send_on_loop, settle_lost
+from persistence_postgres.appends import (
+    append_batch,
+    moved,
+    send_on_loop,
+    settle_lost,
+    unsent_part,
+)
 from persistence_postgres.lines import Line, batch_lines, scan_rows
 from persistence_postgres.locks import AdvisoryLocks, Connection
 from persistence_postgres.loop_connections import LoopConnections
@@ -131,6 +140,9 @@ class PostgresStorage:
                 kwargs=self.settings,
                 timeout=CONNECT_TIMEOUT_S,
                 reconnect_timeout=CONNECT_TIMEOUT_S,
+                # A connection a restart ended is replaced when taken, not failed on: one
+                # round trip on the worker path (a live checkpoint runs on the loop's).
+                check=ConnectionPool.check_connection,
                 configure=check_durability,
                 open=False,
                 name="agent-session",
@@ -141,6 +153,8 @@ class PostgresStorage:
         self._on_loop = LoopConnections(conninfo, self.settings, 0 if given else pool_size)
         """Checkpoints' connections on the event loop (none with a pool of yours)."""
         self._encoders = LiveEncoders(True)
+        self._unsettled: set[str] = set()
+        """Sessions whose last failed append may or may not be stored."""
         self.locks = AdvisoryLocks(self.connect)
         """The writer locks of live sessions (one dedicated connection)."""
 
@@ -312,7 +326,24 @@ class PostgresStorage:
         lines = self._lines(header.id, events)
         if not materialized:
             await self.acquire(header.id)  # the writer of a new session holds it from now
-        await self._run(lambda db: append_batch(db, header, lines, materialized, self._settle))
+        await self._run(lambda db: self._append(db, header, lines, materialized))
+
+    def _append(
+        self, db: Connection, header: SessionHeader, lines: list[Line], materialized: bool
+    ) -> None:
+        """:func:`append_batch`, after settling a failed append of the session whose outcome
+        is still unknown (its batch leads this one: only what it did not store is sent), and
+        with the session's writer lock still held (taken again if its connection ended)."""
+        if self.locks.holds(header.id):
+            self.locks.ensure(header.id)
+        if header.id in self._unsettled:
+            unsent = unsent_part(db, header.id, lines)
+            if unsent is not None:
+                lines, materialized = unsent
+            self._unsettled.discard(header.id)
+            if not lines:
+                return
+        append_batch(db, header, lines, materialized, self._settle)
 
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
@@ -327,7 +358,13 @@ class PostgresStorage:
         statements, before the schema is known to be in place, with a pool of yours, or on a
         second event loop."""
         lines = self._lines(header.id, events)
-        if self._opened and len(lines) <= ROWS_PER_STATEMENT and self._on_loop.usable():
+        if (
+            self._opened
+            and len(lines) <= ROWS_PER_STATEMENT
+            and self._on_loop.usable()
+            and header.id not in self._unsettled
+            and self.locks.intact()
+        ):
             statement = protocol_append(header.id, lines)
             link = self._on_loop.ready_now(statement[0])
             if link is not None:
@@ -335,9 +372,7 @@ class PostgresStorage:
             return asyncio.get_running_loop().create_task(
                 self._append_on_loop(header.id, lines, statement)
             )
-        return self._worker.submit(
-            self._call, lambda db: append_batch(db, header, lines, True, self._settle)
-        )
+        return self._worker.submit(self._call, lambda db: self._append(db, header, lines, True))
 
     async def _append_on_loop(
         self, id: str, lines: list[Line], statement: tuple[bytes, list[bytes]]
@@ -354,8 +389,15 @@ class PostgresStorage:
             await self._worker.submit(self._settle, id, lines, error)
 
     def _settle(self, id: str, lines: list[Line], error: Exception) -> None:
-        with psycopg.connect(self.dsn, **self.settings) as db:
-            settle_lost(db, id, lines, error)
+        """Whether the batch whose connection failed is stored, asked on a new connection;
+        when that fails too, the outcome stays unknown until the session's next append
+        settles it (:meth:`_append`)."""
+        try:
+            with psycopg.connect(self.dsn, **self.settings) as db:
+                settle_lost(db, id, lines, error)
+        except psycopg.Error:
+            self._unsettled.add(id)
+            raise
 
     def _lines(self, id: str, events: Sequence[SessionEvent]) -> list[Line]:
         """A batch's rows, from what :meth:`prepare` encoded as its events arrived."""

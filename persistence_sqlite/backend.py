@@ -24,7 +24,9 @@ class SqlitePersistence(PersistenceCoordinator):
     ``journal_mode`` is the reference's (``wal`` by default; ``None`` keeps the mode an
     existing database has); ``busy_timeout_ms`` is how long
     a write waits for another process's write transaction before failing with
-    :class:`session.SessionCollisionError`.
+    :class:`session.SessionCollisionError`. ``read_only`` opens an existing database for
+    reading only (operator tools that inspect: nothing is created, written or checkpointed;
+    writes are refused).
     """
 
     def __init__(
@@ -37,8 +39,11 @@ class SqlitePersistence(PersistenceCoordinator):
         busy_timeout_ms: int = 5000,
         repair: Repair = default_repair,
         scheduler: Scheduler | None = None,
+        read_only: bool = False,
     ) -> None:
-        storage = SqliteStorage(path, journal_mode=journal_mode, busy_timeout_ms=busy_timeout_ms)
+        storage = SqliteStorage(
+            path, journal_mode=journal_mode, busy_timeout_ms=busy_timeout_ms, read_only=read_only
+        )
         super().__init__(
             storage,
             repair=repair,

@@ -13,6 +13,8 @@ import contextlib
 import errno
 import os
 import sqlite3
+import stat
+import urllib.parse
 import uuid
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -26,7 +28,10 @@ __all__ = [
     "JournalMode",
     "OpenDatabase",
     "check_format",
+    "check_regular",
+    "check_tables",
     "open_database",
+    "open_read_only",
 ]
 
 SCHEMA_VERSION: Final = 14
@@ -103,6 +108,7 @@ def open_database(
             f"Python links SQLite {sqlite3.sqlite_version}"
         )
     if path != ":memory:":
+        check_regular(path)
         _create_file(path)
     connection = sqlite3.connect(
         path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
@@ -133,6 +139,136 @@ def open_database(
         connection.close()
         raise
     return OpenDatabase(connection, identity)
+
+
+def open_read_only(path: str, busy_timeout_ms: int) -> OpenDatabase:
+    """Open the existing session database at ``path`` for reading only: nothing is created,
+    written, checkpointed or locked for writing (another process's write transaction does not
+    block it; a crash's ``-wal`` is read, and left as it is). A file on a read-only file
+    system is read as it is when no ``-wal`` holds commits beside it. A database with no
+    schema yet (an empty file) reads as one without sessions.
+
+    Raises:
+        SessionFormatUnsupportedError: Not this format, or this format's identity over
+            tables of another layout.
+        OSError: Not a regular file, or it cannot be opened.
+    """
+    check_regular(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, f'session database "{path}" does not exist')
+    uri = "file:" + urllib.parse.quote(path) + "?mode=ro"
+    try:
+        connection = _read_only(uri, busy_timeout_ms)
+    except sqlite3.OperationalError:
+        wal = path + "-wal"
+        if os.path.exists(wal) and os.path.getsize(wal) > 0:
+            raise
+        # a read-only file system (no -shm can be made) and nothing beside the file: the
+        # file is all there is, and nothing can change it
+        connection = _read_only(uri + "&immutable=1", busy_timeout_ms)
+    try:
+        (on_disk,) = connection.execute("PRAGMA user_version").fetchone()
+        (application_id,) = connection.execute("PRAGMA application_id").fetchone()
+        (objects,) = connection.execute(
+            "SELECT COUNT(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'"
+        ).fetchone()
+        check_format(path, on_disk, application_id, objects)
+        if on_disk == 0:  # no schema yet: read an empty one in memory
+            connection.close()
+            connection = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            for statement in _DDL.split(";")[:-1]:
+                connection.execute(statement)
+            connection.execute("PRAGMA query_only = 1")
+            found = os.stat(path)
+            return OpenDatabase(connection, f"file:{found.st_dev}:{found.st_ino}:store:none")
+        check_tables(connection, path)
+        row = connection.execute(
+            "SELECT store_id FROM persistence_state WHERE singleton = 1"
+        ).fetchone()
+        found = os.stat(path)
+        store_id = row[0] if row else "none"
+        return OpenDatabase(connection, f"file:{found.st_dev}:{found.st_ino}:store:{store_id}")
+    except sqlite3.OperationalError:
+        connection.close()
+        raise
+    except sqlite3.DatabaseError as e:
+        connection.close()
+        raise SessionFormatUnsupportedError(
+            f'session database at "{path}" cannot be read as a SQLite database: {e}'
+        ) from e
+    except BaseException:
+        connection.close()
+        raise
+
+
+def _read_only(uri: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    connection = sqlite3.connect(
+        uri, uri=True, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+    )
+    connection.execute("PRAGMA query_only = 1")
+    connection.execute("PRAGMA user_version").fetchone()  # (opens the file now)
+    return connection
+
+
+def check_regular(path: str) -> None:
+    """Refuse, at once, a path that is there but not a regular file (a FIFO would block the
+    open forever; a device or a socket is no database).
+
+    Raises:
+        OSError: ``path`` names something other than a regular file.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise OSError(errno.EINVAL, f'session database "{path}" is {kind}; refusing to open it')
+
+
+_COLUMNS: Final = {
+    "sessions": (
+        "id",
+        "version",
+        "created_at",
+        "cwd",
+        "parent_session",
+        "seed_length",
+        "origin",
+        "delegation_depth",
+        "agent_preset",
+        "incarnation",
+        "revision",
+    ),
+    "events": (
+        "session_id",
+        "seq",
+        "type",
+        "time",
+        "data",
+        "source_event_seqs",
+        "surface_op",
+    ),
+}
+"""The columns of the format's tables, in order."""
+
+
+def check_tables(connection: sqlite3.Connection, path: str) -> None:
+    """Refuse a database with this format's identity whose tables have another layout.
+
+    Raises:
+        SessionFormatUnsupportedError: A table is missing or has other columns.
+    """
+    for table, columns in _COLUMNS.items():
+        found = tuple(
+            row[1] if isinstance(row[1], str) else row[1].decode()
+            for row in connection.execute(f"PRAGMA table_info({table})").fetchall()
+        )
+        if found != columns:
+            raise SessionFormatUnsupportedError(
+                f'session database at "{path}" has the format\'s identity but its {table} '
+                f"table has another layout (columns {', '.join(found) or 'none'})"
+            )
 
 
 def check_format(path: str, user_version: int, application_id: int, objects: int) -> None:
@@ -197,6 +333,8 @@ def _configure(
             "SELECT COUNT(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'"
         ).fetchone()
         check_format(path, on_disk, application_id, objects)
+        if on_disk == SCHEMA_VERSION:
+            check_tables(connection, path)
         for statement in _DDL.split(";")[:-1]:
             connection.execute(statement)
         connection.execute(

@@ -44,7 +44,13 @@ from persistence_sqlite.rows import (
     scan,
 )
 from persistence_sqlite.runs import with_lazy_runs
-from persistence_sqlite.schema import JOURNAL_MODES, JournalMode, OpenDatabase, open_database
+from persistence_sqlite.schema import (
+    JOURNAL_MODES,
+    JournalMode,
+    OpenDatabase,
+    open_database,
+    open_read_only,
+)
 from session import (
     SessionCollisionError,
     SessionEvent,
@@ -88,6 +94,7 @@ class SqliteStorage:
         *,
         journal_mode: JournalMode | None = "wal",
         busy_timeout_ms: int = 5000,
+        read_only: bool = False,
     ) -> None:
         raw = os.fspath(path)
         if not isinstance(raw, str) or not raw:
@@ -103,6 +110,10 @@ class SqliteStorage:
             raise TypeError("busy_timeout_ms must be an integer between 0 and 2147483647")
         self.journal_mode = journal_mode
         self.busy_timeout_ms = busy_timeout_ms
+        self.read_only = read_only
+        """Opened for reading only (:func:`persistence_sqlite.schema.open_read_only`): the
+        file must exist, nothing is created, written or checkpointed, a writer's lock does
+        not block it, and every write is refused."""
         self._db: OpenDatabase | None = None
         self._worker = IOThreads(1, "session-sqlite")
 
@@ -113,9 +124,12 @@ class SqliteStorage:
         return await self._worker.submit(self._call, work)
 
     def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        with _translated(self.path, self.busy_timeout_ms):
+        with _translated(self.path, self.busy_timeout_ms, self.read_only):
             if self._db is None:
-                self._db = open_database(self.path, self.journal_mode, self.busy_timeout_ms)
+                if self.read_only:
+                    self._db = open_read_only(self.path, self.busy_timeout_ms)
+                else:
+                    self._db = open_database(self.path, self.journal_mode, self.busy_timeout_ms)
                 self._db.connection.text_factory = bytes
             return work(self._db.connection)
 
@@ -372,10 +386,10 @@ def _transaction(db: sqlite3.Connection, kind: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _translated(path: str, busy_timeout_ms: int) -> Iterator[None]:
-    """SQLite's errors as this library's: a busy database past the timeout as a collision,
-    a duplicate key as a collision, a damaged file as corruption, I/O and a full disk as
-    ``OSError``."""
+def _translated(path: str, busy_timeout_ms: int, read_only: bool = False) -> Iterator[None]:
+    """SQLite's errors as this library's: a busy database past the timeout as a collision
+    (for a reader, an ``OSError`` saying it is busy), a duplicate key as a collision, a
+    damaged file as corruption, I/O and a full disk as ``OSError``."""
     try:
         yield
     except sqlite3.IntegrityError as e:
@@ -384,6 +398,12 @@ def _translated(path: str, busy_timeout_ms: int) -> Iterator[None]:
         ) from e
     except sqlite3.OperationalError as e:
         code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+        if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) and read_only:
+            raise OSError(
+                errno.EBUSY,
+                f'session database "{path}" is busy: another process held it for '
+                f"{busy_timeout_ms} ms: {e}",
+            ) from e
         if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
             raise SessionCollisionError(
                 f'session database "{path}" stayed locked by another writer for '

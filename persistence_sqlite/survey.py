@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import urllib.parse
 from typing import Literal
 
 from persistence_sqlite.rows import HEADER_COLUMNS, header_of
-from persistence_sqlite.schema import check_format
+from persistence_sqlite.schema import open_read_only
 from session import SessionError, SessionFormatUnsupportedError
 from session.persistence.api import ListedSession
 
@@ -33,22 +32,14 @@ def survey(path: str) -> list[ListedSession]:
         SessionFormatUnsupportedError: The file is not a session database of this format.
         OSError: It cannot be opened.
     """
-    uri = "file:" + urllib.parse.quote(path) + "?mode=ro"
     try:
-        db = sqlite3.connect(uri, uri=True)
+        opened = open_read_only(path, 5000)
     except sqlite3.OperationalError as e:
         raise OSError(f'cannot open session database "{path}": {e}') from e
+    db = opened.connection
     db.text_factory = bytes
     with contextlib.closing(db):
         try:
-            (version,) = db.execute("PRAGMA user_version").fetchone()
-            (application_id,) = db.execute("PRAGMA application_id").fetchone()
-            (objects,) = db.execute(
-                "SELECT COUNT(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'"
-            ).fetchone()
-            check_format(path, version, application_id, objects)
-            if version == 0:
-                return []  # an empty database: no sessions yet
             rows = db.execute(_QUERY).fetchall()
         except sqlite3.OperationalError as e:
             raise OSError(f'cannot read session database "{path}": {e}') from e

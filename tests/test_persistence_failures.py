@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from recovery import closers
-from session import Runtime, SessionError, SessionEvent, SessionHeader
+from session import Runtime, Session, SessionError, SessionEvent, SessionHeader
 from session.persistence.api import StoredLog
 from session.persistence.coordinator import PersistenceCoordinator
 from session.persistence.memory import MemoryPersistence, MemoryStorage, MemoryStore
@@ -224,3 +224,45 @@ async def test_inspect_cache_is_bounded_and_reused_while_fresh() -> None:
     assert reader.loads == 3  # capacity 1: "a" was evicted by "b"
     await reader.aclose()
     await writer.aclose()
+
+
+class GatedRevisions(MemoryStorage):
+    """Memory storage whose revision reads of one id wait on a gate (another id's inspection
+    runs meanwhile)."""
+
+    def __init__(self, store: MemoryStore, gated: str) -> None:
+        super().__init__(store)
+        self.gated, self.gate = gated, asyncio.Event()
+        self.waiting = asyncio.Event()
+
+    async def revision(self, id: str) -> str | None:
+        if id == self.gated and not self.gate.is_set():
+            self.waiting.set()
+            await self.gate.wait()
+        return await super().revision(id)
+
+
+async def test_an_inspection_evicted_while_its_revision_is_read_is_not_a_key_error() -> None:
+    """More sessions bind at once than the inspection cache holds: ``a``'s cached inspection
+    is evicted by ``b``'s while ``a``'s revision is read; ``a``'s inspection still answers
+    (it raised ``KeyError``, and so did the flush that bound it)."""
+    store = MemoryStore()
+    for id in ("a", "b"):
+        backend = PersistenceCoordinator(MemoryStorage(store), repair=closers)
+        await backend.create(header(id))
+        session = Session.create(id)
+        closed_turn(session)
+        await backend.append(id, session.events)
+        await backend.aclose()
+    storage = GatedRevisions(store, "a")
+    backend = PersistenceCoordinator(storage, repair=closers, prepared_session_cache_size=1)
+    storage.gate.set()
+    await backend.inspect("a")  # cached
+    storage.gate.clear()
+    first = asyncio.ensure_future(backend.inspect("a"))
+    await storage.waiting.wait()
+    await backend.inspect("b")  # evicts a's entry
+    storage.gate.set()
+    inspected = await first
+    assert [e.type for e in inspected.events][-1] == "turn/end"
+    await backend.aclose()

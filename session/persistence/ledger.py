@@ -228,10 +228,11 @@ class Ledger:
         Raises :class:`SessionNotFoundError` when absent."""
         cached = None if fresh else self._cache.get(id)
         if cached is not None:
+            # (another id's inspection may evict this one while the revision is read)
             if await self.storage.revision(id) == cached.revision:
-                self._cache.move_to_end(id)
+                self._remember(id, cached)
                 return cached
-            del self._cache[id]
+            self._cache.pop(id, None)
         stored = await self.storage.load(id)
         if stored is None:
             raise SessionNotFoundError(f'session "{id}" not found')
