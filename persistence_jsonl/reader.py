@@ -18,7 +18,13 @@ from persistence_jsonl.encoding import (
     logs_in,
 )
 from persistence_jsonl.fileio import FileOps, Stat
-from persistence_jsonl.layout import encode_segment, iter_entries, parse_header, session_dir
+from persistence_jsonl.layout import (
+    MAX_SEGMENT,
+    encode_segment,
+    iter_entries,
+    parse_header,
+    session_dir,
+)
 from session import (
     SessionError,
     SessionFormatUnsupportedError,
@@ -135,6 +141,8 @@ class LogReader:
         """The log of the session directory ``segment`` in ``project`` if there is one;
         refuses the foreign artifacts the reference refuses for that id."""
         for suffix in FLAT_SUFFIXES:
+            if len(os.fsencode(segment + suffix)) > MAX_SEGMENT:
+                continue  # a name no file system entry can have: no such artifact
             flat = os.path.join(project, segment + suffix)
             entry = self._stat_in(flat, project)
             if entry is not None and not entry.is_dir:

@@ -30,20 +30,17 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from persistence_jsonl.encoder import LiveEncoders
-from persistence_jsonl.layout import parse_header
 from persistence_postgres.appends import (
     append_batch,
     moved,
@@ -51,9 +48,10 @@ from persistence_postgres.appends import (
     settle_lost,
     unsent_part,
 )
-from persistence_postgres.lines import Line, batch_lines, scan_rows
+from persistence_postgres.lines import Line, batch_lines
 from persistence_postgres.locks import AdvisoryLocks, Connection
 from persistence_postgres.loop_connections import LoopConnections
+from persistence_postgres.reads import RowCut, read_log, read_raw, revision_of, snapshots_of
 from persistence_postgres.schema import check_durability, migrate
 from persistence_postgres.statements import ROWS_PER_STATEMENT, protocol_append
 from persistence_postgres.unreachable import CONNECT_TIMEOUT_S, translated, unreachable
@@ -67,17 +65,6 @@ from session.persistence.storage import check_text_id
 __all__ = ["PostgresStorage", "RowCut"]
 
 T = TypeVar("T")
-
-_PAGE = 10_000
-"""Rows per keyset page of a load (bounds the driver's buffers, whatever the log's size)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RowCut:
-    """Where a torn tail starts, and the revision of the rows it was found in."""
-
-    seq: int
-    revision: str
 
 
 def writer_name() -> str:
@@ -210,10 +197,6 @@ class PostgresStorage:
         check_durability(connection)
         self._adopted.add(connection)
 
-    @staticmethod
-    def _revision(incarnation: object, revision: object) -> str:
-        return f"postgres:incarnation:{incarnation}:revision:{revision}"
-
     # --- reads ------------------------------------------------------------------------------
 
     def check_id(self, id: str) -> None:
@@ -224,32 +207,7 @@ class PostgresStorage:
         return None  # a network round trip: the first flush refuses a stored id
 
     async def load(self, id: str) -> StoredLog | None:
-        return await self._run(lambda db: self._load(db, id))
-
-    def _load(self, db: Connection, id: str) -> StoredLog | None:
-        with db.transaction(), db.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            found = cursor.execute(
-                "SELECT header, incarnation, revision FROM agent_session WHERE id = %s", (id,)
-            ).fetchone()
-            if found is None:
-                return None
-            rows: list[tuple[int, str]] = []
-            while True:  # keyset pages, in the transaction's one snapshot
-                after = rows[-1][0] if rows else -1
-                page = cursor.execute(
-                    "SELECT seq, line FROM agent_session_event WHERE session_id = %s "
-                    "AND seq > %s ORDER BY seq LIMIT %s",
-                    (id, after, _PAGE),
-                ).fetchall()
-                rows.extend(page)
-                if len(page) < _PAGE:
-                    break
-        revision = self._revision(found[1], found[2])
-        scanned = scan_rows(found[0], rows, f'session "{id}" in PostgreSQL')
-        cut = None if scanned.cut_seq is None else RowCut(scanned.cut_seq, revision)
-        log = scanned.log
-        return StoredLog(log.header, log.events, revision, cut, log.size)
+        return await self._run(lambda db: read_log(db, id))
 
     async def revision(self, id: str) -> str | None:
         row = await self._run(
@@ -257,7 +215,7 @@ class PostgresStorage:
                 "SELECT incarnation, revision FROM agent_session WHERE id = %s", (id,)
             ).fetchone()
         )
-        return None if row is None else self._revision(row[0], row[1])
+        return None if row is None else revision_of(row[0], row[1])
 
     async def list_snapshots(self) -> list[SessionSnapshot]:
         rows = await self._run(
@@ -265,30 +223,10 @@ class PostgresStorage:
                 "SELECT id, header, incarnation, revision FROM agent_session ORDER BY id"
             ).fetchall()
         )
-        snapshots = []
-        for id, header, incarnation, revision in rows:
-            with contextlib.suppress(Exception):  # a damaged header is for verify to report
-                parsed = parse_header(header.encode(), f'session "{id}" in PostgreSQL')
-                snapshots.append(SessionSnapshot(parsed, self._revision(incarnation, revision)))
-        return snapshots
+        return snapshots_of(rows)
 
     async def read_raw(self, id: str) -> RawArtifact | None:
-        def read(db: Connection) -> RawArtifact | None:
-            with db.transaction():
-                found = db.execute(
-                    "SELECT header FROM agent_session WHERE id = %s", (id,)
-                ).fetchone()
-                if found is None:
-                    return None
-                lines = db.execute(
-                    "SELECT line FROM agent_session_event WHERE session_id = %s ORDER BY seq",
-                    (id,),
-                ).fetchall()
-            header = parse_header(found[0].encode(), f'session "{id}" in PostgreSQL')
-            text = "".join(line + "\n" for line in [found[0], *(row[0] for row in lines)])
-            return RawArtifact(header, "session.jsonl", text.encode())
-
-        return await self._run(read)
+        return await self._run(lambda db: read_raw(db, id))
 
     def locate(self, header: SessionHeader) -> str | None:
         return None
@@ -424,7 +362,7 @@ class PostgresStorage:
             if found is None:
                 raise SessionCollisionError(f'session "{id}" was deleted by another writer')
             if isinstance(cut_at, RowCut):
-                if self._revision(found[0], found[1]) != cut_at.revision:
+                if revision_of(found[0], found[1]) != cut_at.revision:
                     raise moved(id, True)
                 db.execute(
                     "DELETE FROM agent_session_event WHERE session_id = %s AND seq >= %s",

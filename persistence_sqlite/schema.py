@@ -158,14 +158,21 @@ def open_read_only(path: str, busy_timeout_ms: int) -> OpenDatabase:
         raise FileNotFoundError(errno.ENOENT, f'session database "{path}" does not exist')
     uri = "file:" + urllib.parse.quote(path) + "?mode=ro"
     try:
-        connection = _read_only(uri, busy_timeout_ms)
+        try:
+            connection = _read_only(uri, busy_timeout_ms)
+        except sqlite3.OperationalError:
+            wal = path + "-wal"
+            if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                raise
+            # a read-only file system (no -shm can be made) and nothing beside the file: the
+            # file is all there is, and nothing can change it
+            connection = _read_only(uri + "&immutable=1", busy_timeout_ms)
     except sqlite3.OperationalError:
-        wal = path + "-wal"
-        if os.path.exists(wal) and os.path.getsize(wal) > 0:
-            raise
-        # a read-only file system (no -shm can be made) and nothing beside the file: the
-        # file is all there is, and nothing can change it
-        connection = _read_only(uri + "&immutable=1", busy_timeout_ms)
+        raise
+    except sqlite3.DatabaseError as e:
+        raise SessionFormatUnsupportedError(
+            f'session database at "{path}" cannot be read as a SQLite database: {e}'
+        ) from e
     try:
         (on_disk,) = connection.execute("PRAGMA user_version").fetchone()
         (application_id,) = connection.execute("PRAGMA application_id").fetchone()
@@ -205,8 +212,12 @@ def _read_only(uri: str, busy_timeout_ms: int) -> sqlite3.Connection:
     connection = sqlite3.connect(
         uri, uri=True, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
     )
-    connection.execute("PRAGMA query_only = 1")
-    connection.execute("PRAGMA user_version").fetchone()  # (opens the file now)
+    try:
+        connection.execute("PRAGMA query_only = 1")
+        connection.execute("PRAGMA user_version").fetchone()  # (opens the file now)
+    except BaseException:
+        connection.close()
+        raise
     return connection
 
 

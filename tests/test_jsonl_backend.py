@@ -593,3 +593,24 @@ async def test_live_sessions_through_the_store_write_reference_bytes(tmp_path: P
     )
     assert lines[1:] == [e.encode() for e in session.events]
     await backend.aclose()
+
+
+@pytest.mark.parametrize("length", [244, 245, 250, 254, 255, 256])
+async def test_ids_whose_name_is_up_to_255_characters_are_stored_and_loaded(
+    tmp_path: Path, length: int
+) -> None:
+    """A session directory name of 245-255 characters is fine; only the reference's flat
+    artifact names beside it (``<name>.jsonl.zstd``) would be too long, and so cannot exist."""
+    id = "b" * length
+    runtime = Runtime()
+    runtime.install(JsonlPersistence(tmp_path))
+    session = runtime.sessions.create(id)
+    session.append("turn/start", {"turn": 1})
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    await runtime.sessions.flush(session)
+    await runtime.sessions.dispose(session)
+    again = JsonlPersistence(tmp_path)
+    assert [e.type for e in (await again.load(id)).events] == ["turn/start", "turn/end"]
+    await again.aclose()
+    if length <= 255:  # stored under its own name, as the reference lays it out
+        assert (tmp_path / "_no-cwd" / id / "session.jsonl").exists()

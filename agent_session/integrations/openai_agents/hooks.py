@@ -6,10 +6,10 @@ turn's ``function_call`` only after its body ran).
   opens, and the log is flushed before the model is called.
 - ``on_llm_end``: the response's items are recorded as the SDK will add them (the following
   ``add_items`` finds them there and writes nothing twice).
-- ``on_tool_start`` (awaited by the SDK before the body; for parallel calls, every hook
-  before any body): the ``tool/call`` is recorded and flushed. A crash in the body leaves the
-  call recorded, and the next open answers it ``TOOL_OUTCOME_UNKNOWN``; results are recorded
-  in model order when the SDK adds its outputs.
+- ``on_tool_start`` (awaited by the SDK before the body, in the call's own task): the
+  ``tool/call`` is recorded and flushed. A crash in the body leaves the call recorded, and
+  the next open answers it ``TOOL_OUTCOME_UNKNOWN``; results are recorded in model order when
+  the SDK adds its outputs.
 
 A flush that fails raises out of the hook, so the SDK never calls a model or runs a tool body
 the log could not record.

@@ -7,10 +7,12 @@ Guarantees:
   recorded); a batch is checked whole before anything is appended (a ``function_call_output``
   answering no call is refused with nothing written: such an orphan makes every later request
   fail).
-- ``add_items`` is idempotent against what :class:`DurableRunHooks` already wrote, and
-  within the running turn against a ``function_call`` whose ``call_id`` is already there, a
-  ``function_call_output`` for an answered call, and a model item whose ``id`` is already
-  there (ids are not unique across runs: a scripted model's, a provider's placeholder).
+- ``add_items`` is idempotent against what :class:`DurableRunHooks` already wrote (the very
+  items they recorded, not items that merely share a provider's ``id``: a test model gives
+  every item the same one), and within the running turn against a ``function_call`` whose
+  ``call_id`` is already there and a ``function_call_output`` for an answered call.
+- A session :meth:`EventLogSession.open` made can be used from any thread and any event
+  loop (its runtime runs on a private loop; calls are serialized).
 - ``get_items`` gives back the items exactly as added, in order; a session written by
   something else (the reference loop, crash repair) projects to plain items.
 - ``pop_item`` and ``clear_session`` append: a surface replace (an empty assistant message
@@ -26,12 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from agent_session.integrations.home_loop import HomeLoop
 from agent_session.integrations.openai_agents.history import history
 from agent_session.integrations.openai_agents.items import (
-    FAKE_ID,
     assistant_data,
     item_kind,
     tool_result_data,
@@ -63,6 +65,8 @@ if TYPE_CHECKING:
 
 __all__ = ["EventLogSession"]
 
+T = TypeVar("T")
+
 UNKNOWN_MODEL = "unknown"
 """The model an assistant message names when no hook said which model answered."""
 
@@ -90,15 +94,21 @@ class EventLogSession:
         session_id: str,
         *,
         runtime: Runtime,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
-        self.session_settings = session_settings
+        if session_settings is not None and not hasattr(session_settings, "limit"):
+            from agents.memory.session_settings import coerce_session_settings
+
+            session_settings = coerce_session_settings(dict(session_settings))  # as the SDK's
+        self.session_settings: SessionSettings | None = session_settings  # type: ignore[assignment]
         self.runtime = runtime
         """The runtime whose store holds the live session."""
         self.model = UNKNOWN_MODEL
         """The model named by assistant messages (the hooks set it from the agent)."""
         self._owned = False
+        self._home: HomeLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._session: Session | None = None
         self._lock = asyncio.Lock()
         self._pending: list[dict[str, Any]] = []  # what the hooks wrote that add_items will repeat
@@ -109,7 +119,7 @@ class EventLogSession:
         store: str | os.PathLike[str],
         session_id: str,
         *,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
     ) -> Self:
         """Open session ``session_id`` in ``store`` (repairing a turn a crash interrupted) or
         create it, in a runtime of its own with the checkpoint policy installed. Raises
@@ -120,23 +130,58 @@ class EventLogSession:
         from checkpoint_policy import checkpoint_policy
 
         try:
-            backend = parse_store(os.fspath(store)).open()
+            spec = parse_store(os.fspath(store))
         except UserError as e:
             raise ValueError(str(e)) from None
-        runtime = Runtime()
-        runtime.install(backend)
-        runtime.install(checkpoint_policy)
-        self = cls(session_id, runtime=runtime, session_settings=session_settings)
-        self._owned = True
+        home = HomeLoop(f"agent-session {session_id[:40]}")
+
+        async def start() -> Self:
+            try:
+                backend = spec.open()
+            except UserError as e:
+                raise ValueError(str(e)) from None
+            runtime = Runtime()
+            runtime.install(backend)
+            runtime.install(checkpoint_policy)
+            self = cls(session_id, runtime=runtime, session_settings=session_settings)
+            self._owned, self._home = True, home
+            try:
+                await self._live()
+            except BaseException:
+                await runtime.__aexit__(None, None, None)
+                raise
+            return self
+
         try:
-            await self.live()
+            return await home.run(start())
         except BaseException:
-            await runtime.__aexit__(None, None, None)
+            home.close()
             raise
-        return self
+
+    async def _call(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` where the runtime lives: on the private loop of a session
+        :meth:`open` made (callable from any thread and event loop, serialized), else on the
+        caller's loop, which must be the one the runtime was first used on while that one
+        is open."""
+        if self._home is not None:
+            return await self._home.run(work)
+        running = asyncio.get_running_loop()
+        if self._loop is None or self._loop.is_closed():
+            self._loop = running
+        elif running is not self._loop:
+            work.close()
+            raise RuntimeError(
+                f'EventLogSession "{self.session_id}" was first used on another event loop, '
+                "which is still open: a runtime you pass is bound to its loop (use "
+                "EventLogSession.open(store, id) for a session any loop or thread can use)"
+            )
+        return await work
 
     async def live(self) -> Session:
         """The live session (resumed or created on first use)."""
+        return await self._call(self._live())
+
+    async def _live(self) -> Session:
         if self._session is None or not self.runtime.sessions.is_live(self._session):
             sessions = self.runtime.sessions
             self._session = sessions.get(self.session_id) or await sessions.open_or_create(
@@ -146,6 +191,14 @@ class EventLogSession:
 
     async def aclose(self) -> None:
         """Make everything durable; close the runtime if :meth:`open` made it."""
+        try:
+            await self._call(self._aclose())
+        finally:
+            if self._home is not None:
+                home, self._home = self._home, None
+                await asyncio.to_thread(home.close)
+
+    async def _aclose(self) -> None:
         if self._owned:
             await self.runtime.__aexit__(None, None, None)
         elif self._session is not None and self.runtime.sessions.is_live(self._session):
@@ -162,25 +215,34 @@ class EventLogSession:
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The latest ``limit`` items (all when ``None`` and the settings set no limit), in
         order."""
+        return await self._call(self._get_items(limit))
+
+    async def _get_items(self, limit: int | None = None) -> list[Any]:
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        items = [entry.item for entry in history(await self.live())]
+        items = [entry.item for entry in history(await self._live())]
         if limit is None:
             return items
         return items[-limit:] if limit > 0 else []
 
     async def add_items(self, items: Sequence[Any]) -> None:
         """Record ``items`` (see the module's guarantees) and make them durable."""
+        return await self._call(self._add_items(items))
+
+    async def _add_items(self, items: Sequence[Any]) -> None:
         batch = [_plain(item) for item in items]
         async with self._lock:
-            session = await self.live()
+            session = await self._live()
             self._write(session, batch)
             await self.runtime.sessions.flush(session)
 
     async def pop_item(self) -> Any | None:
         """Take the latest item out of the history (appending its removal) and return it."""
+        return await self._call(self._pop_item())
+
+    async def _pop_item(self) -> Any | None:
         async with self._lock:
-            session = await self.live()
+            session = await self._live()
             entries = history(session)
             if not entries:
                 return None
@@ -197,8 +259,11 @@ class EventLogSession:
 
     async def clear_session(self) -> None:
         """Take every item out of the history (appending the removal)."""
+        return await self._call(self._clear_session())
+
+    async def _clear_session(self) -> None:
         async with self._lock:
-            session = await self.live()
+            session = await self._live()
             nodes = session.surface.nodes
             if nodes:
                 self._replace(session, nodes[0], nodes[-1], list(nodes), [])
@@ -213,22 +278,26 @@ class EventLogSession:
     async def before_model_call(self, input_items: Sequence[Any]) -> None:
         """Record the run's input if no ``add_items`` did yet (a streamed run saves it after
         the first request started), open the step, and make the log durable."""
+        return await self._call(self._before_model_call(input_items))
+
+    async def _before_model_call(self, input_items: Sequence[Any]) -> None:
         async with self._lock:
-            session = await self.live()
+            session = await self._live()
             tail: list[dict[str, Any]] = []
             for item in reversed([_plain(i) for i in input_items]):
                 if item_kind(item) != "user":
                     break
                 tail.insert(0, item)
             if tail:
-                # a tail of user items can only repeat the end of the last turn: an earlier
-                # one ended on a model item
+                # a tail of user items can only repeat items of the last turn (an earlier one
+                # ended on a model item); runs at once interleave theirs, so each item of the
+                # tail is missing only as often as the turn has fewer copies of it
                 since = brackets(session.events).start_index
                 recorded = [entry.item for entry in history(session, since)]
-                overlap = next(
-                    k for k in range(len(tail), -1, -1) if k == 0 or recorded[-k:] == tail[:k]
-                )
-                for item in tail[overlap:]:
+                for item in tail:
+                    if item in recorded:
+                        recorded.remove(item)
+                        continue
                     self._user(session, item)
                     self._pending.append(item)
             next_step(session, open_turn(session.events))
@@ -237,8 +306,11 @@ class EventLogSession:
     async def model_responded(self, items: Sequence[Any]) -> None:
         """Record a model response's items as they will be added (not yet flushed: the next
         tool body or model call flushes)."""
+        return await self._call(self._model_responded(items))
+
+    async def _model_responded(self, items: Sequence[Any]) -> None:
         async with self._lock:
-            session = await self.live()
+            session = await self._live()
             batch = [_plain(item) for item in items]
             self._write(session, batch, from_hooks=True)
             self._pending.extend(batch)
@@ -246,8 +318,11 @@ class EventLogSession:
     async def tool_starting(self, call_id: str | None) -> None:
         """Record the ``tool/call`` of the call ``call_id`` (asked for by the running turn's
         response; ``None`` for a local tool that has no call id) and make the log durable."""
+        return await self._call(self._tool_starting(call_id))
+
+    async def _tool_starting(self, call_id: str | None) -> None:
         async with self._lock:
-            session = await self.live()
+            session = await self._live()
             turn = open_turn(session.events)
             if call_id is not None and turn is not None and call_id in turn.calls:
                 record_call(session, turn, call_id)
@@ -272,7 +347,6 @@ class EventLogSession:
         # scripted model's, a provider's placeholder)
         entries = history(session, turn.start) if turn is not None else []
         calls = {e.item["call_id"] for e in entries if e.item.get("type") == "function_call"}
-        ids = {e.item.get("id") for e in entries if item_kind(e.item) == "model"} - {FAKE_ID}
         answered = {
             e.item["call_id"] for e in entries if e.item.get("type") == "function_call_output"
         }
@@ -296,13 +370,13 @@ class EventLogSession:
                 continue
             kind = item_kind(item)
             if kind == "model":
-                is_call = item.get("type") == "function_call"
-                key = item.get("call_id") if is_call else item.get("id")
-                seen = calls if is_call else ids
-                if key is None or key not in seen:
+                # (a message's id is the provider's, or a test model's "1": never a key; a
+                # call's id pairs it with its output, so a second one would be unanswerable)
+                call_id = item.get("call_id") if item.get("type") == "function_call" else None
+                if call_id is None or call_id not in calls:
                     group.append(item)
-                    if key is not None and key != FAKE_ID:
-                        seen.add(key)
+                    if call_id is not None:
+                        calls.add(call_id)
                 continue
             responding = self._response(session, group, responding)
             group = []
@@ -357,8 +431,7 @@ class EventLogSession:
         turn = open_turn(session.events)
         if last.get("type") not in (None, "message") or turn is None or turn.unanswered:
             return
-        end_turn(session, turn)
-        self._pending.clear()
+        end_turn(session, turn)  # (what the hooks recorded for a run still going stays due)
 
     def _replace(
         self, session: Session, start: int, end: int, sources: Iterable[int], rest: list[Any]

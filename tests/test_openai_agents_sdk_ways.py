@@ -1,0 +1,154 @@
+"""``EventLogSession`` used the ways the OpenAI Agents SDK's own tests use a session, with the
+SDK's ``agents.testing`` helpers and the real ``Runner``, against the SDK's ``SQLiteSession``
+as the baseline: models that give every item the same id, a session opened on one event loop
+and used on another, several threads each with its own loop, two runs at once, settings as a
+dict."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, Runner, SQLiteSession, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSession
+
+
+def _agent(model: ScriptedModel) -> Agent[Any]:
+    @function_tool
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        return f"value of {key}"
+
+    return Agent(name="helper", model=model, tools=[lookup])
+
+
+def _same_ids() -> ScriptedModel:
+    """Every message gets the SDK helper's default id ``scripted-message``."""
+    return ScriptedModel(
+        [
+            [assistant_message("Looking."), function_call("lookup", {"key": "k"}, call_id="c1")],
+            [assistant_message("The value is v.")],
+            [assistant_message("Still v.")],
+        ]
+    )
+
+
+@pytest.mark.parametrize("hooks", [True, False], ids=["hooks", "no-hooks"])
+async def test_messages_sharing_an_id_are_all_kept(tmp_path: Path, hooks: bool) -> None:
+    """A run that says something, calls a tool and answers keeps the answer (it was dropped as
+    a repeat of the first message's id), and the next run's model input has it."""
+    baseline_model, model = _same_ids(), _same_ids()
+    baseline = SQLiteSession("baseline")
+    for text in ("what is k?", "and now?"):
+        await Runner.run(_agent(baseline_model), text, session=baseline)
+    async with await EventLogSession.open(tmp_path, "s") as session:
+        for text in ("what is k?", "and now?"):
+            await Runner.run(
+                _agent(model),
+                text,
+                session=session,
+                hooks=DurableRunHooks(session) if hooks else None,
+            )
+        assert await session.get_items() == await baseline.get_items()
+    assert [call.input for call in model.calls] == [call.input for call in baseline_model.calls]
+    async with await EventLogSession.open(tmp_path, "s") as again:
+        assert await again.get_items() == await baseline.get_items()
+
+
+def test_a_session_opened_on_one_loop_works_on_another_while_the_first_is_open(
+    tmp_path: Path,
+) -> None:
+    """The SDK's pytest setup opens sessions on a session-scoped loop and runs each test on
+    another; the first loop stays open (not running) the whole time."""
+    first = asyncio.new_event_loop()
+    try:
+        session = first.run_until_complete(EventLogSession.open(tmp_path, "s"))
+        for n in range(3):
+            asyncio.run(session.add_items([{"role": "user", "content": f"m{n}"}]))
+        assert len(asyncio.run(session.get_items())) == 3
+        first.run_until_complete(session.aclose())
+    finally:
+        first.close()
+
+    async def reopened() -> list[Any]:
+        async with await EventLogSession.open(tmp_path, "s") as again:
+            return await again.get_items()
+
+    assert [item["content"] for item in asyncio.run(reopened())] == ["m0", "m1", "m2"]
+
+
+def test_threads_each_with_a_loop_write_one_session(tmp_path: Path) -> None:
+    """Ten threads, each running its own loop, add an item at once (the SDK's
+    ``test_sqlite_session_concurrent_access``): all ten are kept and durable, as
+    ``SQLiteSession`` keeps them."""
+    session = asyncio.run(EventLogSession.open(tmp_path, "s"))
+    errors: list[BaseException] = []
+    start = threading.Barrier(10)
+
+    def writer(n: int) -> None:
+        start.wait()
+        try:
+            asyncio.run(session.add_items([{"role": "user", "content": f"t{n}"}]))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    asyncio.run(session.aclose())
+
+    async def reopened() -> list[Any]:
+        async with await EventLogSession.open(tmp_path, "s") as again:
+            return await again.get_items()
+
+    assert sorted(item["content"] for item in asyncio.run(reopened())) == [
+        f"t{n}" for n in range(10)
+    ]
+
+
+async def test_two_runs_at_once_keep_what_sqlite_session_keeps(tmp_path: Path) -> None:
+    def model() -> ScriptedModel:
+        return ScriptedModel([[assistant_message("One.", item_id="m1")]])
+
+    def other() -> ScriptedModel:
+        return ScriptedModel([[assistant_message("Two.", item_id="m2")]])
+
+    baseline = SQLiteSession("baseline")
+    await asyncio.gather(
+        Runner.run(Agent(name="a", model=model()), "first", session=baseline),
+        Runner.run(Agent(name="b", model=other()), "second", session=baseline),
+    )
+    async with await EventLogSession.open(tmp_path, "s") as session:
+        await asyncio.gather(
+            Runner.run(
+                Agent(name="a", model=model()),
+                "first",
+                session=session,
+                hooks=DurableRunHooks(session),
+            ),
+            Runner.run(
+                Agent(name="b", model=other()),
+                "second",
+                session=session,
+                hooks=DurableRunHooks(session),
+            ),
+        )
+        items = await session.get_items()
+    expected = await baseline.get_items()
+    assert len(items) == len(expected)
+    assert sorted(map(repr, items)) == sorted(map(repr, expected))
+
+
+async def test_settings_given_as_a_dict_are_coerced(tmp_path: Path) -> None:
+    async with await EventLogSession.open(tmp_path, "s", session_settings={"limit": 1}) as s:
+        await s.add_items([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+        assert await s.get_items() == [{"role": "user", "content": "b"}]
+        assert len(await s.get_items(limit=2)) == 2
