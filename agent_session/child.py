@@ -7,7 +7,7 @@ that dies at ``MODE``:
 - ``request``: inside the model adapter, after the request checkpoint, before any output;
 - ``tool``: inside a ``write_file`` body (the only call of the step);
 - ``parallel-tool``: inside the second of two tool bodies (``read_file`` completed first);
-- ``midstream``: after several chunks, once the batching window has passed;
+- ``midstream``: after several chunks, once a background write stored one of them;
 - ``post-step``: right after the post-step checkpoint of the turn's first step;
 - ``none``: the last turn completes.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import os
 import signal
@@ -30,7 +31,8 @@ from typing import Any
 from agent_loop.loop import AGENT_POST_STEP, StepContext
 from agent_loop.tools import ToolCall
 from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
-from session import Session
+from agent_session.stores import parse_store
+from session import Session, SessionNotFoundError
 
 __all__ = ["MODES", "digest", "main"]
 
@@ -49,6 +51,22 @@ def die(mode: str) -> None:
     """Report the failpoint and SIGKILL this process (no cleanup, no flush)."""
     print(f"failpoint {mode}", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+async def until_stored(root: str, session_id: str, kind: str, window_ms: int) -> None:
+    """Wait for the fact that a background write stored an event of type ``kind`` in the
+    session's last turn (read back from the store, as another process would)."""
+    reader = parse_store(root).open(read_only=True)
+    try:
+        while True:
+            with contextlib.suppress(SessionNotFoundError, FileNotFoundError):
+                events = await reader.read_from(session_id, 0)
+                starts = [i for i, e in enumerate(events) if e.type == "turn/start"]
+                if starts and any(e.type == kind for e in events[starts[-1] :]):
+                    return
+            await asyncio.sleep(window_ms / 1000)  # (the next look; the write is the fact)
+    finally:
+        await reader.aclose()
 
 
 async def run(
@@ -105,7 +123,7 @@ async def run(
         if mode == "request" and chunk is None:
             die(mode)
         if mode == "midstream" and chunk is not None and chunk.get("type") == "text-delta":
-            await asyncio.sleep(3 * window_ms / 1000)  # past the window: a background write
+            await until_stored(root, session_id, "assistant/chunk", window_ms)
             die(mode)
 
     stack.model.on_chunk = on_chunk

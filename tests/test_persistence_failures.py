@@ -4,6 +4,8 @@ storage hooks fail or block on command."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 from collections.abc import Sequence
 
 import pytest
@@ -147,7 +149,9 @@ async def test_teardown_reports_flush_failures_and_still_closes() -> None:
         await backend.load("s")
 
 
-async def test_teardown_groups_the_failures_of_several_sessions() -> None:
+async def test_teardown_groups_the_failures_of_several_sessions(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     backend = Flaky(fail_from=1)
     runtime = Runtime()
     runtime.install(backend)
@@ -156,6 +160,11 @@ async def test_teardown_groups_the_failures_of_several_sessions() -> None:
     with pytest.raises(ExceptionGroup, match="dispose failed") as info:
         await backend.aclose()
     assert [type(e) for e in info.value.exceptions] == [OSError, OSError]
+    with caplog.at_level(logging.WARNING, logger="session.persistence"):
+        del runtime, backend, info
+        gc.collect()  # the events that could not be written are named as lost
+    (warning,) = [r.getMessage() for r in caplog.records if "were not durable" in r.getMessage()]
+    assert 'session(s) "a" (6 event(s)), "b" (6 event(s)) were not durable' in warning
 
 
 async def test_empty_flush_does_no_io_and_starts_no_task() -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
+import logging
 import os
 import select
 import subprocess
@@ -234,7 +236,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.process
 async def test_a_read_only_database_serves_reads_and_refuses_writes_clearly(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     dsn = fresh_database()
     runtime, backend, session = live_session(dsn, "ro")
@@ -267,3 +269,8 @@ async def test_a_read_only_database_serves_reads_and_refuses_writes_clearly(
     assert refused.value.errno == errno.EROFS, refused.value
     with pytest.raises(OSError):  # its batch is still kept: closing says it is not stored
         await backend.aclose()
+    with caplog.at_level(logging.WARNING, logger="session.persistence"):
+        del runtime, backend, fresh, refused
+        gc.collect()  # and what it could not store is named as lost
+    (warning,) = [r.getMessage() for r in caplog.records if "were not durable" in r.getMessage()]
+    assert 'session(s) "new" (1 event(s)) were not durable' in warning

@@ -8,7 +8,9 @@ refused with :class:`SessionCollisionError`, on its first flush and on every ret
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -186,7 +188,9 @@ def test_two_processes_resuming_one_session_never_duplicate_or_lose(
     assert json.dumps([e.seq for e in loaded.events]) == json.dumps(list(range(len(loaded.events))))
 
 
-async def test_a_closed_backend_refuses_to_write_and_holds_no_lock(tmp_path: Path) -> None:
+async def test_a_closed_backend_refuses_to_write_and_holds_no_lock(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The adversary's D12: after ``aclose()`` a flush with events to write is refused (the
     backend is closed) instead of re-taking the writer lock it will never release."""
     await seed(tmp_path)
@@ -205,3 +209,8 @@ async def test_a_closed_backend_refuses_to_write_and_holds_no_lock(tmp_path: Pat
     await run_c.sessions.flush(other)
     await back_c.aclose()
     assert notes(stored(tmp_path)) == ["seed", "c"]
+    with caplog.at_level(logging.WARNING, logger="session.persistence"):
+        del runtime, backend, session
+        gc.collect()  # the refused turn is named as lost
+    (warning,) = [r.getMessage() for r in caplog.records if "were not durable" in r.getMessage()]
+    assert 'session(s) "s" (3 event(s)) were not durable' in warning
