@@ -7,6 +7,7 @@ it; a refused import writes nothing.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import subprocess
 import sys
@@ -155,6 +156,54 @@ async def test_a_repaired_session_exports_every_call_answered(tmp_path: Path) ->
     assert result.output == "I will check before resending."
     assert seen[0][:2] == messages[:2]  # pydantic-ai puts the new prompt beside the returns
     assert seen[0][2].parts[:2] == messages[2].parts
+
+
+async def test_an_export_is_deterministic_and_an_import_restores_the_repair(
+    tmp_path: Path,
+) -> None:
+    """Two exports of a repaired session are the same bytes, stamped with the events'
+    recorded times (not the time of export); importing one gives back the repair's error
+    results (``isError``, their codes) and the interrupted end of the turn."""
+    async with Runtime() as runtime:
+        runtime.install(JsonlPersistence(tmp_path))
+        session = runtime.sessions.create("crashed")
+        session.append("turn/start", turn_start(1))
+        session.append("step/start", step_start(1, 1))
+        session.append("user/message", user_message("mail them"), surface_op="append")
+        calls = [tool_call_block("c1", "send_email", '{"to":"a@b.c"}')]
+        calls.append(tool_call_block("c2", "send_email", '{"to":"x@y.z"}'))
+        reply = assistant_message(1, 1, provider="openai", model="gpt-5", calls=calls)
+        session.append("assistant/message", reply, surface_op="append", source_event_seqs=[])
+        session.append("tool/call", tool_call(1, 1, "c1", "send_email", '{"to":"a@b.c"}'))
+        await runtime.sessions.flush(session)
+    async with Runtime() as runtime:
+        runtime.install(JsonlPersistence(tmp_path))
+        repaired = await runtime.sessions.resume("crashed")
+        first = export_messages(repaired)
+        await asyncio.sleep(0.002)  # (a later moment: the export must not depend on it)
+        assert export_messages(repaired) == first
+        stamps = [
+            round(datetime.datetime.fromisoformat(p["timestamp"]).timestamp() * 1000)
+            for m in json.loads(first)
+            for p in m["parts"]
+            if "timestamp" in p
+        ]
+        surface = [repaired.events[seq] for seq in repaired.surface.nodes]
+        assert stamps == [e.time for e in surface if e.type != "assistant/message"]
+        codes = {
+            e.data["message"]["source"]["callId"]: e.data["error"]["code"]
+            for e in repaired.events
+            if e.type == "tool/result"
+        }
+        copy = runtime.sessions.create("copy")
+        import_messages(copy, first)
+        results = [e for e in copy.events if e.type == "tool/result"]
+        assert [e.data["message"]["content"][0]["isError"] for e in results] == [True, True]
+        assert {
+            e.data["message"]["source"]["callId"]: e.data["error"]["code"] for e in results
+        } == codes
+        assert copy.events[-1].type == "turn/end"
+        assert copy.events[-1].data["reason"] == {"kind": "interrupted"}
 
 
 async def test_a_return_that_answers_no_call_is_refused_with_nothing_written() -> None:

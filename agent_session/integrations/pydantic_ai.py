@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -27,11 +28,21 @@ from typing import Any, Final
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from agent_session.integrations.turns import end_turn, next_step, open_turn, record_call
+from agent_session.integrations.turns import (
+    OpenTurn,
+    end_turn,
+    next_step,
+    open_turn,
+    record_call,
+)
 from agent_session.integrations.turns import start_turn as _start_turn
 from session.errors import JsonValueError, SessionDataError, SessionEventError
 from session.events.builders import model_message, tool_call_block, tool_result_message
-from session.events.outcomes import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
+from session.events.outcomes import (
+    TOOL_NOT_STARTED,
+    TOOL_OUTCOME_UNKNOWN,
+    TOOL_OUTCOME_UNKNOWN_NAME,
+)
 from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
 from session.json.lossless import snapshot, thaw
 from session.live.session import Session
@@ -62,26 +73,42 @@ def _text(blocks: Sequence[Any]) -> str:
 # --- export -------------------------------------------------------------------------------
 
 
-def _derived(event_type: str, data: Any, names: Mapping[str, str]) -> tuple[str, list[Any]]:
-    """The kind and parts of a message that did not come from pydantic-ai."""
+def _moment(ms: int) -> str:
+    """An event's ``time`` (epoch milliseconds) as pydantic-ai's ISO 8601 timestamp."""
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).isoformat()
+
+
+def _derived(
+    event_type: str, data: Any, names: Mapping[str, str], time: int
+) -> tuple[str, list[Any]]:
+    """The kind and parts of a message that did not come from pydantic-ai (stamped with the
+    event's recorded time: an export is the same whenever it runs)."""
     message = data if event_type == USER_MESSAGE else data["message"]
     content: Sequence[Any] = message.get("content") or []
     if event_type == USER_MESSAGE:
-        return "request", [{"part_kind": "user-prompt", "content": _text(content)}]
+        prompt = {"part_kind": "user-prompt", "content": _text(content), "timestamp": _moment(time)}
+        return "request", [prompt]
     if event_type == TOOL_RESULT:
         block = content[0]
-        code = (data.get("error") or {}).get("code")
+        error = data.get("error") or {}
         outcome = (
-            "interrupted" if code in _REPAIRED else "failed" if block.get("isError") else "success"
+            "interrupted"
+            if error.get("code") in _REPAIRED
+            else "failed"
+            if block.get("isError")
+            else "success"
         )
         call = block["toolCallId"]
-        part = {
+        part: dict[str, Any] = {
             "part_kind": "tool-return",
             "tool_name": names.get(call, ""),
             "content": _text(block.get("content") or ()),
             "tool_call_id": call,
             "outcome": outcome,
+            "timestamp": _moment(time),
         }
+        if outcome == "interrupted":  # which repair answered it, for an import to restore
+            part["metadata"] = {META: {"error": thaw(error)}}
         return "request", [part]
     parts: list[Any] = []
     for block in content:
@@ -123,14 +150,14 @@ def export_messages(session: Session) -> bytes:
             else:
                 out[-1]["parts"].extend(parts)
             continue
-        kind, parts = _derived(event.type, data, names)
+        kind, parts = _derived(event.type, data, names, event.time)
         if not parts:
             continue
         last = out[-1] if out else None
         if last is not None and id(last) in derived and last["kind"] == kind == "request":
             last["parts"].extend(parts)
             continue
-        entry: dict[str, Any] = {"kind": kind, "parts": parts}
+        entry: dict[str, Any] = {"kind": kind, "parts": parts, "timestamp": _moment(event.time)}
         if kind == "response":
             source = message.get("source") or {}
             entry["model_name"] = source.get("model")
@@ -233,8 +260,18 @@ def append_history(session: Session, messages: Sequence[dict[str, Any]]) -> int:
             _append(session, event_type, parts, kept, message)
     turn = open_turn(session.events)
     if turn is not None and not turn.unanswered:
-        end_turn(session, turn)
+        end_turn(session, turn, _reason(session, turn))
     return len(messages)
+
+
+def _reason(session: Session, turn: OpenTurn) -> str:
+    """``interrupted`` for a turn a repair answered (as the exported one ended), else
+    ``completed``."""
+    repaired = any(
+        event.type == TOOL_RESULT and (event.data.get("error") or {}).get("code") in _REPAIRED
+        for event in session.events[turn.start :]
+    )
+    return "interrupted" if repaired else "completed"
 
 
 def _append(
@@ -248,7 +285,7 @@ def _append(
     if event_type == USER_MESSAGE:
         if turn is None or turn.answered_any:
             if turn is not None and not turn.unanswered:
-                end_turn(session, turn)
+                end_turn(session, turn, _reason(session, turn))
                 turn = None
             _start_turn(session, turn)
         text = "".join(_user_text(p) for p in parts if p.get("part_kind") != "system-prompt")
@@ -265,13 +302,22 @@ def _append(
         assert turn is not None  # checked: it answers a call of the open turn
         call = part["tool_call_id"]
         seq = record_call(session, turn, call)
+        interrupted = part.get("outcome") == "interrupted"
         error = part["part_kind"] == "retry-prompt" or part.get("outcome") == "failed"
         result = tool_result_message(
-            call, [{"type": "text", "text": _content_text(part.get("content"))}], is_error=error
+            call,
+            [{"type": "text", "text": _content_text(part.get("content"))}],
+            is_error=error or interrupted,
         )
         result[META] = kept
         answer: dict[str, Any] = {"turn": turn.number, "step": turn.calls[call][0]}
         answer["message"] = result
+        if interrupted:  # a repair's answer: its error, as the export carried it
+            carried = ((part.get("metadata") or {}).get(META) or {}).get("error")
+            answer["error"] = carried or {
+                "name": TOOL_OUTCOME_UNKNOWN_NAME,
+                "code": TOOL_OUTCOME_UNKNOWN,
+            }
         session.append(TOOL_RESULT, answer, surface_op="append", source_event_seqs=[seq])
     else:
         turn = next_step(session, turn)

@@ -124,11 +124,12 @@ def next_step(session: Session, turn: OpenTurn | None, *, new: bool = True) -> O
     return turn
 
 
-def end_turn(session: Session, turn: OpenTurn) -> None:
-    """Close ``turn`` as completed (its open step first)."""
+def end_turn(session: Session, turn: OpenTurn, reason: str = "completed") -> None:
+    """Close ``turn`` (its open step first) for ``reason`` (``completed``, or
+    ``interrupted`` for a turn a crash repair answered)."""
     if turn.step_open:
         session.append(STEP_END, {"turn": turn.number, "step": turn.last_step})
-    session.append(TURN_END, {"turn": turn.number, "reason": {"kind": "completed"}})
+    session.append(TURN_END, {"turn": turn.number, "reason": {"kind": reason}})
 
 
 def record_call(session: Session, turn: OpenTurn, call_id: str) -> int:
