@@ -152,3 +152,44 @@ async def test_settings_given_as_a_dict_are_coerced(tmp_path: Path) -> None:
         await s.add_items([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
         assert await s.get_items() == [{"role": "user", "content": "b"}]
         assert len(await s.get_items(limit=2)) == 2
+
+
+@pytest.mark.parametrize("how", ["clear", "pop"])
+async def test_a_call_taken_away_unanswered_is_never_answered_later(
+    tmp_path: Path, how: str
+) -> None:
+    """A run stops for an approval with its call unanswered; the user clears the session (or
+    pops the call) and starts over: no later model input carries an answer to that call (a
+    ``function_call_output`` without its call, which the Responses API refuses), not after
+    a new message and not after a reload."""
+
+    @function_tool(needs_approval=True)
+    async def transfer(amount: int) -> str:
+        """Move money."""
+        return "moved"
+
+    model = ScriptedModel(
+        [
+            [function_call("transfer", {"amount": 5}, call_id="c1")],
+            [assistant_message("Hello again.", item_id="m2")],
+            [assistant_message("Still here.", item_id="m3")],
+        ]
+    )
+    agent = Agent(name="bank", model=model, tools=[transfer])
+    async with await EventLogSession.open(tmp_path, "s") as session:
+        stopped = await Runner.run(agent, "pay", session=session, hooks=DurableRunHooks(session))
+        assert stopped.interruptions
+        if how == "clear":
+            await session.clear_session()
+        else:
+            assert (await session.pop_item())["call_id"] == "c1"
+        await Runner.run(agent, "start over", session=session, hooks=DurableRunHooks(session))
+    async with await EventLogSession.open(tmp_path, "s") as session:  # a reload
+        await Runner.run(agent, "and now", session=session, hooks=DurableRunHooks(session))
+        items = await session.get_items()
+    for call in model.calls[1:]:
+        outputs = [
+            i for i in call.input if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
+        assert outputs == []
+    assert not any(i.get("type") == "function_call_output" for i in items)
