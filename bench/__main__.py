@@ -25,6 +25,7 @@ from bench.memory import load_peak_rss
 from bench.postgres import DSN_ENV, bare_insert_commit, bare_insert_commit_async
 from bench.reference import reference_figures, reference_installed
 from bench.resume import resume_100k
+from bench.sdk_sessions import sdk_session_figures
 from bench.stacks import open_backend, stack
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
@@ -292,6 +293,9 @@ async def collect(runs: int) -> dict[str, list[float]]:
     loads = await repeat(runs, backend_big_step)
     figures["sqlite_backend_load_events_per_s"] = loads
     figures["sqlite_backend_load_vs_jsonl"] = [s / b[1] for s, b in zip(loads, big, strict=True)]
+    sdk = await repeat(1, sdk_session_figures)
+    for key in sdk[0]:
+        figures[key] = [one[key] for one in sdk]
     listing = await repeat(1, ls_10k_sessions)
     figures["jsonl_ls_10k_sessions_s"] = [ls[0] for ls in listing]
     figures["sqlite_ls_10k_sessions_s"] = [ls[1] for ls in listing]

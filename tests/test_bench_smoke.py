@@ -132,3 +132,15 @@ def test_bound_figures_follow_from_the_loops_busy_share() -> None:
         "pg_checkpoint_p50_ms_16": [9.0],
         "pg_cycle_ms_16": [pytest.approx(16.0)],
     }
+
+
+async def test_the_sdk_session_figures_compare_the_same_histories(tmp_path: Path) -> None:
+    from bench.sdk_sessions import sdk_session_figures
+
+    figures = await sdk_session_figures(str(tmp_path), sizes=(2_000,))
+    assert sorted(figures) == [
+        "sdk_add_items_ms_2k",
+        "sdk_add_items_vs_sqlite_session_2k",
+        "sdk_get_items_10_ms_2k",
+        "sdk_get_items_10_vs_sqlite_session_2k",
+    ]

@@ -7,15 +7,20 @@ dict."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import Agent, Runner, SQLiteSession, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSession
+from session import SessionEventError
 
 
 def _agent(model: ScriptedModel) -> Agent[Any]:
@@ -193,3 +198,61 @@ async def test_a_call_taken_away_unanswered_is_never_answered_later(
         ]
         assert outputs == []
     assert not any(i.get("type") == "function_call_output" for i in items)
+
+
+_OPS = st.lists(
+    st.sampled_from(["user", "call", "output", "answer", "kept", "pop", "clear"]),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=_OPS)
+async def test_the_kept_history_is_the_history_read_whole(tmp_path: Path, ops: list[str]) -> None:
+    """``get_items`` reads an index kept as the log grows (rebuilt after a pop or a clear):
+    after any sequence of adds, pops and clears, every ``limit`` of it gives what reading the
+    whole log gives."""
+    from agent_session.integrations.openai_agents.history import history
+
+    root = tmp_path / uuid.uuid4().hex
+    async with await EventLogSession.open(root, "s") as session:
+        calls = 0
+        for op in ops:
+            if op == "user":
+                await session.add_items([{"role": "user", "content": f"u{calls}"}])
+            elif op == "call":
+                calls += 1
+                await session.add_items(
+                    [
+                        {
+                            "type": "function_call",
+                            "call_id": f"c{calls}",
+                            "name": "f",
+                            "arguments": "{}",
+                        }
+                    ]
+                )
+            elif op == "output" and calls:
+                with contextlib.suppress(SessionEventError):
+                    await session.add_items(
+                        [{"type": "function_call_output", "call_id": f"c{calls}", "output": "o"}]
+                    )
+            elif op == "answer":
+                await session.add_items([{"role": "assistant", "content": "a", "id": "1"}])
+            elif op == "kept":
+                await session.add_items([{"type": "web_search_call", "id": "w", "status": "x"}])
+            elif op == "pop":
+                await session.pop_item()
+            elif op == "clear":
+                await session.clear_session()
+            live = await session.live()
+            whole = [entry.item for entry in history(live)]
+            for limit in (None, 0, 1, 3, 100):
+                expected = whole if limit is None else whole[-limit:] if limit else []
+                assert await session.get_items(limit) == expected
+            for after in (-1, live.seq // 2, live.seq - 3):  # what a running turn re-reads
+                read = [(e.item, e.seq) for e in history(live, after)]
+                assert [(e.item, e.seq) for e in session._index.since(live, after)] == read

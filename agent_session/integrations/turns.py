@@ -17,7 +17,7 @@ from typing import Any
 from recovery.closers import closers
 from session.events.builders import tool_call
 from session.events.eventlog import LazyRun, iter_parts
-from session.events.turns import brackets, next_turn_number
+from session.events.turns import Brackets, brackets, next_turn_number
 from session.events.types import (
     ASSISTANT_MESSAGE,
     STEP_END,
@@ -30,7 +30,15 @@ from session.events.types import (
 from session.json.lossless import thaw
 from session.live.session import Session
 
-__all__ = ["OpenTurn", "end_turn", "next_step", "open_turn", "record_call", "start_turn"]
+__all__ = [
+    "BracketCursor",
+    "OpenTurn",
+    "end_turn",
+    "next_step",
+    "open_turn",
+    "record_call",
+    "start_turn",
+]
 
 
 @dataclass(slots=True)
@@ -59,9 +67,38 @@ class OpenTurn:
         return [call for call in self.calls if call not in self.answered]
 
 
-def open_turn(events: Sequence[Any]) -> OpenTurn | None:
-    """The open last turn of ``events``, or ``None`` when every turn is closed."""
-    marks = brackets(events)
+class BracketCursor:
+    """The turn brackets of one live session's log, read incrementally: each call reads only
+    the events appended since the last (a log only grows), so finding the open turn costs
+    what the turn holds, not what the whole history holds."""
+
+    def __init__(self) -> None:
+        self._session: Session | None = None
+        self._done = 0
+        self._known = Brackets(None, None, None)
+
+    def marks(self, session: Session) -> Brackets:
+        """:func:`brackets` of ``session.events``."""
+        events = session.events
+        if session is not self._session or len(events) < self._done:
+            self._session, self._done, self._known = session, 0, Brackets(None, None, None)
+        if self._done < len(events):
+            new, known, done = brackets(events[self._done :]), self._known, self._done
+            if new.start_index is None:
+                self._known = Brackets(
+                    new.last or known.last, known.start_index, known.start_number
+                )
+            else:
+                self._known = Brackets(new.last, done + new.start_index, new.start_number)
+            self._done = len(events)
+        return self._known
+
+
+def open_turn(events: Sequence[Any], marks: Brackets | None = None) -> OpenTurn | None:
+    """The open last turn of ``events`` (whose :func:`brackets` are ``marks`` when given),
+    or ``None`` when every turn is closed."""
+    if marks is None:
+        marks = brackets(events)
     start = marks.open_start
     if start is None:
         return None
@@ -92,28 +129,33 @@ def open_turn(events: Sequence[Any]) -> OpenTurn | None:
     return turn
 
 
-def start_turn(session: Session, stale: OpenTurn | None = None) -> OpenTurn:
+def start_turn(
+    session: Session, stale: OpenTurn | None = None, marks: Brackets | None = None
+) -> OpenTurn:
     """Open a new turn and its first step, after closing ``stale`` (the turn an earlier run
-    left open) with crash repair's closers."""
-    if stale is not None:
-        for event in closers(session.events):
+    left open) with crash repair's closers (``marks``: the log's brackets, when known)."""
+    if stale is not None:  # (read from its turn/start: the closers of the same turn)
+        for event in closers(session.events[stale.start :]):
             session.append(
                 event.type,
                 thaw(event.data),
                 surface_op=event.surface_op,
                 source_event_seqs=event.source_event_seqs,
             )
-    number = next_turn_number(session.events)
+    last = marks.start_number if marks is not None else None
+    number = last + 1 if type(last) is int else next_turn_number(session.events)
     start = session.append(TURN_START, {"turn": number}).seq
     session.append(STEP_START, {"turn": number, "step": 1})
     return OpenTurn(number, start, last_step=1, step_open=True)
 
 
-def next_step(session: Session, turn: OpenTurn | None, *, new: bool = True) -> OpenTurn:
+def next_step(
+    session: Session, turn: OpenTurn | None, *, new: bool = True, marks: Brackets | None = None
+) -> OpenTurn:
     """The step the next message goes into: the open one, unless ``new`` and it already has
     a model response (then the next); a turn is opened when none is."""
     if turn is None:
-        return start_turn(session)
+        return start_turn(session, None, marks)
     if turn.step_open and not (new and turn.step_answered):
         return turn
     if turn.step_open:

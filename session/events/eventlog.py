@@ -201,10 +201,17 @@ def iter_parts(events: Iterable[Any]) -> Iterator[Any]:
             yield from part
 
 
+_FOLD = 4096
+"""Appended events a live log keeps in its mutable tail before folding them into an
+immutable part (a view copies the tail and the list of parts: O(_FOLD + parts), whatever the
+log's length)."""
+
+
 class LiveLog(Sequence[SessionEvent]):
     """A live session's log: the stored log it was seeded with (kept as it came, runs
     unbuilt) and the events appended since. Only :meth:`append` changes it; :meth:`view`
-    is an immutable :class:`EventLog` of its current state."""
+    is an immutable :class:`EventLog` of its current state, made in time bounded by the
+    number of its parts and :data:`_FOLD`, not by its length."""
 
     __slots__ = ("_seed", "_seed_len", "_tail")
 
@@ -216,7 +223,12 @@ class LiveLog(Sequence[SessionEvent]):
         self._tail: list[SessionEvent] = []
 
     def append(self, event: SessionEvent) -> None:
-        self._tail.append(event)
+        tail = self._tail
+        tail.append(event)
+        if len(tail) >= _FOLD:  # a view copies only the tail: keep it short
+            self._seed = self._seed.joined(tail)
+            self._seed_len = len(self._seed)
+            self._tail = []
 
     def __len__(self) -> int:
         return self._seed_len + len(self._tail)

@@ -33,17 +33,12 @@ from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from agent_session.integrations.home_loop import HomeLoop
-from agent_session.integrations.openai_agents.history import history
+from agent_session.integrations.openai_agents.history import HistoryIndex, history
 from agent_session.integrations.openai_agents.items import (
     item_kind,
 )
 from agent_session.integrations.openai_agents.writing import ItemWriter
-from agent_session.integrations.turns import (
-    next_step,
-    open_turn,
-    record_call,
-)
-from session.events.turns import brackets
+from agent_session.integrations.turns import BracketCursor, next_step, record_call
 from session.events.types import (
     FRAMEWORK_ITEM,
     FRAMEWORK_ITEMS_FORGOTTEN,
@@ -102,7 +97,9 @@ class EventLogSession(ItemWriter):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: Session | None = None
         self._lock = asyncio.Lock()
-        self._pending: list[dict[str, Any]] = []  # what the hooks wrote that add_items will repeat
+        self._pending: list[dict[str, Any]] = []
+        self._brackets = BracketCursor()
+        self._index = HistoryIndex()  # what the hooks wrote that add_items will repeat
 
     @classmethod
     async def open(
@@ -211,10 +208,7 @@ class EventLogSession(ItemWriter):
     async def _get_items(self, limit: int | None = None) -> list[Any]:
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        items = [entry.item for entry in history(await self._live())]
-        if limit is None:
-            return items
-        return items[-limit:] if limit > 0 else []
+        return self._index.latest(await self._live(), limit)
 
     async def add_items(self, items: Sequence[Any]) -> None:
         """Record ``items`` (see the module's guarantees) and make them durable."""
@@ -234,7 +228,7 @@ class EventLogSession(ItemWriter):
     async def _pop_item(self) -> Any | None:
         async with self._lock:
             session = await self._live()
-            entries = history(session)
+            entries = self._index.last_event(session)
             if not entries:
                 return None
             last = entries[-1]
@@ -285,15 +279,16 @@ class EventLogSession(ItemWriter):
                 # a tail of user items can only repeat items of the last turn (an earlier one
                 # ended on a model item); runs at once interleave theirs, so each item of the
                 # tail is missing only as often as the turn has fewer copies of it
-                since = brackets(session.events).start_index
-                recorded = [entry.item for entry in history(session, since)]
+                since = self._brackets.marks(session).start_index
+                after = -1 if since is None else since
+                recorded = [entry.item for entry in self._index.since(session, after)]
                 for item in tail:
                     if item in recorded:
                         recorded.remove(item)
                         continue
                     self._user(session, item)
                     self._pending.append(item)
-            next_step(session, open_turn(session.events))
+            next_step(session, self._turn(session), marks=self._brackets.marks(session))
             await self.runtime.sessions.flush(session)
 
     async def model_responded(self, items: Sequence[Any]) -> None:
@@ -316,7 +311,7 @@ class EventLogSession(ItemWriter):
     async def _tool_starting(self, call_id: str | None) -> None:
         async with self._lock:
             session = await self._live()
-            turn = open_turn(session.events)
+            turn = self._turn(session)
             if call_id is not None and turn is not None and call_id in turn.calls:
                 record_call(session, turn, call_id)
             await self.runtime.sessions.flush(session)

@@ -7,17 +7,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agent_session.integrations.openai_agents.history import history
+from agent_session.integrations.openai_agents.history import HistoryIndex
 from agent_session.integrations.openai_agents.items import (
     assistant_data,
     item_kind,
     tool_result_data,
     user_data,
 )
-from agent_session.integrations.turns import end_turn, next_step, open_turn, record_call, start_turn
+from agent_session.integrations.turns import (
+    BracketCursor,
+    OpenTurn,
+    end_turn,
+    next_step,
+    open_turn,
+    record_call,
+    start_turn,
+)
 from session.errors import JsonValueError, SessionDataError, SessionEventError
 from session.events.surface import SurfaceReplace
-from session.events.turns import next_turn_number
 from session.events.types import ASSISTANT_MESSAGE, FRAMEWORK_ITEM, TOOL_RESULT, USER_MESSAGE
 from session.json.lossless import snapshot
 from session.live.session import Session
@@ -32,6 +39,14 @@ class ItemWriter:
     """The model named by assistant messages."""
     _pending: list[dict[str, Any]]
     """What the hooks wrote that ``add_items`` will repeat."""
+    _brackets: BracketCursor
+    """The live session's turn brackets, read as its log grows."""
+    _index: HistoryIndex
+    """The live session's item history, kept as its log grows."""
+
+    def _turn(self, session: Session) -> OpenTurn | None:
+        """The open turn (found without reading the history before it)."""
+        return open_turn(session.events, self._brackets.marks(session))
 
     def _write(
         self, session: Session, batch: list[dict[str, Any]], *, from_hooks: bool = False
@@ -45,10 +60,10 @@ class ItemWriter:
                 f'session "{session.id}": an SDK item cannot be stored: {e}; nothing of the '
                 "batch was written"
             ) from None
-        turn = open_turn(session.events)
+        turn = self._turn(session)
         # what a re-add may repeat: the running turn's items (ids repeat across runs: a
         # scripted model's, a provider's placeholder)
-        entries = history(session, turn.start) if turn is not None else []
+        entries = self._index.since(session, turn.start) if turn is not None else []
         calls = {e.item["call_id"] for e in entries if e.item.get("type") == "function_call"}
         answered = {
             e.item["call_id"] for e in entries if e.item.get("type") == "function_call_output"
@@ -98,9 +113,9 @@ class ItemWriter:
             self._end_if_final(session, batch[-1])
 
     def _user(self, session: Session, item: dict[str, Any]) -> None:
-        turn = open_turn(session.events)
+        turn = self._turn(session)
         if turn is None or turn.answered_any:
-            start_turn(session, turn)
+            start_turn(session, turn, self._brackets.marks(session))
             self._pending.clear()
         else:
             next_step(session, turn, new=False)
@@ -112,13 +127,18 @@ class ItemWriter:
         tool call). Returns whether a response is now open (or still was)."""
         if not group:
             return responding
-        turn = next_step(session, open_turn(session.events), new=not responding)
+        turn = next_step(
+            session,
+            self._turn(session),
+            new=not responding,
+            marks=self._brackets.marks(session),
+        )
         data = assistant_data(group, turn.number, turn.last_step, self.model)
         session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=[])
         return True
 
     def _result(self, session: Session, item: dict[str, Any]) -> None:
-        turn = open_turn(session.events)
+        turn = self._turn(session)
         call_id = item["call_id"]
         if turn is None or call_id not in turn.calls:
             raise SessionEventError(
@@ -131,7 +151,7 @@ class ItemWriter:
 
     def _end_if_final(self, session: Session, last: Mapping[str, Any]) -> None:
         """Close the turn when the run ended on an assistant message with nothing open."""
-        turn = open_turn(session.events)
+        turn = self._turn(session)
         if last.get("type") not in (None, "message") or turn is None or turn.unanswered:
             return
         end_turn(session, turn)  # (what the hooks recorded for a run still going stays due)
@@ -140,7 +160,7 @@ class ItemWriter:
         """Before ``removed`` items leave the history: when one is a call the open turn still
         waits on, close the turn (interrupted) so that nothing answers that call later (an
         answer to a call the history no longer has is an orphan every request fails on)."""
-        turn = open_turn(session.events)
+        turn = self._turn(session)
         if turn is None:
             return
         waiting = set(turn.unanswered)
@@ -150,8 +170,9 @@ class ItemWriter:
     def _replace(
         self, session: Session, start: int, end: int, sources: Iterable[int], rest: list[Any]
     ) -> None:
-        turn = open_turn(session.events)
-        number = turn.number if turn else max(next_turn_number(session.events) - 1, 1)
+        turn = self._turn(session)
+        last = self._brackets.marks(session).start_number
+        number = turn.number if turn else last if type(last) is int and last > 0 else 1
         step = turn.last_step if turn and turn.last_step else 1
         session.append(
             ASSISTANT_MESSAGE,

@@ -1,0 +1,81 @@
+"""The OpenAI Agents SDK session protocol at scale: ``add_items`` of one item and
+``get_items(limit=10)`` on a history of 10,000 and 100,000 items, ``EventLogSession`` (JSONL,
+durable on return) against the SDK's own ``SQLiteSession`` (a database file) in the same run.
+Both histories are filled the same way first (batches of 1,000 items: runs of a user message
+and the assistant's answer, so a turn each)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any
+
+from agents import SQLiteSession
+
+from agent_session.integrations.openai_agents import EventLogSession
+
+SIZES = (10_000, 100_000)
+"""The history lengths measured."""
+_BATCH = 1_000
+_ROUNDS = 15
+
+
+def _item(n: int) -> dict[str, Any]:
+    if n % 2 == 0:
+        return {"role": "user", "content": f"question {n}"}
+    return {
+        "type": "message",
+        "role": "assistant",
+        "id": f"msg_{n}",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": f"answer {n}", "annotations": []}],
+    }
+
+
+async def _fill(session: Any, size: int) -> None:
+    for start in range(0, size, _BATCH):
+        await session.add_items([_item(n) for n in range(start, start + _BATCH)])
+
+
+async def _median_ms(action: Any) -> float:
+    times = []
+    for _ in range(_ROUNDS):
+        began = time.perf_counter()
+        await action()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times) * 1000
+
+
+async def _one_size(root: str, size: int) -> tuple[float, float, float, float]:
+    """(ours, theirs) median ms of one ``add_items``, then of ``get_items(limit=10)``."""
+    label = f"{size // 1000}k"
+    ours = await EventLogSession.open(os.path.join(root, f"ours-{label}"), "s")
+    theirs: Any = SQLiteSession("s", db_path=os.path.join(root, f"theirs-{label}.db"))
+    try:
+        await _fill(ours, size)
+        await _fill(theirs, size)
+        one = [_item(size)]
+        add_ours = await _median_ms(lambda: ours.add_items(one))
+        add_theirs = await _median_ms(lambda: theirs.add_items(one))
+        get_ours = await _median_ms(lambda: ours.get_items(limit=10))
+        get_theirs = await _median_ms(lambda: theirs.get_items(limit=10))
+        assert await ours.get_items(limit=10) == await theirs.get_items(limit=10)
+    finally:
+        await ours.aclose()
+        theirs.close()
+    return add_ours, add_theirs, get_ours, get_theirs
+
+
+async def sdk_session_figures(root: str, sizes: tuple[int, ...] = SIZES) -> dict[str, float]:
+    """Per size: the median ms of one ``add_items`` and of ``get_items(limit=10)`` for both
+    sessions, and ours over theirs."""
+    figures: dict[str, float] = {}
+    for size in sizes:
+        label = f"{size // 1000}k"
+        add_ours, add_theirs, get_ours, get_theirs = await _one_size(root, size)
+        figures[f"sdk_add_items_ms_{label}"] = add_ours
+        figures[f"sdk_add_items_vs_sqlite_session_{label}"] = add_ours / add_theirs
+        figures[f"sdk_get_items_10_ms_{label}"] = get_ours
+        figures[f"sdk_get_items_10_vs_sqlite_session_{label}"] = get_ours / get_theirs
+    return figures
