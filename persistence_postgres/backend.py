@@ -25,7 +25,11 @@ class PostgresPersistence(PersistenceCoordinator):
     upgraded on first use (:mod:`persistence_postgres.schema`). ``pool_size`` bounds the
     connections (and worker threads) appends and reads use, and (not with a pool of yours)
     the event loop's connections that live sessions' checkpoints use; one more holds the
-    writer locks.
+    writer locks. ``transaction_pooler=True`` runs behind a transaction-mode connection pooler
+    (PgBouncer): no writer locks (a second writer is refused by the compare-and-set at its
+    write, not at its resume; ``recover`` cannot tell a live session from an interrupted
+    one), no prepared statements, and the server's own ``synchronous_commit`` (refused
+    unless on).
     """
 
     def __init__(
@@ -35,10 +39,11 @@ class PostgresPersistence(PersistenceCoordinator):
         write_batch_max_delay_ms: int = 200,
         prepared_session_cache_size: int = 5,
         pool_size: int = 8,
+        transaction_pooler: bool = False,
         repair: Repair = default_repair,
         scheduler: Scheduler | None = None,
     ) -> None:
-        storage = PostgresStorage(dsn, pool_size=pool_size)
+        storage = PostgresStorage(dsn, pool_size=pool_size, transaction_pooler=transaction_pooler)
         super().__init__(
             storage,
             repair=repair,

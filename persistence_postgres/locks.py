@@ -48,8 +48,11 @@ class AdvisoryLocks:
     """The advisory locks this process holds (thread-safe; one connection, opened on first
     use)."""
 
-    def __init__(self, connect: Callable[[], Connection]) -> None:
+    def __init__(self, connect: Callable[[], Connection], *, enabled: bool = True) -> None:
         self._connect = connect
+        self.enabled = enabled
+        """``False`` behind a transaction-mode pooler, which keeps no session-level lock:
+        nothing is taken (writers are kept apart by the compare-and-set alone)."""
         self._connection: Connection | None = None
         self._held: set[str] = set()
         self._lost: set[str] = set()
@@ -128,6 +131,8 @@ class AdvisoryLocks:
         Raises:
             SessionCollisionError: Another connection holds it (naming its owner).
         """
+        if not self.enabled:
+            return True
         with self._mutex:
             if id in self._held:
                 return False
@@ -155,10 +160,12 @@ class AdvisoryLocks:
                 with contextlib.suppress(psycopg.OperationalError):
                     self._connection.execute(f"SELECT pg_advisory_unlock({KEY})", (id,))
 
-    @staticmethod
-    def owner(connection: Connection, id: str) -> str | None:
+    def owner(self, connection: Connection, id: str) -> str | None:
         """Who holds ``id``'s lock on another connection (``application_name``, server pid),
-        or ``None``; reads ``pg_locks`` without taking anything."""
+        or ``None`` (always, when locks are not :attr:`enabled`); reads ``pg_locks`` without
+        taking anything."""
+        if not self.enabled:
+            return None
         row = connection.execute(_OWNER, (id,)).fetchone()
         return None if row is None else f"{row[0] or 'a connection'}, server pid {row[1]}"
 

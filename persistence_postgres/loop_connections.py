@@ -75,8 +75,9 @@ class LoopConnections:
         self._closed = False
 
     def usable(self) -> bool:
-        """Whether the running loop may use this set (the one it belongs to, or the first)."""
-        if self._closed:
+        """Whether the running loop may use this set (the one it belongs to, or the first);
+        never for a set of no connections."""
+        if self._closed or self._size == 0:
             return False
         try:
             loop = asyncio.get_running_loop()

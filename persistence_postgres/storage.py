@@ -78,7 +78,13 @@ class PostgresStorage:
 
     name = "session-persistence-postgres"
 
-    def __init__(self, dsn: str | ConnectionPool[Any], *, pool_size: int = 8) -> None:
+    def __init__(
+        self,
+        dsn: str | ConnectionPool[Any],
+        *,
+        pool_size: int = 8,
+        transaction_pooler: bool = False,
+    ) -> None:
         if type(pool_size) is not int or pool_size < 1:
             raise TypeError("pool_size must be a positive integer")
         given = dsn if isinstance(dsn, ConnectionPool) else None
@@ -100,10 +106,16 @@ class PostgresStorage:
         extra = given.kwargs if given is not None and isinstance(given.kwargs, dict) else {}
         self.dsn = conninfo
         """The connection string (a pool's, when a pool was given)."""
+        self.transaction_pooler = transaction_pooler
+        """Behind a transaction-mode pooler (PgBouncer): no session-level advisory locks, no
+        prepared statements, no startup options; writers are kept apart by the
+        compare-and-set alone, and commits are as durable as the server's own settings make
+        them (checked on every connection)."""
         self.settings: dict[str, Any] = {
             **extra,
             "autocommit": True,
-            "options": "-c synchronous_commit=on",
+            **({} if transaction_pooler else {"options": "-c synchronous_commit=on"}),
+            **({"prepare_threshold": None} if transaction_pooler else {}),
             "application_name": writer_name(),
             "connect_timeout": CONNECT_TIMEOUT_S,
             # A dead peer (a host gone, a cut network) is noticed within about 30 s, on the
@@ -137,12 +149,13 @@ class PostgresStorage:
         self._opened = False
         self._opening = threading.Lock()
         self._worker = IOThreads(pool_size, "session-postgres")
-        self._on_loop = LoopConnections(conninfo, self.settings, 0 if given else pool_size)
+        on_loop = 0 if given is not None or transaction_pooler else pool_size
+        self._on_loop = LoopConnections(conninfo, self.settings, on_loop)
         """Checkpoints' connections on the event loop (none with a pool of yours)."""
         self._encoders = LiveEncoders(True)
         self._unsettled: set[str] = set()
         """Sessions whose last failed append may or may not be stored."""
-        self.locks = AdvisoryLocks(self.connect)
+        self.locks = AdvisoryLocks(self.connect, enabled=not transaction_pooler)
         """The writer locks of live sessions (one dedicated connection)."""
 
     # --- the workers ------------------------------------------------------------------------

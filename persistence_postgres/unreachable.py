@@ -65,6 +65,11 @@ def unreachable(shown: str, error: BaseException | str, what: str = "") -> OSErr
     why = " ".join(scrub(str(error)).split())  # one line
     if code == errno.EROFS:
         why = f"the server refuses writes (a standby, or default_transaction_read_only): {why}"
+    if "unsupported startup parameter" in why or "prepared statement" in why:
+        why += (
+            " (a connection pooler in transaction mode, such as PgBouncer, is between here "
+            "and the server: pass transaction_pooler=True, or connect in session mode)"
+        )
     return OSError(code, f"PostgreSQL at {shown}: {what + ': ' if what else ''}{why}")
 
 

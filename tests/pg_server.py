@@ -13,10 +13,12 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.backends import fresh_database
 
@@ -148,3 +150,53 @@ class OwnServer:
     @property
     def dsn(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+
+class PgBouncer:
+    """PgBouncer (Debian's package) in front of a database of the test server, in
+    transaction mode (each statement outside a transaction may run on another server
+    connection), on a free port, run as the cluster's owner."""
+
+    def __init__(self, dsn: str) -> None:
+        binary = os.environ.get("AGENT_SESSION_PGBOUNCER", "/usr/sbin/pgbouncer")
+        if not os.access(binary, os.X_OK):
+            pytest.fail(
+                f"PgBouncer is not installed at {binary} (scripts/with-postgres installs it)"
+            )
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+        prefix = shlex.split(os.environ.get("AGENT_SESSION_PG_AS", ""))
+        directory = self.directory = Path(tempfile.mkdtemp(prefix="agent-session-pgb-"))
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        config = directory / "pgbouncer.ini"
+        config.write_text(
+            "[databases]\n"
+            f"* = host={info['host']} port={info['port']} user={info.get('user', 'postgres')}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\n"
+            "unix_socket_dir =\nauth_type = any\npool_mode = transaction\n"
+            f"logfile = {directory / 'pgbouncer.log'}\npidfile = {directory / 'pgbouncer.pid'}\n"
+            "max_client_conn = 200\ndefault_pool_size = 20\n"
+        )
+        if prefix:
+            for path in (directory, config):
+                shutil.chown(path, "postgres")
+        self.process = subprocess.Popen(
+            [*prefix, binary, str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/{info['dbname']}"
+        while True:  # wait for the fact: it accepts connections (or it died)
+            if self.process.poll() is not None:
+                log = (directory / "pgbouncer.log").read_text(errors="replace")
+                pytest.fail(f"PgBouncer exited: {log}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.02)  # (the next look: listening is the fact waited for)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=60)
+        shutil.rmtree(self.directory, ignore_errors=True)

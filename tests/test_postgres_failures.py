@@ -7,6 +7,7 @@ one."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import gc
 import logging
@@ -22,7 +23,7 @@ import pytest
 from persistence_postgres import PostgresPersistence
 from session import Runtime, Session, SessionCollisionError
 from tests.backends import fresh_database
-from tests.pg_server import CuttingProxy, OwnServer
+from tests.pg_server import CuttingProxy, OwnServer, PgBouncer
 from tests.test_postgres_backend import live_session, stored
 
 # --- a lost commit answer whose reconciliation cannot connect either ----------------------
@@ -274,3 +275,50 @@ async def test_a_read_only_database_serves_reads_and_refuses_writes_clearly(
         gc.collect()  # and what it could not store is named as lost
     (warning,) = [r.getMessage() for r in caplog.records if "were not durable" in r.getMessage()]
     assert 'session(s) "new" (1 event(s)) were not durable' in warning
+
+
+# --- a transaction-mode pooler -------------------------------------------------------------
+
+
+@pytest.mark.process
+async def test_behind_pgbouncer_in_transaction_mode() -> None:
+    """A real PgBouncer in transaction mode: the default backend is refused at once with the
+    cause named; with ``transaction_pooler=True`` a live session checkpoints through it, a
+    second writer is refused by the compare-and-set (nothing spliced), and the log reads back
+    exactly."""
+    dsn = fresh_database()
+    bouncer = PgBouncer(dsn)
+    try:
+        runtime, backend, session = live_session(bouncer.dsn, "p")
+        session.append("turn/start", {"turn": 1})
+        with pytest.raises(OSError, match="transaction_pooler=True"):
+            await runtime.sessions.flush(session)
+        with pytest.raises(OSError):
+            await backend.aclose()  # (the batch could not be stored)
+
+        runtime = Runtime()
+        backend = PostgresPersistence(bouncer.dsn, transaction_pooler=True)
+        runtime.install(backend)
+        session = runtime.sessions.create("p")
+        session.append("turn/start", {"turn": 1})
+        for step in range(1, 8):
+            session.append("step/start", {"turn": 1, "step": step})
+            await runtime.sessions.flush(session)
+        other_runtime = Runtime()
+        other = PostgresPersistence(bouncer.dsn, transaction_pooler=True)
+        other_runtime.install(other)
+        second = await other_runtime.sessions.resume("p")
+        second.append("step/end", {"turn": 1, "step": 7})
+        await other_runtime.sessions.flush(second)  # no lock to refuse it: it writes first
+        session.append("step/end", {"turn": 1, "step": 7})
+        with pytest.raises(SessionCollisionError, match="another writer"):
+            await runtime.sessions.flush(session)
+        await other_runtime.sessions.dispose(second)
+        await other.aclose()
+        with contextlib.suppress(SessionCollisionError):
+            await backend.aclose()
+        assert [e.encode() for e in await stored(dsn, "p")] == [e.encode() for e in second.events]
+        with psycopg.connect(dsn, autocommit=True) as db:  # nothing session-level was left
+            assert db.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
+    finally:
+        bouncer.stop()
