@@ -196,8 +196,9 @@ async def convert(args: argparse.Namespace) -> int:
     store = backend(args.store)
     try:
         if not isinstance(store, JsonlPersistence):
+            kind = "SQLite" if args.store.kind == "sqlite" else "PostgreSQL"
             raise UserError(
-                "convert rewrites JSONL logs; a SQLite database has no per-session encoding "
+                f"convert rewrites JSONL logs; a {kind} database has no per-session encoding "
                 "(use `agent-session copy` to move sessions between stores)"
             )
         done = await rewrite(store.jsonl, args.id, args.to)

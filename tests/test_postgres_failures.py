@@ -322,3 +322,44 @@ async def test_behind_pgbouncer_in_transaction_mode() -> None:
             assert db.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
     finally:
         bouncer.stop()
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+@pytest.mark.process
+async def test_ls_shows_a_session_whose_writer_holds_its_lock_as_open() -> None:
+    dsn = fresh_database()
+    runtime, backend, session = live_session(dsn, "live")
+    session.append("turn/start", {"turn": 1})
+    await runtime.sessions.flush(session)  # the writer holds the lock, its turn open
+    listed = _cli("ls", dsn, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert '"state":"open"' in listed.stdout
+    await runtime.sessions.dispose(session)
+    await backend.aclose()
+    listed = _cli("ls", dsn, "--json")  # the writer is gone: it needs recovery
+    assert '"state":"interrupted"' in listed.stdout
+
+
+@pytest.mark.process
+def test_every_command_without_the_postgres_extra_prints_the_install_hint() -> None:
+    store = "postgresql://u@127.0.0.1:1/x"
+    for command in (["ls", store], ["verify", store], ["show", store, "x"], ["rm", store, "x"]):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; sys.modules['psycopg_pool'] = None\n"
+                "from agent_session.cli import main\n"
+                "sys.exit(main(sys.argv[1:]))",
+                *command,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 4, (command, done.stderr)
+        assert "pip install 'agent-session-runtime[postgres]'" in done.stderr
+        assert "Traceback" not in done.stderr

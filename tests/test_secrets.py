@@ -219,8 +219,20 @@ def test_no_command_prints_the_password(tmp_path: Path) -> None:
             results += list(pool.map(lambda run: _cli(*run, cwd=tmp_path), rest))
     finally:
         own.remove()
+    causes = {
+        stores[2]: "password authentication failed",  # the server's own reason, in one line
+        stores[3]: "Connection refused",
+    }
     listed = 0
     for command, result in zip(demos + rest, results, strict=True):
+        cause = next((why for store, why in causes.items() if store in command), None)
+        where = f"{command}: rc {result.returncode}\n{result.stdout}\n{result.stderr}"
+        if command[0] == "convert":  # refused before connecting: JSONL only
+            assert result.returncode == 4, where
+        elif cause is not None:
+            assert result.returncode == 5, where
+            assert len(result.stderr.strip().splitlines()) <= 1, where  # (verify: on stdout)
+            assert cause in result.stdout + result.stderr, where
         where = f"{command}: rc {result.returncode}\n{result.stdout}\n{result.stderr}"
         assert CANARY not in result.stdout + result.stderr, where
         assert "Traceback" not in result.stderr, where
