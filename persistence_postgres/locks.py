@@ -86,17 +86,14 @@ class AdvisoryLocks:
                 return
             if id not in self._held and id not in self._lost:
                 return
-            self._forget_connection()
-            connection = self._open()
-            if not self._try(connection, id):
-                owner = self.owner(connection, id)
-                raise SessionCollisionError(
+            self._take_now(
+                id,
+                lambda owner: (
                     f'the writer lock of session "{id}" was lost (the connection holding it '
                     f"ended) and another writer holds it now ({owner or 'it just let go'}); "
                     "refusing to write: load or resume it again"
-                )
-            self._lost.discard(id)
-            self._held.add(id)
+                ),
+            )
 
     def _alive(self) -> bool:
         """Whether the lock connection still works (a round trip when in doubt)."""
@@ -121,6 +118,19 @@ class AdvisoryLocks:
                 self._connection.close()
             self._connection = None
 
+    def _take_now(self, id: str, refusal: Callable[[str | None], str]) -> None:
+        """Take ``id``'s lock on a live connection (under the mutex).
+
+        Raises:
+            SessionCollisionError: Another connection holds it (``refusal(owner)`` says so).
+        """
+        self._forget_connection()
+        connection = self._open()
+        if not self._try(connection, id):
+            raise SessionCollisionError(refusal(self.owner(connection, id)))
+        self._held.add(id)
+        self._lost.discard(id)
+
     def _try(self, connection: Connection, id: str) -> bool:
         row = connection.execute(f"SELECT pg_try_advisory_lock({KEY})", (id,)).fetchone()
         return bool(row and row[0])
@@ -136,16 +146,13 @@ class AdvisoryLocks:
         with self._mutex:
             if id in self._held:
                 return False
-            self._forget_connection()
-            connection = self._open()
-            if not self._try(connection, id):
-                owner = self.owner(connection, id)
-                raise SessionCollisionError(
+            self._take_now(
+                id,
+                lambda owner: (
                     f'session "{id}" is being written by another writer '
                     f"({owner or 'it just let go; try again'}); refusing to write"
-                )
-            self._held.add(id)
-            self._lost.discard(id)
+                ),
+            )
             return True
 
     def give(self, id: str) -> None:

@@ -127,16 +127,9 @@ def open_database(
         else:
             found = os.stat(path)
             identity = f"file:{found.st_dev}:{found.st_ino}:store:{store_id}"
-    except sqlite3.OperationalError:  # busy, I/O: not a verdict on the format
+    except BaseException as e:
         connection.close()
-        raise
-    except sqlite3.DatabaseError as e:
-        connection.close()
-        raise SessionFormatUnsupportedError(
-            f'session database at "{path}" cannot be read as a SQLite database: {e}'
-        ) from e
-    except BaseException:
-        connection.close()
+        _refuse_unreadable(path, e)
         raise
     return OpenDatabase(connection, identity)
 
@@ -167,12 +160,9 @@ def open_read_only(path: str, busy_timeout_ms: int) -> OpenDatabase:
             # a read-only file system (no -shm can be made) and nothing beside the file: the
             # file is all there is, and nothing can change it
             connection = _read_only(uri + "&immutable=1", busy_timeout_ms)
-    except sqlite3.OperationalError:
+    except BaseException as e:
+        _refuse_unreadable(path, e)
         raise
-    except sqlite3.DatabaseError as e:
-        raise SessionFormatUnsupportedError(
-            f'session database at "{path}" cannot be read as a SQLite database: {e}'
-        ) from e
     try:
         (on_disk,) = connection.execute("PRAGMA user_version").fetchone()
         (application_id,) = connection.execute("PRAGMA application_id").fetchone()
@@ -195,17 +185,20 @@ def open_read_only(path: str, busy_timeout_ms: int) -> OpenDatabase:
         found = os.stat(path)
         store_id = row[0] if row else "none"
         return OpenDatabase(connection, f"file:{found.st_dev}:{found.st_ino}:store:{store_id}")
-    except sqlite3.OperationalError:
+    except BaseException as e:
         connection.close()
+        _refuse_unreadable(path, e)
         raise
-    except sqlite3.DatabaseError as e:
-        connection.close()
+
+
+def _refuse_unreadable(path: str, error: BaseException) -> None:
+    """Raise :class:`SessionFormatUnsupportedError` when an opening failed with ``error``
+    because SQLite cannot read the file as a database; return for anything else (busy and
+    I/O errors are not a verdict on the format), which the caller raises as it is."""
+    if isinstance(error, sqlite3.DatabaseError) and not isinstance(error, sqlite3.OperationalError):
         raise SessionFormatUnsupportedError(
-            f'session database at "{path}" cannot be read as a SQLite database: {e}'
-        ) from e
-    except BaseException:
-        connection.close()
-        raise
+            f'session database at "{path}" cannot be read as a SQLite database: {error}'
+        ) from error
 
 
 def _read_only(uri: str, busy_timeout_ms: int) -> sqlite3.Connection:
