@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from agent_session.exits import CORRUPT, NOT_FOUND, OK, UserError
 from agent_session.output import json_line
+from agent_session.publish import publish
 from agent_session.stores import parse_store
 from session import (
     SessionCollisionError,
@@ -65,9 +66,7 @@ async def copy_session(
         )
     batches = _batches(examined.session.events[: examined.stored_events])
     events = [event for batch in batches for event in batch]
-    await target.create(examined.session.header)
-    for batch in batches:
-        await target.append(id, batch)
+    await publish(target, examined.session.header, batches)
     copied = await target.read_from(id, 0)
     wanted = [_kept(event) for event in events]
     got = [_kept(event) for event in copied]

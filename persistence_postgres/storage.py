@@ -296,6 +296,14 @@ class PostgresStorage:
                 return
         append_batch(db, header, lines, materialized, self._settle)
 
+    async def append_batches(
+        self, header: SessionHeader, batches: Sequence[Sequence[SessionEvent]]
+    ) -> None:
+        """A new session's ``batches`` (each packed as an append of it packs), in one
+        transaction: the session is stored whole or not at all (what a copy needs)."""
+        lines = [line for batch in batches for line in batch_lines(batch)]
+        await self._run(lambda db: append_batch(db, header, lines, False, self._settle))
+
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
     ) -> bool:

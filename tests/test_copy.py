@@ -146,3 +146,48 @@ async def test_repaired_logs_copy_into_sqlite_with_their_values(tmp_path: Path) 
     assert list(closer.to_json())[-2:] == ["surfaceOp", "sourceEventSeqs"]
     for backend in (source, database):
         await backend.aclose()
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("kind", "point"),
+    [
+        ("jsonl", "append:after-write@1"),  # the staged log's second batch, on disk unsynced
+        ("sqlite", "sqlite:append:before-commit"),
+        ("postgres", "postgres:append:before-commit"),
+    ],
+)
+def test_a_copy_killed_midway_leaves_no_session_in_the_destination(
+    tmp_path: Path, kind: str, point: str
+) -> None:
+    """``copy`` SIGKILLed while it writes: the destination has the session whole or not at
+    all (it had a prefix that listed and verified as a session); the next copy succeeds."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.backends import fresh_database
+    from tests.test_cli import cli
+
+    source = tmp_path / "src"
+    cli("demo", "--store", str(source), "--session-id", "s1", "--crash", "none")
+    target = {
+        "jsonl": str(tmp_path / "dst"),
+        "sqlite": f"sqlite:///{tmp_path / 'dst.db'}",
+        "postgres": fresh_database() if kind == "postgres" else "",
+    }[kind]
+    killed = subprocess.run(
+        [sys.executable, "-m", "agent_session.cli", "copy", str(source), target, "s1"],
+        env={**os.environ, "AGENT_SESSION_FAILPOINT": point},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    listed = cli("ls", target, "--json", check_rc=None)
+    assert '"id":"s1"' not in listed.stdout, listed.stdout
+    assert cli("verify", target, "s1", check_rc=None).returncode == 3
+    cli("copy", str(source), target, "s1")
+    assert cli("verify", target, "s1").returncode == 0

@@ -1,0 +1,79 @@
+"""A whole session written into a store at once: what ``agent-session copy`` publishes, so a
+copy cut short (a SIGKILL, a full disk) leaves the destination without the session, never
+with a prefix of it that lists and verifies as a session.
+
+- SQLite: every event in one transaction (a row per event: the batches change nothing).
+- PostgreSQL: every batch's lines (packed as the batch packs them) in one transaction.
+- JSONL: written as batches into a staging root beside the store (same file system), then
+  the session's directory is renamed into place and the directory fsynced; a staging root a
+  kill left behind holds nothing a reader of the store sees.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+
+from session import SessionCollisionError, SessionEvent, SessionHeader
+from session.persistence.coordinator import PersistenceCoordinator
+
+__all__ = ["publish"]
+
+
+async def publish(
+    target: PersistenceCoordinator, header: SessionHeader, batches: Sequence[Sequence[SessionEvent]]
+) -> None:
+    """Store session ``header.id`` in ``target`` with ``batches`` (contiguous, from seq 0),
+    whole or not at all.
+
+    Raises:
+        SessionCollisionError: ``target`` already has the session (it is left alone).
+    """
+    storage = target.storage
+    if await storage.revision(header.id) is not None:
+        raise SessionCollisionError(
+            f'session "{header.id}" already exists in the destination; remove it first'
+        )
+    events = [event for batch in batches for event in batch]
+    from persistence_jsonl import JsonlPersistence
+
+    if isinstance(target, JsonlPersistence):
+        await _staged(target, header, batches)
+        return
+    append_batches = getattr(storage, "append_batches", None)
+    if append_batches is not None:  # PostgreSQL: the batches' lines, in one transaction
+        await append_batches(header, batches)
+    else:  # SQLite (and memory): one append, one transaction
+        await storage.append(header, events, materialized=False)
+
+
+async def _staged(
+    target: object, header: SessionHeader, batches: Sequence[Sequence[SessionEvent]]
+) -> None:
+    from persistence_jsonl import JsonlPersistence
+    from persistence_jsonl.layout import session_dir
+
+    assert isinstance(target, JsonlPersistence)
+    root = target.jsonl.root
+    os.makedirs(root, 0o700, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(root)}.copy-", dir=os.path.dirname(root))
+    try:
+        stage = JsonlPersistence(staging, new_session_compression=target.jsonl.new_encoding.name)
+        try:
+            await stage.create(header)
+            for batch in batches:
+                await stage.append(header.id, batch)
+        finally:
+            await stage.aclose()
+        final = session_dir(root, header)
+        os.makedirs(os.path.dirname(final), 0o700, exist_ok=True)
+        if os.path.lexists(final):
+            raise SessionCollisionError(
+                f'session "{header.id}" already exists in the destination; remove it first'
+            )
+        os.rename(session_dir(staging, header), final)
+        target.jsonl.ops.fsync_dir(os.path.dirname(final))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
