@@ -178,3 +178,33 @@ def test_the_formats_identity_over_foreign_tables_is_unsupported(tmp_path: Path)
     assert path.read_bytes() == before
     listing = cli("ls", store, "--json", check_rc=None)
     assert all(json.loads(line) for line in listing.stdout.splitlines())
+
+
+def test_a_database_on_a_read_only_mount_is_read(tmp_path: Path) -> None:
+    """A WAL database copied (without a ``-wal``) onto a file system mounted read-only (a
+    private mount namespace: ``unshare -m``, a tmpfs remounted read-only): ``ls``,
+    ``verify`` and ``show`` read it (SQLite cannot make its ``-shm`` there)."""
+    path = tmp_path / "s.db"
+    store = f"sqlite:///{path}"
+    cli("demo", "--store", store, "--crash", "none", "--session-id", "s1")
+    assert not Path(f"{path}-wal").exists()  # (the writer's last close checkpointed it)
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    commands = " && ".join(
+        f"{sys.executable} -m agent_session.cli {args} sqlite:///{mount}/s.db{extra}"
+        for args, extra in (("ls", ""), ("verify", ""), ("show", " s1"))
+    )
+    script = (
+        f"mount -t tmpfs none {mount} && cp {path} {mount}/s.db && "
+        f"mount -o remount,ro {mount} && ! touch {mount}/probe 2>/dev/null && {commands}"
+    )
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "s1" in done.stdout
+    assert "balanced" in done.stdout
