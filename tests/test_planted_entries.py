@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import logging
 import os
 import subprocess
 import sys
@@ -26,8 +28,12 @@ PRECIOUS = b"PRECIOUS DATA\n"
 
 
 async def write_turn(root: Path, id: str = "s1", *, resume: bool = False) -> None:
+    """Append and flush a turn; a refusal is raised once the refused turn was named as lost
+    (the runtime collected: its warning is asserted here, not printed at exit)."""
     runtime, backend = Runtime(), JsonlPersistence(str(root))
     runtime.install(backend)
+    error: SessionError | None = None
+    appended = False
     try:
         if resume:
             session = await runtime.sessions.resume(id)
@@ -36,10 +42,39 @@ async def write_turn(root: Path, id: str = "s1", *, resume: bool = False) -> Non
         number = 1 + sum(1 for e in session.events if e.type == "turn/start")
         session.append("turn/start", {"turn": number})
         session.append("turn/end", {"turn": number, "reason": {"kind": "completed"}})
+        appended = True
         await runtime.sessions.flush(session)
+    except SessionError as e:
+        error = e
     finally:
         with contextlib.suppress(SessionError):  # aclose retries the refused flush
             await backend.aclose()
+    if error is None:
+        return
+    error.__traceback__ = None  # (its frames would keep the runtime alive)
+    handler = _Lost()
+    logging.getLogger("session.persistence").addHandler(handler)
+    try:
+        del runtime, backend
+        session = None
+        gc.collect()
+    finally:
+        logging.getLogger("session.persistence").removeHandler(handler)
+    if appended:
+        assert any(f'"{id}" (2 event(s)) were not durable' in m for m in handler.lost)
+    raise error
+
+
+class _Lost(logging.Handler):
+    """Keeps the lost-events warnings it is given."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lost: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "were not durable" in record.getMessage():
+            self.lost.append(record.getMessage())
 
 
 def victim(tmp_path: Path) -> Path:
