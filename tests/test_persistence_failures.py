@@ -137,16 +137,23 @@ async def test_persistent_failure_surfaces_every_flush_and_loses_nothing() -> No
     await backend.aclose()
 
 
-async def test_teardown_reports_flush_failures_and_still_closes() -> None:
+async def test_teardown_reports_flush_failures_and_still_closes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     backend = Flaky(fail_from=1)
     runtime = Runtime()
     runtime.install(backend)
     session = runtime.sessions.create("s")
     closed_turn(session)
-    with pytest.raises(OSError, match="injected failure"):  # the one real error, not a group
+    with pytest.raises(OSError, match="injected failure") as failed:  # one error, not a group
         await backend.aclose()
-    with pytest.raises(SessionError, match="is closed"):
+    with pytest.raises(SessionError, match="is closed") as closed:
         await backend.load("s")
+    with caplog.at_level(logging.WARNING, logger="session.persistence"):
+        del runtime, backend, session, failed, closed
+        gc.collect()  # what could not be written is named as lost
+    (warning,) = [r.getMessage() for r in caplog.records if "were not durable" in r.getMessage()]
+    assert 'session(s) "s" (6 event(s)) were not durable' in warning
 
 
 async def test_teardown_groups_the_failures_of_several_sessions(

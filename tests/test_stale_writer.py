@@ -56,7 +56,7 @@ def notes(events: list[dict[str, Any]]) -> list[str]:
 
 
 async def test_a_refused_writer_stays_refused_after_the_other_moved_the_log(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The adversary's D1 (b): B is refused while A holds the lock, A appends a turn and
     closes, then B retries. B's cursor is stale: its retry must be refused, not appended."""
@@ -77,10 +77,16 @@ async def test_a_refused_writer_stays_refused_after_the_other_moved_the_log(
     for _ in range(2):  # the retry and a second one: both refused
         with pytest.raises(SessionCollisionError, match="another writer"):
             await run_b.sessions.flush(b)
-    with pytest.raises(SessionCollisionError, match="another writer"):  # B's batch is lost
-        await back_b.aclose()
+    with pytest.raises(SessionCollisionError, match="another writer") as refused:
+        await back_b.aclose()  # B's batch is lost
     events = stored(tmp_path)
     assert notes(events) == ["seed", "a"]
+    with caplog.at_level(logging.WARNING, logger="session.persistence"):
+        del run_b, back_b, b, refused
+        gc.collect()  # and named as lost
+    lost = [r.getMessage() for r in caplog.records if "were not durable" in r.getMessage()]
+    assert lost == [lost[0]]
+    assert 'session(s) "s" (3 event(s)) were not durable' in lost[0]
     run_c, back_c = Runtime(), JsonlPersistence(str(tmp_path))
     run_c.install(back_c)
     c = await run_c.sessions.resume("s")  # nobody kept the lock
