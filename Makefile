@@ -52,7 +52,7 @@ pytest: $(STAMP) $(INTEROP)
 
 test: lint typecheck pytest
 
-# The library's tests without the long sweeps and the real child processes (under 30 s).
+# The library's tests without the long sweeps and the real child processes.
 test-fast: $(STAMP)
 	scripts/with-postgres $(BIN)/pytest -q -n auto -m "not slow and not process"
 

@@ -1,5 +1,6 @@
-"""Every ``python`` block of the README runs as written, in a fresh interpreter and an empty
-directory, and prints what its comments say: the examples cannot rot."""
+"""Every ``python`` block of the README and of ``docs/`` runs as written, in a fresh
+interpreter and an empty directory, and prints what its comments say: the examples cannot
+rot; and every link between the pages leads to a page that exists."""
 
 from __future__ import annotations
 
@@ -12,14 +13,34 @@ import pytest
 
 pytestmark = pytest.mark.process
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [
+    README,
+    *(
+        ROOT / "docs" / name
+        for name in (
+            "architecture.md",
+            "event-log.md",
+            "stores.md",
+            "agents.md",
+            "integrations.md",
+            "reliability.md",
+            "cli.md",
+            "performance.md",
+            "development.md",
+        )
+    ),
+]
+"""The front page, then the pages of ``docs/`` in the order it lists them."""
 
 
 def blocks() -> dict[str, str]:
     """Each python block, by the heading of the section it is in."""
     found: dict[str, str] = {}
     heading = ""
-    for part in re.split(r"(?m)^(#+ .*)$", README.read_text(encoding="utf-8")):
+    text = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+    for part in re.split(r"(?m)^(#+ .*)$", text):
         if part.startswith("#"):
             heading = part.lstrip("# ").strip()
             continue
@@ -95,3 +116,10 @@ def test_the_openai_agents_example_runs_and_resumes(tmp_path: Path) -> None:
     assert run(block, tmp_path) == ["Sent. 8"]  # the same session, one more run
     log = tmp_path / "agent-sessions" / "_no-cwd" / "support-1" / "session.jsonl"
     assert log.read_text().count('"type":"tool/call"') == 2
+
+
+def test_every_page_is_listed_and_every_link_between_pages_resolves() -> None:
+    assert sorted((ROOT / "docs").glob("*.md")) == sorted(PAGES[1:])
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).is_file(), f"{page.name} links to {target}"
