@@ -164,12 +164,7 @@ def open_read_only(path: str, busy_timeout_ms: int) -> OpenDatabase:
         _refuse_unreadable(path, e)
         raise
     try:
-        (on_disk,) = connection.execute("PRAGMA user_version").fetchone()
-        (application_id,) = connection.execute("PRAGMA application_id").fetchone()
-        (objects,) = connection.execute(
-            "SELECT COUNT(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'"
-        ).fetchone()
-        check_format(path, on_disk, application_id, objects)
+        on_disk = _checked_identity(connection, path)
         if on_disk == 0:  # no schema yet: read an empty one in memory
             connection.close()
             connection = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -178,7 +173,6 @@ def open_read_only(path: str, busy_timeout_ms: int) -> OpenDatabase:
             connection.execute("PRAGMA query_only = 1")
             found = os.stat(path)
             return OpenDatabase(connection, f"file:{found.st_dev}:{found.st_ino}:store:none")
-        check_tables(connection, path)
         row = connection.execute(
             "SELECT store_id FROM persistence_state WHERE singleton = 1"
         ).fetchone()
@@ -257,6 +251,24 @@ _COLUMNS: Final = {
 """The columns of the format's tables, in order."""
 
 
+def _checked_identity(connection: sqlite3.Connection, path: str) -> int:
+    """The database's schema version, after the reference's verdict on its identity pragmas
+    and, for this format's version, on its tables' layout (writes nothing).
+
+    Raises:
+        SessionFormatUnsupportedError: Not this format.
+    """
+    (on_disk,) = connection.execute("PRAGMA user_version").fetchone()
+    (application_id,) = connection.execute("PRAGMA application_id").fetchone()
+    (objects,) = connection.execute(
+        "SELECT COUNT(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'"
+    ).fetchone()
+    check_format(path, on_disk, application_id, objects)
+    if on_disk == SCHEMA_VERSION:
+        check_tables(connection, path)
+    return int(on_disk)
+
+
 def check_tables(connection: sqlite3.Connection, path: str) -> None:
     """Refuse a database with this format's identity whose tables have another layout.
 
@@ -331,14 +343,7 @@ def _configure(
     connection.execute("PRAGMA foreign_keys = ON")
     connection.execute("BEGIN IMMEDIATE")
     try:
-        (on_disk,) = connection.execute("PRAGMA user_version").fetchone()
-        (application_id,) = connection.execute("PRAGMA application_id").fetchone()
-        (objects,) = connection.execute(
-            "SELECT COUNT(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*'"
-        ).fetchone()
-        check_format(path, on_disk, application_id, objects)
-        if on_disk == SCHEMA_VERSION:
-            check_tables(connection, path)
+        on_disk = _checked_identity(connection, path)
         for statement in _DDL.split(";")[:-1]:
             connection.execute(statement)
         connection.execute(

@@ -121,18 +121,24 @@ def test_a_test_model_history_round_trips() -> None:
     same(export_messages(session), history)
 
 
+def crash_in_a_tool_body(session: Any) -> None:
+    """A turn that asked for two calls and crashed in the first one's body (its
+    ``tool/call`` recorded, the second never started)."""
+    session.append("turn/start", turn_start(1))
+    session.append("step/start", step_start(1, 1))
+    session.append("user/message", user_message("mail them"), surface_op="append")
+    calls = [tool_call_block("c1", "send_email", '{"to":"a@b.c"}')]
+    calls.append(tool_call_block("c2", "send_email", '{"to":"x@y.z"}'))
+    reply = assistant_message(1, 1, provider="openai", model="gpt-5", calls=calls)
+    session.append("assistant/message", reply, surface_op="append", source_event_seqs=[])
+    session.append("tool/call", tool_call(1, 1, "c1", "send_email", '{"to":"a@b.c"}'))
+
+
 async def test_a_repaired_session_exports_every_call_answered(tmp_path: Path) -> None:
     async with Runtime() as runtime:  # a turn that crashed in a tool body
         runtime.install(JsonlPersistence(tmp_path))
         session = runtime.sessions.create("crashed")
-        session.append("turn/start", turn_start(1))
-        session.append("step/start", step_start(1, 1))
-        session.append("user/message", user_message("mail them"), surface_op="append")
-        calls = [tool_call_block("c1", "send_email", '{"to":"a@b.c"}')]
-        calls.append(tool_call_block("c2", "send_email", '{"to":"x@y.z"}'))
-        reply = assistant_message(1, 1, provider="openai", model="gpt-5", calls=calls)
-        session.append("assistant/message", reply, surface_op="append", source_event_seqs=[])
-        session.append("tool/call", tool_call(1, 1, "c1", "send_email", '{"to":"a@b.c"}'))
+        crash_in_a_tool_body(session)
         await runtime.sessions.flush(session)
     async with Runtime() as runtime:
         runtime.install(JsonlPersistence(tmp_path))
@@ -167,14 +173,7 @@ async def test_an_export_is_deterministic_and_an_import_restores_the_repair(
     async with Runtime() as runtime:
         runtime.install(JsonlPersistence(tmp_path))
         session = runtime.sessions.create("crashed")
-        session.append("turn/start", turn_start(1))
-        session.append("step/start", step_start(1, 1))
-        session.append("user/message", user_message("mail them"), surface_op="append")
-        calls = [tool_call_block("c1", "send_email", '{"to":"a@b.c"}')]
-        calls.append(tool_call_block("c2", "send_email", '{"to":"x@y.z"}'))
-        reply = assistant_message(1, 1, provider="openai", model="gpt-5", calls=calls)
-        session.append("assistant/message", reply, surface_op="append", source_event_seqs=[])
-        session.append("tool/call", tool_call(1, 1, "c1", "send_email", '{"to":"a@b.c"}'))
+        crash_in_a_tool_body(session)
         await runtime.sessions.flush(session)
     async with Runtime() as runtime:
         runtime.install(JsonlPersistence(tmp_path))
