@@ -21,7 +21,16 @@ from agent_loop.cancel import CancelSignal
 from agent_loop.models import ModelRequest
 from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch, outcome_unknown
 from session.errors import SessionError
-from session.events.builders import model_message, tool_call, tool_result_message, user_message
+from session.events.builders import (
+    model_message,
+    step_end,
+    step_start,
+    tool_call,
+    tool_result_message,
+    turn_end,
+    turn_start,
+    user_message,
+)
 from session.events.turns import next_turn_number
 from session.events.types import (
     ASSISTANT_CHUNK,
@@ -141,9 +150,19 @@ class Agent:
         items[start : start + removed] = inserted
 
     async def _turn(self) -> dict[str, Any]:
+        """Run one turn: ``turn/start``, steps until the model answers without calls (or
+        ``max-tokens``) and no steering message waits, ``turn/end``, then a flush.
+
+        Guarantees: the turn always ends with exactly one ``turn/end`` whose reason says how
+        (``completed``, ``max-tokens``, ``aborted`` on a cancel or a teardown from outside,
+        ``error`` on a model or step failure, which never escapes as an exception); every
+        opened step gets its ``step/end``; the log is durable when this returns (a failed
+        final flush raises). A teardown (task cancellation, Ctrl-C) re-raises after the
+        closing events were appended and a flush was tried."""
         session = self.session
+        self.runtime.check_checkpoints()
         turn = next_turn_number(session.events)
-        session.append(TURN_START, {"turn": turn})
+        session.append(TURN_START, turn_start(turn))
         cancel = self._cancel = CancelSignal()
         reason: dict[str, Any] = {"kind": "completed"}
         torn_down = False
@@ -158,14 +177,14 @@ class Agent:
                 await self._hooks_chain(AGENT_PRE_STEP, context)
                 if cancel.cancelled:
                     raise Cancelled
-                session.append(STEP_START, {"turn": turn, "step": step})
+                session.append(STEP_START, step_start(turn, step))
                 for message in context.messages:
                     session.append(USER_MESSAGE, message, surface_op="append")
                 try:
                     outcome = await self._step(turn, step, cancel)
                     await self._hooks_chain(AGENT_POST_STEP, StepContext(self, session, turn, step))
                 finally:
-                    session.append(STEP_END, {"turn": turn, "step": step})
+                    session.append(STEP_END, step_end(turn, step))
                 if outcome == "max-tokens":
                     reason = {"kind": "max-tokens"}
                 if cancel.cancelled:
@@ -187,7 +206,7 @@ class Agent:
             raise
         finally:
             self._cancel = None
-            session.append(TURN_END, {"turn": turn, "reason": reason})
+            session.append(TURN_END, turn_end(turn, reason))
             if torn_down:
                 await self._flush_quietly()
         await self.runtime.sessions.flush(session)
@@ -220,6 +239,16 @@ class Agent:
     # --- step -------------------------------------------------------------------------------
 
     async def _step(self, turn: int, step: int, cancel: CancelSignal) -> str | None:
+        """Run one step: the request header and context (when first or changed), the model's
+        stream as ``assistant/chunk``s, its ``assistant/message``, then its tool calls.
+
+        Returns ``"completed"`` or ``"max-tokens"`` when the model asked for no tool (the
+        turn's last step), ``None`` after tool calls (another step follows). Guarantees: the
+        request is built from the session's surface at this moment; a cancel or teardown
+        mid-stream keeps what was visible as an ``interrupted`` assistant message; a
+        ``max-tokens`` answer's half-streamed calls are dropped, never run; every call the
+        message asked for gets exactly one ``tool/result``, in the model's order. Raises
+        :class:`LlmError` when the stream finished with an error or abort."""
         session = self.session
         tools = self.runtime.tools.definitions()
         header: dict[str, Any] = {"config": {"provider": self.provider, "model": self.model}}

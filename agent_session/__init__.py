@@ -1,3 +1,212 @@
-"""The reference stack assembled and the ``agent-session`` command line."""
+"""agent-session-runtime: an LLM agent's conversation as a crash-safe, event-sourced log.
 
-__all__: list[str] = []
+One import for the common jobs::
+
+    from agent_session import AgentRuntime, checkpoint_policy, open_store
+
+Every name below is loaded on first use, so importing this package (and running the
+``agent-session`` command) stays fast and an optional extra is needed only for the names that
+use it (``EventLogSession`` and ``DurableRunHooks``: ``[openai-agents]``; a
+``postgresql://`` store: ``[postgres]``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_loop import (
+        Agent as Agent,
+    )
+    from agent_loop import (
+        AgentRuntime as AgentRuntime,
+    )
+    from agent_loop import (
+        ModelRequest as ModelRequest,
+    )
+    from agent_loop import (
+        ScriptedCall as ScriptedCall,
+    )
+    from agent_loop import (
+        ScriptedModel as ScriptedModel,
+    )
+    from agent_loop import (
+        ScriptedStep as ScriptedStep,
+    )
+    from agent_loop import (
+        ToolCall as ToolCall,
+    )
+    from agent_loop import (
+        ToolResult as ToolResult,
+    )
+    from agent_session.integrations.openai_agents import (
+        DurableRunHooks as DurableRunHooks,
+    )
+    from agent_session.integrations.openai_agents import (
+        EventLogSession as EventLogSession,
+    )
+    from agent_session.stores import STORE_ENV as STORE_ENV
+    from agent_session.stores import open_store as open_store
+    from checkpoint_policy import checkpoint_policy as checkpoint_policy
+    from persistence_jsonl import JsonlPersistence as JsonlPersistence
+    from persistence_postgres import PostgresPersistence as PostgresPersistence
+    from persistence_sqlite import SqlitePersistence as SqlitePersistence
+    from recovery import (
+        TOOL_NOT_STARTED as TOOL_NOT_STARTED,
+    )
+    from recovery import (
+        TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN,
+    )
+    from session import (
+        Interruption as Interruption,
+    )
+    from session import (
+        JsonValueError as JsonValueError,
+    )
+    from session import (
+        Runtime as Runtime,
+    )
+    from session import (
+        Session as Session,
+    )
+    from session import (
+        SessionBackendStateError as SessionBackendStateError,
+    )
+    from session import (
+        SessionChangedError as SessionChangedError,
+    )
+    from session import (
+        SessionCollisionError as SessionCollisionError,
+    )
+    from session import (
+        SessionCopyError as SessionCopyError,
+    )
+    from session import (
+        SessionDataError as SessionDataError,
+    )
+    from session import (
+        SessionDurabilityError as SessionDurabilityError,
+    )
+    from session import (
+        SessionError as SessionError,
+    )
+    from session import (
+        SessionEvent as SessionEvent,
+    )
+    from session import (
+        SessionEventError as SessionEventError,
+    )
+    from session import (
+        SessionForkError as SessionForkError,
+    )
+    from session import (
+        SessionFormatUnsupportedError as SessionFormatUnsupportedError,
+    )
+    from session import (
+        SessionHeader as SessionHeader,
+    )
+    from session import (
+        SessionHeaderError as SessionHeaderError,
+    )
+    from session import (
+        SessionLogTooLargeError as SessionLogTooLargeError,
+    )
+    from session import (
+        SessionNotFoundError as SessionNotFoundError,
+    )
+    from session import (
+        SessionNotHeldError as SessionNotHeldError,
+    )
+    from session import (
+        SessionNotLiveError as SessionNotLiveError,
+    )
+    from session import (
+        SessionOpenTurnError as SessionOpenTurnError,
+    )
+    from session import (
+        SessionPersistenceCorruptionError as SessionPersistenceCorruptionError,
+    )
+    from session import (
+        SessionReentrancyError as SessionReentrancyError,
+    )
+    from session import (
+        SessionSeqError as SessionSeqError,
+    )
+    from session import (
+        SessionStoreEntryError as SessionStoreEntryError,
+    )
+    from session.events.builders import (
+        assistant_message as assistant_message,
+    )
+    from session.events.builders import (
+        model_message as model_message,
+    )
+    from session.events.builders import (
+        step_end as step_end,
+    )
+    from session.events.builders import (
+        step_start as step_start,
+    )
+    from session.events.builders import (
+        tool_call as tool_call,
+    )
+    from session.events.builders import (
+        tool_call_block as tool_call_block,
+    )
+    from session.events.builders import (
+        tool_result as tool_result,
+    )
+    from session.events.builders import (
+        tool_result_message as tool_result_message,
+    )
+    from session.events.builders import (
+        turn_end as turn_end,
+    )
+    from session.events.builders import (
+        turn_start as turn_start,
+    )
+    from session.events.builders import (
+        user_message as user_message,
+    )
+    from session.persistence.memory import (
+        MemoryPersistence as MemoryPersistence,
+    )
+    from session.persistence.memory import (
+        MemoryStore as MemoryStore,
+    )
+    from session.persistence.service import SessionPersistence as SessionPersistence
+
+
+def _homes() -> dict[str, str]:
+    """Each exported name and the module it comes from, read from the imports above (the one
+    list of what this package exports)."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    guarded = next(node for node in tree.body if isinstance(node, ast.If))
+    return {
+        alias.name: node.module
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+
+
+def __getattr__(name: str) -> Any:
+    homes = globals().get("_HOME_OF")
+    if homes is None:
+        homes = globals()["_HOME_OF"] = _homes()
+    if name == "__all__":
+        return sorted(homes)
+    module = homes.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent_session' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup does not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__getattr__("__all__")})

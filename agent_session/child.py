@@ -30,6 +30,7 @@ from typing import Any
 
 from agent_loop.loop import AGENT_POST_STEP, StepContext
 from agent_loop.tools import ToolCall
+from agent_session.commands import open_backend
 from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
 from agent_session.stores import parse_store
 from session import Session, SessionNotFoundError
@@ -56,7 +57,7 @@ def die(mode: str) -> None:
 async def until_stored(root: str, session_id: str, kind: str, window_ms: int) -> None:
     """Wait for the fact that a background write stored an event of type ``kind`` in the
     session's last turn (read back from the store, as another process would)."""
-    reader = parse_store(root).open(read_only=True)
+    reader = open_backend(parse_store(root), read_only=True)
     try:
         while True:
             with contextlib.suppress(SessionNotFoundError, FileNotFoundError):

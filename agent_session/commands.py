@@ -10,6 +10,7 @@ import argparse
 import datetime
 import json
 import os
+import stat
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -19,16 +20,19 @@ from agent_session.output import Progress, json_line
 if TYPE_CHECKING:
     from agent_session.inventory import Verdict
     from agent_session.stores import StoreSpec
-    from session.persistence.coordinator import Examination, PersistenceCoordinator
+    from session.persistence.api import Diagnosis
+    from session.persistence.service import SessionPersistence
 
 __all__ = [
     "MAX_LOG_BYTES_ENV",
     "backend",
+    "check_exists",
     "convert",
-    "examine",
+    "diagnose",
     "export",
     "ls",
     "max_log_bytes",
+    "open_backend",
     "rm",
     "show",
     "targets",
@@ -50,11 +54,39 @@ def max_log_bytes() -> int:
         raise UserError(f"{MAX_LOG_BYTES_ENV} must be a number of bytes, not {limit!r}") from None
 
 
-def backend(store: StoreSpec, *, read_only: bool = False) -> PersistenceCoordinator:
+def backend(store: StoreSpec, *, read_only: bool = False) -> SessionPersistence:
     """A backend on ``store``, which must exist (raises :class:`NotFound`); ``read_only`` for
     the commands that never write."""
-    store.check_exists()
-    return store.open(max_log_bytes=max_log_bytes(), read_only=read_only)
+    check_exists(store)
+    return open_backend(store, read_only=read_only)
+
+
+def open_backend(store: StoreSpec, *, read_only: bool = False) -> SessionPersistence:
+    """A command's backend on ``store`` (created on its first write): a JSONL root reads logs
+    up to :func:`max_log_bytes`; a SQLite database keeps the journal mode it has, and
+    ``read_only`` opens it for reading only (a read command never creates, writes or
+    checkpoints it, nor waits for a writer)."""
+    if store.kind == "sqlite":
+        return store.open(journal_mode=None, read_only=read_only)
+    if store.kind == "jsonl":
+        return store.open(max_log_bytes=max_log_bytes())
+    return store.open()
+
+
+def check_exists(store: StoreSpec) -> None:
+    """Refuse a store that is not there (read commands never create a directory or a
+    database file; a PostgreSQL database is asked when the command connects)."""
+    if store.kind == "postgres":
+        return
+    what = "store root" if store.kind == "jsonl" else "session database"
+    if not os.path.exists(store.path):
+        raise NotFound(f'{what} "{store.path}" does not exist')
+    if store.kind == "jsonl" and not os.path.isdir(store.path):
+        raise UserError(f'store root "{store.path}" is not a directory')
+    if store.kind == "sqlite" and os.path.isdir(store.path):
+        raise UserError(f'session database "{store.path}" is a directory, not a file')
+    if store.kind == "sqlite" and not stat.S_ISREG(os.stat(store.path).st_mode):
+        raise UserError(f'session database "{store.path}" is not a regular file')
 
 
 def _created(ms: int | None) -> str:
@@ -72,7 +104,7 @@ async def ls(args: argparse.Namespace) -> int:
     worst = OK
     table: list[list[str]] = []
     problems: list[str] = []
-    args.store.check_exists()
+    check_exists(args.store)
     for row in rows(args.store, max_log_bytes()):
         bad = row.problem_flag
         if bad is not None:
@@ -101,13 +133,13 @@ async def ls(args: argparse.Namespace) -> int:
     return worst
 
 
-async def examine(store: PersistenceCoordinator, where: StoreSpec, id: str) -> Examination:
+async def diagnose(store: SessionPersistence, where: StoreSpec, id: str) -> Diagnosis:
     """What ``store.examine`` says of a session (raises :class:`NotFound` naming the
     store)."""
     from session import SessionNotFoundError
 
     try:
-        return await store.examine(id)
+        return await store.diagnose(id)
     except SessionNotFoundError:
         raise NotFound(f'no session "{id}" in {where.shown}') from None
 
@@ -119,7 +151,7 @@ async def show(args: argparse.Namespace) -> int:
 
     store = backend(args.store, read_only=True)
     try:
-        examined = await examine(store, args.store, args.id)
+        examined = await diagnose(store, args.store, args.id)
         raw = await store.read_raw(args.id) if args.json else None
     finally:
         await store.aclose()
@@ -152,7 +184,7 @@ def targets(args: argparse.Namespace) -> list[tuple[str, Verdict | None]]:
     if args.ids:
         return [(id, None) for id in args.ids]
     out: list[tuple[str, Verdict | None]] = []
-    args.store.check_exists()
+    check_exists(args.store)
     for row in rows(args.store, max_log_bytes()):
         bad = row.problem_flag
         out.append((row.id, (bad, row.problem or "") if bad else None))
@@ -225,7 +257,7 @@ async def export(args: argparse.Namespace) -> int:
 
     store = backend(args.store, read_only=True)
     try:
-        examined = await examine(store, args.store, args.id)
+        examined = await diagnose(store, args.store, args.id)
     finally:
         await store.aclose()
     stored, inspected = examined.stored_events, examined.session
@@ -288,7 +320,7 @@ async def import_history(args: argparse.Namespace) -> int:
             f"{args.file} is not a pydantic-ai history this build can import: " + " / ".join(first),
             code=CORRUPT,
         ) from None
-    store = args.store.open(max_log_bytes=max_log_bytes())  # created if missing, like copy's DST
+    store = open_backend(args.store)  # created if missing, like copy's DST
     async with Runtime() as runtime:
         runtime.install(store)
         try:

@@ -13,6 +13,7 @@ from agent_session.publish import publish
 from agent_session.stores import parse_store
 from session import (
     SessionCollisionError,
+    SessionCopyError,
     SessionError,
     SessionEvent,
     SessionNotFoundError,
@@ -20,7 +21,7 @@ from session import (
 )
 from session.events.eventlog import EventLog, LazyRun
 from session.events.types import ASSISTANT_CHUNK
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 
 __all__ = ["Copied", "copy", "copy_session"]
 
@@ -37,9 +38,7 @@ class Copied:
     """Whether SRC has a torn tail past those events (not copied)."""
 
 
-async def copy_session(
-    source: PersistenceCoordinator, target: PersistenceCoordinator, id: str
-) -> Copied:
+async def copy_session(source: SessionPersistence, target: SessionPersistence, id: str) -> Copied:
     """Copy the stored session ``id`` from ``source`` into ``target``: its header, then every
     stored event (no closers are added: an interrupted turn stays interrupted), in durable
     appends that keep the source's lines: each run of streamed deltas the source holds as one
@@ -59,7 +58,7 @@ async def copy_session(
         SessionError: It cannot be stored in ``target`` exactly (for example an event marked
             ``ignorable`` into SQLite); nothing is left in ``target``.
     """
-    examined = await source.examine(id)
+    examined = await source.diagnose(id)
     if examined.writer_elsewhere:
         raise SessionCollisionError(
             f'session "{id}" is being written by a live writer; copy it once it stopped'
@@ -76,7 +75,7 @@ async def copy_session(
             min(len(got), len(wanted)),
         )
         await target.delete(id)
-        raise SessionError(
+        raise SessionCopyError(
             f'session "{id}" would not be byte-identical in the target (event seq {seq} '
             "reads back differently); the copy was removed"
         )
@@ -87,13 +86,13 @@ async def copy(args: argparse.Namespace) -> int:
     """Copy the named sessions (default: every session of SRC) and report each; exits with
     the worst outcome (2 for an id that exists in DST or cannot be stored there, 3 for one
     SRC does not have)."""
-    from agent_session.commands import backend, max_log_bytes
+    from agent_session.commands import backend, open_backend
 
     source_spec, target_spec = parse_store(args.source), parse_store(args.target)
     if source_spec == target_spec:
         raise UserError(f"SRC and DST are the same store ({source_spec.shown})")
     source = backend(source_spec, read_only=True)
-    target = target_spec.open(max_log_bytes=max_log_bytes())
+    target = open_backend(target_spec)
     worst, done, refused = OK, 0, 0
     try:
         ids = args.ids or [header.id for header in await source.list_headers()]

@@ -20,6 +20,7 @@ import uuid
 from typing import IO, Any, TextIO
 
 from agent_loop.scripted import ScriptedCall, ScriptedStep
+from agent_session.commands import check_exists, open_backend
 from agent_session.exits import CORRUPT, INTERRUPTED, IO_ERROR, UserError
 from agent_session.output import Progress
 from agent_session.stack import MODEL, SYSTEM, open_stack
@@ -29,7 +30,7 @@ from session import SessionEvent
 from session.events.outcomes import TOOL_OUTCOME_UNKNOWN
 from session.events.turns import brackets, next_turn_number
 from session.events.types import TOOL_RESULT
-from session.persistence.coordinator import Examination
+from session.persistence.api import Diagnosis
 from session.persistence.redaction import mask_store, scrub
 
 __all__ = ["CHILD_TIMEOUT_S", "CRASH_MODES", "run_demo"]
@@ -78,7 +79,7 @@ async def run_demo(
     """Run the demo (its log written plain or compressed); return the exit code."""
     store = parse_store(root)
     if os.path.exists(store.path):
-        store.check_exists()  # a file as a JSONL root, a directory as a database
+        check_exists(store)  # a file as a JSONL root, a directory as a database
     if store.kind != "jsonl":
         compression = store.kind  # (a database has no per-log encoding)
     root, named = store.url, store.named  # the second, without a password, for output
@@ -86,7 +87,7 @@ async def run_demo(
         session_id = f"demo-{uuid.uuid4().hex[:8]}"
     report = {"root": named, "sessionId": session_id, "crash": crash, "compression": compression}
     say = _Narrator(out, as_json, report)
-    probe = store.open()
+    probe = open_backend(store)
     try:
         exists = await probe.storage.revision(session_id) is not None
     finally:
@@ -121,8 +122,8 @@ async def run_demo(
             file=sys.stderr,
         )
         return INTERRUPTED
-    backend = store.open(read_only=not recover)  # left as the crash left it, -wal and all
-    examined = await backend.examine(session_id)
+    backend = open_backend(store, read_only=not recover)  # left as the crash left it, -wal and all
+    examined = await backend.diagnose(session_id)
     _show_disk(say, examined)
     if not recover:
         say()
@@ -278,7 +279,7 @@ def _watch_child(
     return run
 
 
-def _show_disk(say: _Narrator, examined: Examination) -> None:
+def _show_disk(say: _Narrator, examined: Diagnosis) -> None:
     """Tell what is on disk and what recovery will append."""
     inspected, stored_events = examined.session, examined.stored_events
     closers = inspected.events[stored_events:]
@@ -305,7 +306,7 @@ def _show_disk(say: _Narrator, examined: Examination) -> None:
         say("   Every turn is closed; nothing to repair.")
 
 
-async def _resume(say: _Narrator, root: str, session_id: str, examined: Examination) -> None:
+async def _resume(say: _Narrator, root: str, session_id: str, examined: Diagnosis) -> None:
     """Resume the repaired session and run one more turn, which checks the write whose
     outcome is unknown."""
     inspected = examined.session

@@ -18,7 +18,7 @@ from session import (
 )
 from session.events.header import version_problem
 from session.persistence.api import ListedSession
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 
 __all__ = [
     "PROBLEM_FLAGS",
@@ -197,11 +197,11 @@ Verdict = tuple[Status, str]
 """A session's status and its detail line."""
 
 
-async def status_of(backend: PersistenceCoordinator, id: str) -> Verdict:
+async def status_of(backend: SessionPersistence, id: str) -> Verdict:
     """The full read-only verdict on one session and a detail line. Nothing is written:
-    this is the backend's ``examine`` (a read and the in-memory validation of ``inspect``)."""
+    this is the backend's ``diagnose`` (a read and the in-memory validation of ``inspect``)."""
     try:
-        examined = await backend.examine(id)
+        examined = await backend.diagnose(id)
     except SessionNotFoundError:
         return "not found", f'no session "{id}" in this store'
     except SessionFormatUnsupportedError as e:

@@ -17,13 +17,13 @@ import tempfile
 from collections.abc import Sequence
 
 from session import SessionCollisionError, SessionEvent, SessionHeader
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 
 __all__ = ["publish"]
 
 
 async def publish(
-    target: PersistenceCoordinator, header: SessionHeader, batches: Sequence[Sequence[SessionEvent]]
+    target: SessionPersistence, header: SessionHeader, batches: Sequence[Sequence[SessionEvent]]
 ) -> None:
     """Store session ``header.id`` in ``target`` with ``batches`` (contiguous, from seq 0),
     whole or not at all.

@@ -10,7 +10,7 @@ from agent_session.inventory import Verdict, status_of, transcript_problem
 from agent_session.output import Progress, json_line
 from recovery import answers
 from session import SessionCollisionError, SessionError
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 
 __all__ = ["Outcome", "recover"]
 
@@ -32,7 +32,7 @@ class Outcome:
 
 
 async def recover(
-    backend: PersistenceCoordinator, targets: list[tuple[str, Verdict | None]], *, as_json: bool
+    backend: SessionPersistence, targets: list[tuple[str, Verdict | None]], *, as_json: bool
 ) -> int:
     """Repair each ``(id, verdict)`` target (a verdict the listing found skips the
     examination); print a line per session that is not intact (every session, as JSON
@@ -63,7 +63,7 @@ async def recover(
     return worst
 
 
-async def _recover_one(backend: PersistenceCoordinator, id: str, found: Verdict | None) -> Outcome:
+async def _recover_one(backend: SessionPersistence, id: str, found: Verdict | None) -> Outcome:
     status, detail = found or await status_of(backend, id)
     if status == "balanced":
         return Outcome("intact", status, detail)
@@ -87,7 +87,7 @@ async def _recover_one(backend: PersistenceCoordinator, id: str, found: Verdict 
     return Outcome("not repaired", status, detail, STATUS_CODES.get(status, CORRUPT))
 
 
-async def _answer_calls(backend: PersistenceCoordinator, id: str) -> bool:
+async def _answer_calls(backend: SessionPersistence, id: str) -> bool:
     """Append the results the last assistant message's calls lack (unknown outcome for a
     recorded call, not started otherwise), if that makes the history valid; ``False`` (and
     nothing written) when it would not."""

@@ -15,12 +15,11 @@ from typing import Any
 from agent_loop import AgentRuntime
 from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
 from agent_loop.tools import ToolCall
-from agent_session.stores import parse_store, require_postgres
+from agent_session.stores import parse_store
 from checkpoint_policy import checkpoint_policy
-from persistence_jsonl import FileOps, JsonlPersistence
-from persistence_sqlite import SqlitePersistence
+from persistence_jsonl import FileOps
 from session.live.hooks import Disposer
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 
 __all__ = ["MODEL", "SYSTEM", "Stack", "open_stack", "turn_script", "workdir_of"]
 
@@ -65,7 +64,7 @@ class Stack:
     """A runtime wired with a backend, the policy, the model and the tools."""
 
     runtime: AgentRuntime
-    backend: PersistenceCoordinator
+    backend: SessionPersistence
     model: ScriptedModel
     workdir: str
     """Where ``write_file`` writes (the side effect)."""
@@ -105,24 +104,13 @@ def open_stack(
     (fault injection, recording); ``compression`` is the encoding of a new JSONL session's
     log (``none`` or ``zstd``; a stored one keeps its own)."""
     runtime = AgentRuntime()
-    backend: PersistenceCoordinator
     store = parse_store(os.fspath(root))
-    if store.kind != "jsonl" and ops is not None:
-        raise ValueError("ops (the file seam) applies to a JSONL store only")
-    if store.kind == "sqlite":
-        backend = SqlitePersistence(store.path, write_batch_max_delay_ms=window_ms)
-    elif store.kind == "postgres":
-        require_postgres()
-        from persistence_postgres import PostgresPersistence  # (an optional extra)
-
-        backend = PostgresPersistence(store.path, write_batch_max_delay_ms=window_ms)
-    else:
-        backend = JsonlPersistence(
-            store.path,
-            write_batch_max_delay_ms=window_ms,
-            ops=ops,
-            new_session_compression=compression,
-        )
+    options: dict[str, Any] = {"write_batch_max_delay_ms": window_ms}
+    if ops is not None:
+        options["ops"] = ops  # (a JSONL store's; any other refuses it)
+    if store.kind == "jsonl":
+        options["new_session_compression"] = compression
+    backend = store.open(**options)
     runtime.install(backend)
     uninstall = runtime.install(checkpoint_policy) if policy else None
     model = ScriptedModel(script)

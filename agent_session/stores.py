@@ -1,29 +1,32 @@
-"""Where a command's sessions live: a store named on the command line, parsed once.
+"""Naming a store and opening it: :func:`open_store` and the parsed name, :class:`StoreSpec`.
 
-``STORE`` is a directory of JSONL logs (a path), a SQLAlchemy-style URL of a SQLite database
+A store is a directory of JSONL logs (a path), a SQLAlchemy-style URL of a SQLite database
 (``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``), or a PostgreSQL URL
-(``postgresql://user@host:port/dbname``, ``postgres://`` too). Every command takes one,
-positionally or as ``--store``, or from the environment (:data:`STORE_ENV`).
+(``postgresql://user@host:port/dbname``, ``postgres://`` too). This is the one place that
+turns such a name into a backend: the command line, the integrations and the docs all open
+stores here.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
-import stat
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from agent_session.exits import NotFound, UserError
 from session.persistence.redaction import mask_store, remember_store
 
 if TYPE_CHECKING:
-    from session.persistence.coordinator import PersistenceCoordinator
+    from session.persistence.service import SessionPersistence
 
 __all__ = [
     "POSTGRES_SCHEMES",
     "SQLITE_PREFIX",
     "STORE_ENV",
     "StoreSpec",
+    "open_store",
     "parse_store",
     "require_postgres",
 ]
@@ -33,12 +36,18 @@ SQLITE_PREFIX = "sqlite:///"
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 """The schemes of a PostgreSQL store URL (libpq's)."""
 STORE_ENV = "AGENT_SESSION_STORE"
-"""Environment variable: the store of a command that names none."""
+"""Environment variable: the store of a command or an :func:`open_store` that names none."""
+_DATABASE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+"""File names that look like a SQLite database, not a directory of logs."""
+_NEAR_MISS = re.compile(r"(?i)(sqlite|postgres|postgresql):/*")
+"""A scheme this build serves, written with too few or too many slashes."""
+_SQLITE_MAGIC = b"SQLite format 3\0"
+_KINDS = {"jsonl": "a JSONL", "sqlite": "a SQLite", "postgres": "a PostgreSQL"}
 
 
 @dataclass(frozen=True, slots=True)
 class StoreSpec:
-    """A parsed ``STORE``: its kind and the absolute path it names."""
+    """A parsed store name: its kind and the absolute path it names."""
 
     kind: Literal["jsonl", "sqlite", "postgres"]
     path: str
@@ -47,7 +56,7 @@ class StoreSpec:
 
     @property
     def url(self) -> str:
-        """The store as an absolute ``STORE`` (a path, ``sqlite:////abs/path.db``, or the
+        """The store as an absolute name (a path, ``sqlite:////abs/path.db``, or the
         PostgreSQL URL)."""
         return SQLITE_PREFIX + self.path if self.kind == "sqlite" else self.path
 
@@ -66,89 +75,123 @@ class StoreSpec:
         path = self.path if relative.startswith("..") else relative
         return path if self.kind == "jsonl" else SQLITE_PREFIX + path
 
-    def check_exists(self) -> None:
-        """Refuse a store that is not there (read commands never create a directory or a
-        database file; a PostgreSQL database is asked when the command connects)."""
-        if self.kind == "postgres":
-            return
-        what = "store root" if self.kind == "jsonl" else "session database"
-        if not os.path.exists(self.path):
-            raise NotFound(f'{what} "{self.path}" does not exist')
-        if self.kind == "jsonl" and not os.path.isdir(self.path):
-            raise UserError(f'store root "{self.path}" is not a directory')
-        if self.kind == "sqlite" and os.path.isdir(self.path):
-            raise UserError(f'session database "{self.path}" is a directory, not a file')
-        if self.kind == "sqlite" and not stat.S_ISREG(os.stat(self.path).st_mode):
-            raise UserError(f'session database "{self.path}" is not a regular file')
+    def open(self, **options: Any) -> SessionPersistence:
+        """A backend on this store (created on its first write if it does not exist):
+        ``JsonlPersistence``, ``SqlitePersistence`` or ``PostgresPersistence``, given
+        ``options`` as keyword arguments.
 
-    def open(
-        self,
-        *,
-        max_log_bytes: int | None = None,
-        compression: str = "none",
-        read_only: bool = False,
-    ) -> PersistenceCoordinator:
-        """A backend on this store (created on its first write if it does not exist).
-        ``max_log_bytes`` and ``compression`` (of new sessions) apply to JSONL; a SQLite
-        database keeps the journal mode it has, and ``read_only`` opens it for reading only
-        (a read command never creates, writes or checkpoints it, nor waits for a writer)."""
+        Raises:
+            ValueError: An option that backend does not take (naming the ones it does), or a
+                PostgreSQL store in a build without the postgres extra.
+        """
+        backend: Callable[..., SessionPersistence]
         if self.kind == "sqlite":
-            from persistence_sqlite import SqlitePersistence
-
-            return SqlitePersistence(self.path, journal_mode=None, read_only=read_only)
-        if self.kind == "postgres":
+            from persistence_sqlite import SqlitePersistence as backend
+        elif self.kind == "postgres":
             require_postgres()
-            from persistence_postgres import PostgresPersistence
+            from persistence_postgres import PostgresPersistence as backend
+        else:
+            from persistence_jsonl import JsonlPersistence as backend
+        taken = [
+            name
+            for name, parameter in inspect.signature(backend).parameters.items()
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        ]
+        wrong = sorted(set(options) - set(taken))
+        if wrong:
+            raise ValueError(
+                f"{', '.join(wrong)}: not an option of {_KINDS[self.kind]} store "
+                f"({getattr(backend, '__name__', 'it')} takes {', '.join(taken)})"
+            )
+        return backend(self.path, **options)
 
-            return PostgresPersistence(self.path)
-        from persistence_jsonl import JsonlPersistence
-        from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
 
-        return JsonlPersistence(
-            self.path,
-            max_log_bytes=max_log_bytes or DEFAULT_MAX_LOG_BYTES,
-            new_session_compression=compression,
-        )
+def open_store(store: str | os.PathLike[str] | None = None, **options: Any) -> SessionPersistence:
+    """The backend of ``store`` (a directory, ``sqlite:///path.db`` or ``postgresql://...``;
+    ``None``: the environment's :data:`STORE_ENV`), ready for ``runtime.install``.
+
+    Nothing is created until the first session is written. ``options`` go to the backend's
+    constructor (``write_batch_max_delay_ms`` for every kind; ``max_log_bytes`` or ``ops``
+    for JSONL; ``journal_mode`` or ``read_only`` for SQLite; ``transaction_pooler`` for
+    PostgreSQL).
+
+    Raises:
+        ValueError: No store given, a name no kind of store takes (with the name it probably
+            meant), an option the backend does not take, or a missing extra.
+    """
+    if store is None:
+        store = os.environ.get(STORE_ENV) or ""
+        if not store:
+            raise ValueError(f"no store given, and {STORE_ENV} is not set")
+    return parse_store(os.fspath(store)).open(**options)
 
 
 def require_postgres() -> None:
     """Refuse, with the install hint, a PostgreSQL store in a build without the driver.
 
     Raises:
-        UserError: The postgres extra is not installed.
+        ValueError: The postgres extra is not installed.
     """
     try:
         import persistence_postgres  # noqa: F401
     except ImportError as e:
-        raise UserError(
+        raise ValueError(
             "a PostgreSQL store needs the postgres extra: pip install "
             f"'agent-session-runtime[postgres]' ({e})"
         ) from None
 
 
 def parse_store(text: str) -> StoreSpec:
-    """``text`` as a store: a ``sqlite:///`` URL, or else a directory path.
+    """``text`` as a store: a ``sqlite:///`` or ``postgresql://`` URL, or else a directory.
 
     Raises:
-        UserError: An empty store, a URL of a scheme this build does not serve, or a SQLite
-            URL without a path.
+        ValueError: An empty name, a URL of a scheme this build does not serve or with the
+            wrong number of slashes, a SQLite URL without a path, or a path that names a
+            database file rather than a directory (each with the name it probably meant).
     """
     if not text:
-        raise UserError("the store must not be empty")
+        raise ValueError("the store must not be empty")
     remember_store(text)  # whatever prints or logs later never shows its password
     if text.startswith(POSTGRES_SCHEMES):
         return StoreSpec("postgres", text)
     if text.startswith(SQLITE_PREFIX):
         path = text[len(SQLITE_PREFIX) :]
         if not path or path.endswith("/"):
-            raise UserError(
+            raise ValueError(
                 f"{mask_store(text)!r} names no database file (sqlite:///path/to/file.db)"
             )
         return StoreSpec("sqlite", os.path.abspath(path))
+    near = _NEAR_MISS.match(text)
+    if near is not None:
+        scheme, rest = near.group(1).lower(), text[near.end() :]
+        meant = SQLITE_PREFIX + rest if scheme == "sqlite" else f"{scheme}://{rest.lstrip('/')}"
+        raise ValueError(
+            f"unsupported store {mask_store(text)!r}: did you mean {mask_store(meant)!r}?"
+        )
     scheme, separator, _ = text.partition("://")
     if separator and scheme.isidentifier():
-        raise UserError(
+        raise ValueError(
             f"unsupported store {mask_store(text)!r}: give a directory of JSONL logs, a "
             "sqlite:///path/to/file.db URL or a postgresql:// URL"
         )
-    return StoreSpec("jsonl", os.path.abspath(text))
+    path = os.path.abspath(text)
+    if _names_a_database(path):
+        raise ValueError(
+            f"{text!r} names a SQLite database, not a directory of JSONL logs: did you mean "
+            f"{SQLITE_PREFIX + text!r}?"
+        )
+    return StoreSpec("jsonl", path)
+
+
+def _names_a_database(path: str) -> bool:
+    """Whether a JSONL root ``path`` is really a SQLite file: an existing file that starts
+    as one, or a path that does not exist and is named like one."""
+    if os.path.isdir(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except FileNotFoundError:
+        return path.endswith(_DATABASE_SUFFIXES)
+    except OSError:
+        return False

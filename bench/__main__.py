@@ -31,7 +31,7 @@ from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
 from persistence_jsonl.encoder import encode_batch
 from session import Session
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 
 
 async def step_checkpoints(
@@ -128,7 +128,7 @@ async def backend_big_step(root: str, chunks: int = 100_000, kind: str = "sqlite
     return events / load_seconds
 
 
-async def timed_inspect(backend: PersistenceCoordinator, events: int) -> tuple[Any, float]:
+async def timed_inspect(backend: SessionPersistence, events: int) -> tuple[Any, float]:
     """A cold inspect of ``big`` (checked to hold ``events`` and the open turn's closer), and
     how long it took."""
     start = time.perf_counter()

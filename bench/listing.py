@@ -16,12 +16,12 @@ from persistence_jsonl.survey import survey as survey_directory
 from persistence_sqlite import SqlitePersistence
 from persistence_sqlite.survey import survey as survey_database
 from session import Runtime
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 
 __all__ = ["ls_10k_sessions"]
 
 
-async def _one_session(backend: PersistenceCoordinator) -> None:
+async def _one_session(backend: SessionPersistence) -> None:
     """Session ``s0``: one complete turn of four steps of 20 streamed deltas (about 100
     events)."""
     runtime = Runtime()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bench.workload import run_steps
 from session import Runtime
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 
 __all__ = ["Many", "many_sessions"]
 
@@ -30,7 +30,7 @@ class Many:
 
 
 async def many_sessions(
-    open_stack: Callable[[], tuple[Runtime, PersistenceCoordinator]],
+    open_stack: Callable[[], tuple[Runtime, SessionPersistence]],
     sessions: int = 16,
     steps: int = 50,
     chunks: int = 20,

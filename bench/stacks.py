@@ -9,12 +9,12 @@ from persistence_jsonl import JsonlPersistence
 from persistence_postgres import PostgresPersistence
 from persistence_sqlite import SqlitePersistence
 from session import Runtime
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 
 __all__ = ["open_backend", "stack"]
 
 
-def open_backend(root: str, compression: str = "none") -> PersistenceCoordinator:
+def open_backend(root: str, compression: str = "none") -> SessionPersistence:
     """The backend of a figure: JSONL logs (``none``/``zstd``), ``sqlite`` (our SQLite
     backend, ``<root>/sessions.db``) or ``postgres`` (a database of the test server)."""
     if compression == "sqlite":
@@ -24,7 +24,7 @@ def open_backend(root: str, compression: str = "none") -> PersistenceCoordinator
     return JsonlPersistence(root, new_session_compression=compression)
 
 
-def stack(root: str, compression: str = "none") -> tuple[Runtime, PersistenceCoordinator]:
+def stack(root: str, compression: str = "none") -> tuple[Runtime, SessionPersistence]:
     runtime = Runtime()
     backend = open_backend(root, compression)
     runtime.install(backend)

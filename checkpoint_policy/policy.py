@@ -24,6 +24,7 @@ from typing import Any
 
 from agent_loop.loop import AGENT_POST_STEP, StepContext
 from agent_loop.models import LLM_STREAM, ModelRequest
+from agent_loop.runtime import AgentRuntime
 from agent_loop.tools import TOOLS_EXECUTE, ToolCall, ToolResult, aborted_before_dispatch
 from session.live.runtime import PluginScope
 
@@ -32,7 +33,15 @@ __all__ = ["checkpoint_policy"]
 
 def checkpoint_policy(scope: PluginScope) -> None:
     """Install the three checkpoints into ``scope.runtime`` (zero configuration)."""
-    sessions = scope.runtime.sessions
+    runtime = scope.runtime
+    sessions = runtime.sessions
+    if isinstance(runtime, AgentRuntime):
+        runtime.checkpoints += 1
+
+        def uncount() -> None:
+            runtime.checkpoints -= 1
+
+        scope.disposer.add(uncount)
 
     def stream(
         request: ModelRequest, downstream: Callable[[ModelRequest], AsyncIterator[Any]]

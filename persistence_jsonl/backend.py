@@ -11,14 +11,14 @@ from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
 from persistence_jsonl.storage import JsonlStorage
 from recovery import closers as default_repair
 from session import SessionHeader
-from session.persistence.coordinator import PersistenceCoordinator
 from session.persistence.ledger import Repair
+from session.persistence.service import SessionPersistence
 from session.persistence.write_behind import Scheduler
 
 __all__ = ["JsonlPersistence"]
 
 
-class JsonlPersistence(PersistenceCoordinator):
+class JsonlPersistence(SessionPersistence):
     """Sessions as ``<root>/<project dir>/<encoded id>/session.jsonl`` or, compressed,
     ``session.jsonl.zstd`` (``compression``: ``auto`` reads and appends each log in its own
     encoding and creates new ones as ``new_session_compression``, plain by default; ``none``

@@ -26,6 +26,7 @@ from persistence_jsonl.layout import (
     session_dir,
 )
 from session import (
+    SessionChangedError,
     SessionError,
     SessionFormatUnsupportedError,
     SessionHeader,
@@ -226,7 +227,9 @@ class LogReader:
             same_file = (before.dev, before.ino) == (after.dev, after.ino)
             if same_file and len(data) == before.size <= after.size:
                 return data, before.revision
-        raise SessionError(f'"{path}" kept shrinking or being replaced while it was being read')
+        raise SessionChangedError(
+            f'"{path}" kept shrinking or being replaced while it was being read'
+        )
 
     def _unchanged(self, path: str, revision: str) -> bool:
         found = self.ops.stat(path)

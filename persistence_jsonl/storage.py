@@ -53,6 +53,7 @@ from session import (
     SessionError,
     SessionEvent,
     SessionHeader,
+    SessionNotHeldError,
 )
 from session.events.header import header_line
 from session.json.lossless import is_safe_int
@@ -220,7 +221,7 @@ class JsonlStorage:
         ``acquire`` (which lets the caller check what it knows) or by materializing, never
         silently on the way to a write."""
         if not self._locks.holds(id):
-            raise SessionError(
+            raise SessionNotHeldError(
                 f'session "{id}" is not held by this writer (acquire it first, or load/resume '
                 "it again): refusing to write"
             )

@@ -9,14 +9,14 @@ from psycopg_pool import ConnectionPool
 
 from persistence_postgres.storage import PostgresStorage
 from recovery import closers as default_repair
-from session.persistence.coordinator import PersistenceCoordinator
 from session.persistence.ledger import Repair
+from session.persistence.service import SessionPersistence
 from session.persistence.write_behind import Scheduler
 
 __all__ = ["PostgresPersistence"]
 
 
-class PostgresPersistence(PersistenceCoordinator):
+class PostgresPersistence(SessionPersistence):
     """Every session in one PostgreSQL database (``dsn``: a ``postgresql://`` URL, a libpq
     connection string, or a ``psycopg_pool.ConnectionPool`` of yours, whose connections are
     switched to autocommit and ``synchronous_commit = on`` when first used here, and which

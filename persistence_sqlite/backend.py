@@ -8,14 +8,14 @@ import os
 from persistence_sqlite.schema import JournalMode
 from persistence_sqlite.storage import SqliteStorage
 from recovery import closers as default_repair
-from session.persistence.coordinator import PersistenceCoordinator
 from session.persistence.ledger import Repair
+from session.persistence.service import SessionPersistence
 from session.persistence.write_behind import Scheduler
 
 __all__ = ["SqlitePersistence"]
 
 
-class SqlitePersistence(PersistenceCoordinator):
+class SqlitePersistence(SessionPersistence):
     """Every session in one SQLite database file (``path``, or ``":memory:"``) in the
     reference's format: a database either side writes loads on the other. The guarantees,
     and where the I/O runs, are :class:`persistence_sqlite.storage.SqliteStorage`'s; this class

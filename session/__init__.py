@@ -5,7 +5,10 @@ import importlib.metadata as _metadata
 
 from session.errors import (
     JsonValueError,
+    SessionBackendStateError,
+    SessionChangedError,
     SessionCollisionError,
+    SessionCopyError,
     SessionDataError,
     SessionDurabilityError,
     SessionError,
@@ -15,9 +18,12 @@ from session.errors import (
     SessionHeaderError,
     SessionLogTooLargeError,
     SessionNotFoundError,
+    SessionNotHeldError,
     SessionNotLiveError,
+    SessionOpenTurnError,
     SessionPersistenceCorruptionError,
     SessionReentrancyError,
+    SessionSeqError,
     SessionStoreEntryError,
 )
 from session.events.event import (
@@ -31,6 +37,7 @@ from session.events.event import (
 )
 from session.events.eventlog import EventLog, LazyRun
 from session.events.header import SESSION_FORMAT_VERSION, SessionHeader
+from session.events.interruption import Interruption
 from session.events.surface import SurfaceView
 from session.json.codec import decode_json, encode_json
 from session.json.lossless import MAX_SAFE_INTEGER, FrozenDict, FrozenList, JsFloat, snapshot, thaw
@@ -55,6 +62,7 @@ __all__ = [
     "FrozenDict",
     "FrozenList",
     "HookBus",
+    "Interruption",
     "JsFloat",
     "JsonValueError",
     "LazyRun",
@@ -62,7 +70,10 @@ __all__ = [
     "PluginScope",
     "Runtime",
     "Session",
+    "SessionBackendStateError",
+    "SessionChangedError",
     "SessionCollisionError",
+    "SessionCopyError",
     "SessionDataError",
     "SessionDurabilityError",
     "SessionError",
@@ -74,9 +85,12 @@ __all__ = [
     "SessionHeaderError",
     "SessionLogTooLargeError",
     "SessionNotFoundError",
+    "SessionNotHeldError",
     "SessionNotLiveError",
+    "SessionOpenTurnError",
     "SessionPersistenceCorruptionError",
     "SessionReentrancyError",
+    "SessionSeqError",
     "SessionStore",
     "SessionStoreEntryError",
     "SurfaceOp",

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 __all__ = [
     "JsonValueError",
+    "SessionBackendStateError",
+    "SessionChangedError",
     "SessionCollisionError",
+    "SessionCopyError",
     "SessionDataError",
     "SessionDurabilityError",
     "SessionError",
@@ -21,9 +24,12 @@ __all__ = [
     "SessionHeaderError",
     "SessionLogTooLargeError",
     "SessionNotFoundError",
+    "SessionNotHeldError",
     "SessionNotLiveError",
+    "SessionOpenTurnError",
     "SessionPersistenceCorruptionError",
     "SessionReentrancyError",
+    "SessionSeqError",
     "SessionStoreEntryError",
 ]
 
@@ -32,7 +38,7 @@ class SessionError(Exception):
     """Root of every error this library raises on purpose."""
 
 
-class JsonValueError(TypeError):
+class JsonValueError(SessionError, TypeError):
     """A value is not lossless JSON.
 
     ``path`` is where the offending value sits (``data.message.content[2]``) and ``reason``
@@ -111,3 +117,31 @@ class SessionDurabilityError(SessionError):
     def __init__(self, message: str, errors: tuple[BaseException, ...] = ()) -> None:
         super().__init__(message)
         self.errors = errors
+
+
+class SessionSeqError(SessionError, ValueError):
+    """A batch does not continue the stored log: an event's seq is not the next one."""
+
+
+class SessionOpenTurnError(SessionError):
+    """A cold read of a session whose live turn is open (use the live ``Session``)."""
+
+
+class SessionChangedError(SessionError):
+    """A stored log kept changing (growing, shrinking, being replaced) while it was read or
+    repaired; nothing was written. Retry once the other writer is done."""
+
+
+class SessionBackendStateError(SessionError):
+    """A persistence backend was used in a state that cannot serve the call: installed in
+    another runtime, not installed in any, none installed, or closed."""
+
+
+class SessionNotHeldError(SessionError):
+    """A write to a stored log this instance does not hold the writer lock of (acquire it,
+    or load or resume the session, first); nothing was written."""
+
+
+class SessionCopyError(SessionError):
+    """A copied session would not read back byte-identical in the target; the copy was
+    removed from the target."""

@@ -25,8 +25,8 @@ from persistence_sqlite.schema import open_database
 from recovery import closers
 from session import SessionHeader, encode_json
 from session.json.lossless import snapshot
-from session.persistence.coordinator import PersistenceCoordinator
 from session.persistence.memory import MemoryLog, MemoryPersistence, MemoryStore
+from session.persistence.service import SessionPersistence
 from session.persistence.write_behind import Scheduler
 
 
@@ -42,7 +42,7 @@ class Kit(Protocol):
 
     def make(
         self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
-    ) -> PersistenceCoordinator: ...
+    ) -> SessionPersistence: ...
 
     def plant(
         self,
@@ -67,7 +67,7 @@ class MemoryKit:
 
     def make(
         self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
-    ) -> PersistenceCoordinator:
+    ) -> SessionPersistence:
         return MemoryPersistence(
             self.store,
             repair=closers,
@@ -101,7 +101,7 @@ class JsonlKit:
 
     def make(
         self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
-    ) -> PersistenceCoordinator:
+    ) -> SessionPersistence:
         backend = JsonlPersistence(
             self.root, scheduler=scheduler, write_batch_max_delay_ms=write_batch_max_delay_ms
         )
@@ -144,7 +144,7 @@ class SqliteKit:
 
     def make(
         self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
-    ) -> PersistenceCoordinator:
+    ) -> SessionPersistence:
         return SqlitePersistence(
             self.path, scheduler=scheduler, write_batch_max_delay_ms=write_batch_max_delay_ms
         )
@@ -205,7 +205,7 @@ class PostgresKit:
 
     def make(
         self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
-    ) -> PersistenceCoordinator:
+    ) -> SessionPersistence:
         return PostgresPersistence(
             self.dsn, scheduler=scheduler, write_batch_max_delay_ms=write_batch_max_delay_ms
         )

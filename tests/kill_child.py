@@ -24,10 +24,10 @@ from persistence_jsonl import JsonlPersistence
 from persistence_postgres import PostgresPersistence
 from persistence_sqlite import SqlitePersistence
 from session import Runtime, Session, SessionEvent
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 
 
-def open_backend(root: str, compression: str) -> PersistenceCoordinator:
+def open_backend(root: str, compression: str) -> SessionPersistence:
     """The kill matrix's store: JSONL logs of ``compression``, ``sqlite`` or ``postgres``."""
     if compression == "sqlite":
         return SqlitePersistence(os.path.join(root, "sessions.db"))

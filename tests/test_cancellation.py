@@ -68,7 +68,7 @@ def check_paired(events: list[SessionEvent] | tuple[SessionEvent, ...]) -> dict[
 async def stored(root: Path) -> tuple[SessionEvent, ...]:
     """The stored log as it is: balanced, so inspecting it needs no closers."""
     backend = JsonlPersistence(str(root))
-    examined = await backend.examine("t")
+    examined = await backend.diagnose("t")
     await backend.aclose()
     assert examined.closers == 0
     return tuple(examined.session.events)

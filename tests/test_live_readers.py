@@ -68,7 +68,7 @@ def test_reads_while_the_log_grows_after_every_read_succeed(tmp_path: Path) -> N
         lengths = []
         for _ in range(5):
             lengths.append(len((await backend.inspect("s")).events))
-            lengths.append((await backend.examine("s")).stored_events)
+            lengths.append((await backend.diagnose("s")).stored_events)
         await backend.aclose()
         return lengths
 

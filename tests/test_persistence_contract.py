@@ -24,7 +24,7 @@ from session import (
     SessionPersistenceCorruptionError,
 )
 from session.events.event import register_event_type
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 from tests.backends import KITS, Kit
 from tests.builders import assistant, user
 
@@ -37,7 +37,7 @@ def kit(request: pytest.FixtureRequest) -> Kit:
 
 
 @pytest.fixture
-async def backend(kit: Kit) -> AsyncIterator[PersistenceCoordinator]:
+async def backend(kit: Kit) -> AsyncIterator[SessionPersistence]:
     instance = kit.make()
     yield instance
     await instance.aclose()
@@ -74,7 +74,7 @@ def wire(events: Any) -> list[dict[str, Any]]:
 # --- create / append / list --------------------------------------------------------------------
 
 
-async def test_case_1_round_trip(backend: PersistenceCoordinator) -> None:
+async def test_case_1_round_trip(backend: SessionPersistence) -> None:
     source = detached()
     await backend.create(header(cwd="/work"))
     await backend.append("s", source.events)
@@ -83,7 +83,7 @@ async def test_case_1_round_trip(backend: PersistenceCoordinator) -> None:
     assert [e.encode() for e in loaded.events] == [e.encode() for e in source.events]
 
 
-async def test_case_2_3_bad_metadata_reserves_nothing(backend: PersistenceCoordinator) -> None:
+async def test_case_2_3_bad_metadata_reserves_nothing(backend: SessionPersistence) -> None:
     with pytest.raises(TypeError, match="createdAt must be a non-negative safe integer"):
         await backend.create(header(createdAt=1.5))
     with pytest.raises(TypeError, match="losslessly JSON-serializable"):
@@ -102,7 +102,7 @@ async def test_case_2_3_bad_metadata_reserves_nothing(backend: PersistenceCoordi
     ],
 )
 async def test_metadata_the_load_would_refuse_is_refused_at_create(
-    backend: PersistenceCoordinator, change: dict[str, Any], message: str
+    backend: SessionPersistence, change: dict[str, Any], message: str
 ) -> None:
     """Create checks the header with the same rules a session's header is held to, so no
     header written through the API can make its log unreadable later."""
@@ -112,7 +112,7 @@ async def test_metadata_the_load_would_refuse_is_refused_at_create(
     assert await backend.create(header()) is None
 
 
-async def test_case_4_5_lazy_materialization(backend: PersistenceCoordinator) -> None:
+async def test_case_4_5_lazy_materialization(backend: SessionPersistence) -> None:
     await backend.create(header())
     await backend.append("s", [])
     assert await backend.list_headers() == []
@@ -121,7 +121,7 @@ async def test_case_4_5_lazy_materialization(backend: PersistenceCoordinator) ->
     assert [h.id for h in await backend.list_headers()] == ["s"]
 
 
-async def test_case_6_7_contiguity(backend: PersistenceCoordinator) -> None:
+async def test_case_6_7_contiguity(backend: SessionPersistence) -> None:
     events = detached().events
     await backend.create(header())
     with pytest.raises(
@@ -136,7 +136,7 @@ async def test_case_6_7_contiguity(backend: PersistenceCoordinator) -> None:
         await backend.append("s", events[:1])
 
 
-async def test_case_8_non_json_data_names_type_and_path(backend: PersistenceCoordinator) -> None:
+async def test_case_8_non_json_data_names_type_and_path(backend: SessionPersistence) -> None:
     await backend.create(header())
     bad = {"type": "plugin/test", "seq": 0, "time": 1, "data": {"x": [1, float("inf")]}}
     with pytest.raises(TypeError, match=r'event "plugin/test" at index 0 .*data\.x\[1\] is inf'):
@@ -144,7 +144,7 @@ async def test_case_8_non_json_data_names_type_and_path(backend: PersistenceCoor
     assert await backend.list_headers() == []
 
 
-async def test_case_10_batch_is_snapshotted_at_call_time(backend: PersistenceCoordinator) -> None:
+async def test_case_10_batch_is_snapshotted_at_call_time(backend: SessionPersistence) -> None:
     await backend.create(header())
     raw: dict[str, Any] = {"type": "plugin/test", "seq": 0, "time": 1, "data": {"n": [1]}}
     pending = asyncio.ensure_future(backend.append("s", [raw]))
@@ -156,7 +156,7 @@ async def test_case_10_batch_is_snapshotted_at_call_time(backend: PersistenceCoo
     ]
 
 
-async def test_case_12_13_duplicate_create(kit: Kit, backend: PersistenceCoordinator) -> None:
+async def test_case_12_13_duplicate_create(kit: Kit, backend: SessionPersistence) -> None:
     await backend.create(header())
     with pytest.raises(SessionCollisionError, match="already exists in this backend"):
         await backend.create(header())
@@ -190,7 +190,7 @@ def open_turn(session: Session) -> None:
 
 
 async def test_case_14_15_inspect_in_memory_then_load_durably(
-    kit: Kit, backend: PersistenceCoordinator
+    kit: Kit, backend: SessionPersistence
 ) -> None:
     await backend.create(header())
     await backend.append("s", detached(build=open_turn).events)
@@ -234,7 +234,7 @@ def with_calls(recorded: tuple[str, ...]) -> Callable[[Session], None]:
 
 
 async def test_case_16_17_unanswered_calls_get_classified_results(
-    backend: PersistenceCoordinator,
+    backend: SessionPersistence,
 ) -> None:
     await backend.create(header())
     await backend.append("s", detached(build=with_calls(("c1",))).events)
@@ -325,13 +325,13 @@ async def test_invalid_stored_events_are_corruption_naming_the_session(kit: Kit)
     await backend.aclose()
 
 
-async def test_missing_sessions(backend: PersistenceCoordinator) -> None:
+async def test_missing_sessions(backend: SessionPersistence) -> None:
     for call in (backend.load("nope"), backend.inspect("nope"), backend.read_from("nope", 0)):
         with pytest.raises(SessionNotFoundError, match='session "nope" not found'):
             await call
 
 
-async def test_case_74_75_read_from(backend: PersistenceCoordinator) -> None:
+async def test_case_74_75_read_from(backend: SessionPersistence) -> None:
     await backend.create(header())
     source = detached()
     await backend.append("s", source.events)
@@ -347,7 +347,7 @@ async def test_case_74_75_read_from(backend: PersistenceCoordinator) -> None:
             await backend.read_from("s", bad)  # type: ignore[arg-type]
 
 
-async def test_case_77_revisions(backend: PersistenceCoordinator) -> None:
+async def test_case_77_revisions(backend: SessionPersistence) -> None:
     await backend.create(header())
     source = detached()
     await backend.append("s", source.events[:3])
@@ -373,14 +373,14 @@ async def test_inspect_cache_sees_external_appends(kit: Kit) -> None:
 
 
 @pytest.fixture
-def runtime(backend: PersistenceCoordinator) -> Runtime:
+def runtime(backend: SessionPersistence) -> Runtime:
     runtime = Runtime(clock=lambda: 7)
     runtime.install(backend)
     return runtime
 
 
 async def test_case_86_live_session_persists_through_flush(
-    runtime: Runtime, backend: PersistenceCoordinator
+    runtime: Runtime, backend: SessionPersistence
 ) -> None:
     session = runtime.sessions.create("live", cwd="/w")
     closed_turn(session)
@@ -391,7 +391,7 @@ async def test_case_86_live_session_persists_through_flush(
 
 
 async def test_a_checkpoint_of_tens_of_thousands_of_lines_is_stored_whole(
-    runtime: Runtime, backend: PersistenceCoordinator
+    runtime: Runtime, backend: SessionPersistence
 ) -> None:
     """More rows than one database statement may carry (PostgreSQL: 65,535 parameters), in
     a new session's first batch and in a later one."""
@@ -408,7 +408,7 @@ async def test_a_checkpoint_of_tens_of_thousands_of_lines_is_stored_whole(
 
 
 async def test_case_84_live_open_turn_cannot_be_loaded(
-    runtime: Runtime, kit: Kit, backend: PersistenceCoordinator
+    runtime: Runtime, kit: Kit, backend: SessionPersistence
 ) -> None:
     session = runtime.sessions.create("live")
     session.append("turn/start", {"turn": 1})
@@ -424,7 +424,7 @@ async def test_case_84_live_open_turn_cannot_be_loaded(
 
 
 async def test_case_85_empty_live_session_is_not_found(
-    runtime: Runtime, backend: PersistenceCoordinator
+    runtime: Runtime, backend: SessionPersistence
 ) -> None:
     session = runtime.sessions.create("empty")
     with pytest.raises(SessionNotFoundError):
@@ -434,7 +434,7 @@ async def test_case_85_empty_live_session_is_not_found(
 
 
 async def test_case_87_fork_persists_seed_once(
-    runtime: Runtime, kit: Kit, backend: PersistenceCoordinator
+    runtime: Runtime, kit: Kit, backend: SessionPersistence
 ) -> None:
     source = runtime.sessions.create("src")
     closed_turn(source)
@@ -494,7 +494,7 @@ async def test_resume_repairs_an_interrupted_session_and_refuses_live_ids(kit: K
 
 
 async def test_case_89_new_live_session_colliding_with_stored_id(
-    kit: Kit, runtime: Runtime, backend: PersistenceCoordinator
+    kit: Kit, runtime: Runtime, backend: SessionPersistence
 ) -> None:
     kit.plant(header("taken"), wire(detached("taken").events))
     if kit.answers_at_once:
@@ -517,7 +517,7 @@ async def test_case_89_new_live_session_colliding_with_stored_id(
     await runtime.sessions.dispose(session)
 
 
-async def test_case_90_cwd_scope(runtime: Runtime, backend: PersistenceCoordinator) -> None:
+async def test_case_90_cwd_scope(runtime: Runtime, backend: SessionPersistence) -> None:
     await backend.create(header("scoped", cwd="/a"))
     session = runtime.sessions.create("scoped", cwd="/b")
     with pytest.raises(SessionCollisionError, match=r"different cwd \(persisted: /a, live: /b\)"):
@@ -526,7 +526,7 @@ async def test_case_90_cwd_scope(runtime: Runtime, backend: PersistenceCoordinat
 
 
 async def test_case_93_abandoned_lazy_session_releases_its_id(
-    runtime: Runtime, backend: PersistenceCoordinator
+    runtime: Runtime, backend: SessionPersistence
 ) -> None:
     session = runtime.sessions.create("lazy")
     await runtime.sessions.dispose(session)
@@ -537,7 +537,7 @@ async def test_case_93_abandoned_lazy_session_releases_its_id(
 
 
 async def test_case_94_disposal_drains_buffered_events(
-    runtime: Runtime, backend: PersistenceCoordinator
+    runtime: Runtime, backend: SessionPersistence
 ) -> None:
     session = runtime.sessions.create("d")
     session.append("plugin/test", {"i": 0})
@@ -563,7 +563,7 @@ async def test_case_95_teardown_drains_unflushed_events(kit: Kit) -> None:
 
 
 async def test_events_admitted_during_a_flush_are_included(
-    runtime: Runtime, backend: PersistenceCoordinator
+    runtime: Runtime, backend: SessionPersistence
 ) -> None:
     session = runtime.sessions.create("f")
     session.append("plugin/test", {"i": 0})
@@ -576,7 +576,7 @@ async def test_events_admitted_during_a_flush_are_included(
 
 
 async def test_plugin_disposal_stops_persisting(
-    backend: PersistenceCoordinator,
+    backend: SessionPersistence,
 ) -> None:
     runtime = Runtime()
     dispose = runtime.install(backend)
@@ -590,7 +590,7 @@ async def test_plugin_disposal_stops_persisting(
 
 
 async def test_loaded_events_are_immutable_and_headers_round_trip(
-    backend: PersistenceCoordinator,
+    backend: SessionPersistence,
 ) -> None:
     await backend.create(
         header(
@@ -609,7 +609,7 @@ async def test_loaded_events_are_immutable_and_headers_round_trip(
 
 
 async def test_public_create_then_live_session_claims_the_lazy_state(
-    runtime: Runtime, backend: PersistenceCoordinator
+    runtime: Runtime, backend: SessionPersistence
 ) -> None:
     await backend.create(header("claimed"))
     session = runtime.sessions.create("claimed", seed=[])
@@ -618,7 +618,7 @@ async def test_public_create_then_live_session_claims_the_lazy_state(
 
 
 async def test_fresh_live_session_cannot_reuse_a_loaded_id(
-    runtime: Runtime, backend: PersistenceCoordinator
+    runtime: Runtime, backend: SessionPersistence
 ) -> None:
     await backend.create(header("used"))
     await backend.append("used", detached("used").events)
@@ -632,7 +632,7 @@ async def test_fresh_live_session_cannot_reuse_a_loaded_id(
 
 
 async def test_reannouncing_a_live_session_does_not_reinitialize(
-    runtime: Runtime, backend: PersistenceCoordinator
+    runtime: Runtime, backend: SessionPersistence
 ) -> None:
     session = runtime.sessions.create("once")
     closed_turn(session)
@@ -642,7 +642,7 @@ async def test_reannouncing_a_live_session_does_not_reinitialize(
     assert [e.seq for e in await backend.read_from("once", 0)] == list(range(6))
 
 
-async def test_read_raw_returns_the_stored_bytes(backend: PersistenceCoordinator) -> None:
+async def test_read_raw_returns_the_stored_bytes(backend: SessionPersistence) -> None:
     assert await backend.read_raw("absent") is None
     await backend.create(header("raw"))
     source = detached("raw")
@@ -656,17 +656,17 @@ async def test_read_raw_returns_the_stored_bytes(backend: PersistenceCoordinator
     assert lines[-1] == b""
 
 
-async def test_examine_reports_what_is_stored_now(backend: PersistenceCoordinator) -> None:
+async def test_examine_reports_what_is_stored_now(backend: SessionPersistence) -> None:
     await backend.create(header("ex"))
     await backend.append("ex", detached("ex", open_turn).events)
-    before = await backend.examine("ex")
+    before = await backend.diagnose("ex")
     raw = await backend.read_raw("ex")
     assert raw is not None
     assert (before.size, before.torn_tail) == (len(raw.content), False)
     assert before.closers > 0
     assert before.stored_events == len(detached("ex", open_turn).events)
     await backend.load("ex")  # repairs durably: the closers are stored now
-    after = await backend.examine("ex")
+    after = await backend.diagnose("ex")
     raw = await backend.read_raw("ex")
     assert raw is not None
     assert after.size == len(raw.content)
@@ -697,7 +697,7 @@ async def test_delete_removes_a_stored_session_for_every_later_reader(kit: Kit) 
 
 
 async def test_delete_is_refused_while_the_session_is_live(
-    runtime: Runtime, backend: PersistenceCoordinator
+    runtime: Runtime, backend: SessionPersistence
 ) -> None:
     session = runtime.sessions.create("busy")
     closed_turn(session)
@@ -710,7 +710,7 @@ async def test_delete_is_refused_while_the_session_is_live(
     assert await backend.list_headers() == []
 
 
-async def test_delete_of_an_unknown_id_is_not_found(backend: PersistenceCoordinator) -> None:
+async def test_delete_of_an_unknown_id_is_not_found(backend: SessionPersistence) -> None:
     with pytest.raises(SessionNotFoundError, match='session "never" not found'):
         await backend.delete("never")
     await backend.create(header("lazy"))  # created, never appended: nothing stored

@@ -13,8 +13,8 @@ import pytest
 from recovery import closers
 from session import Runtime, Session, SessionError, SessionEvent, SessionHeader
 from session.persistence.api import StoredLog
-from session.persistence.coordinator import PersistenceCoordinator
 from session.persistence.memory import MemoryPersistence, MemoryStorage, MemoryStore
+from session.persistence.service import SessionPersistence
 from tests.test_persistence_contract import closed_turn, header
 
 
@@ -49,7 +49,7 @@ class FlakyStorage(MemoryStorage):
         return await super().load(id)
 
 
-class Flaky(PersistenceCoordinator):
+class Flaky(SessionPersistence):
     """A memory backend over a :class:`FlakyStorage`; its counters and gate read through."""
 
     def __init__(
@@ -264,14 +264,14 @@ async def test_an_inspection_evicted_while_its_revision_is_read_is_not_a_key_err
     (it raised ``KeyError``, and so did the flush that bound it)."""
     store = MemoryStore()
     for id in ("a", "b"):
-        backend = PersistenceCoordinator(MemoryStorage(store), repair=closers)
+        backend = SessionPersistence(MemoryStorage(store), repair=closers)
         await backend.create(header(id))
         session = Session.create(id)
         closed_turn(session)
         await backend.append(id, session.events)
         await backend.aclose()
     storage = GatedRevisions(store, "a")
-    backend = PersistenceCoordinator(storage, repair=closers, prepared_session_cache_size=1)
+    backend = SessionPersistence(storage, repair=closers, prepared_session_cache_size=1)
     storage.gate.set()
     await backend.inspect("a")  # cached
     storage.gate.clear()

@@ -30,7 +30,7 @@ from session import (
     register_event_type,
 )
 from session.events.header import header_line
-from session.persistence.coordinator import PersistenceCoordinator
+from session.persistence.service import SessionPersistence
 from tests.backends import fresh_database
 from tests.corpus import case_bytes, cases
 from tests.pg_server import CuttingProxy, OwnServer
@@ -99,7 +99,7 @@ async def test_the_compressed_and_sqlite_corpora_go_in_and_come_back_the_same_ev
 ) -> None:
     database = PostgresPersistence(fresh_database())
     checked = 0
-    sources: list[tuple[str, PersistenceCoordinator]] = []
+    sources: list[tuple[str, SessionPersistence]] = []
     for n, case in enumerate(cases("upstream-v0-zstd")):
         if "error" in case["load"] or not case["load"]["events"]:
             continue

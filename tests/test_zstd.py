@@ -139,7 +139,7 @@ async def test_a_flipped_byte_in_each_frame_is_refused(tmp_path: Path, frame: in
         path = plant(root, bytes(flipped))
         backend = JsonlPersistence(root)
         try:
-            examined = await backend.examine("z")
+            examined = await backend.diagnose("z")
         except SessionPersistenceCorruptionError:
             continue  # refused: the damage was seen
         finally:

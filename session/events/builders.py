@@ -50,10 +50,10 @@ def turn_start(turn: int) -> dict[str, Any]:
     return {"turn": turn}
 
 
-def turn_end(turn: int, kind: str = "completed") -> dict[str, Any]:
-    """``turn/end``: ``completed``, ``blocked`` or ``max-tokens`` (an abort or an error has
-    its own reason shape)."""
-    return {"turn": turn, "reason": {"kind": kind}}
+def turn_end(turn: int, kind: str | Mapping[str, Any] = "completed") -> dict[str, Any]:
+    """``turn/end``: ``kind`` is ``completed``, ``blocked`` or ``max-tokens``, or a whole
+    reason (an abort or an error carries its detail: ``{"kind": "error", "error": ...}``)."""
+    return {"turn": turn, "reason": {"kind": kind} if isinstance(kind, str) else dict(kind)}
 
 
 def step_start(turn: int, step: int) -> dict[str, Any]:

@@ -5,12 +5,14 @@ tools, ``agent()``) are added by ``agent_loop.AgentRuntime``."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from session.live.hooks import Disposer, HookBus, Middleware
 from session.live.session import Clock
 from session.live.store import SessionStore
-from session.persistence.api import SessionPersistence
+
+if TYPE_CHECKING:
+    from session.persistence.service import SessionPersistence
 
 __all__ = ["Plugin", "PluginScope", "Runtime"]
 

@@ -18,6 +18,7 @@ from session.errors import (
 from session.events.event import SessionEvent, build_event, is_known_event_type
 from session.events.eventlog import EventLog, LazyRun, LiveLog
 from session.events.header import SessionHeader, now_ms
+from session.events.interruption import Interruption, interruption
 from session.events.rules import (
     RULED_TYPES,
     CheckedLog,
@@ -179,6 +180,14 @@ class Session:
         if view is None:
             view = self._events_view = self._events.view()
         return view
+
+    @property
+    def interrupted(self) -> Interruption | None:
+        """How the last turn was interrupted, when a crash (closed by repair on load) or a
+        teardown from outside ended it: its number and the calls answered
+        ``TOOL_OUTCOME_UNKNOWN`` or ``TOOL_NOT_STARTED``; ``None`` when the last turn ended
+        any other way, is running, or there is none. Reads the last turn only."""
+        return interruption(self.events)
 
     @property
     def surface(self) -> SurfaceView:

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from session.errors import (
+    SessionBackendStateError,
     SessionCollisionError,
-    SessionError,
     SessionForkError,
     SessionNotFoundError,
     SessionNotLiveError,
@@ -175,7 +175,7 @@ class SessionStore:
         while the id is live, ``SessionNotFoundError`` when nothing is stored.
         """
         if self._loader is None:
-            raise SessionError("no persistence backend is installed: cannot resume")
+            raise SessionBackendStateError("no persistence backend is installed: cannot resume")
         return await self._loader(id)
 
     async def open_or_create(self, id: str, *, cwd: str | None = None) -> Session:

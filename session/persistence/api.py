@@ -1,11 +1,9 @@
-"""The persistence service every backend provides (``SessionPersistence``) and the values it
-returns. The shared implementation is ``session.persistence.coordinator.PersistenceCoordinator``,
-which holds a backend's ``Storage``."""
+"""The values the persistence service (:class:`session.persistence.service.SessionPersistence`)
+and a backend's ``Storage`` hand each other and their callers."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -13,9 +11,9 @@ from session.events.event import SessionEvent
 from session.events.header import SessionHeader
 
 __all__ = [
+    "Diagnosis",
     "ListedSession",
     "RawArtifact",
-    "SessionPersistence",
     "SessionSnapshot",
     "StoredLog",
     "StoredSession",
@@ -94,60 +92,23 @@ class StoredLog:
     """How many bytes the stored artifact has, where the storage can say."""
 
 
-class SessionPersistence(ABC):
-    """The durable store of sessions, installed into a runtime with ``runtime.install(backend)``.
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """An operator's read-only view of one stored session (what
+    :meth:`session.persistence.service.SessionPersistence.diagnose` returns)."""
 
-    Guarantees every implementation keeps: ``append`` returns only after the batch is durable
-    and contiguous; nothing acknowledged is lost or rewritten; ``load`` of a cold session returns
-    a balanced log and makes its repair durable; ``inspect`` never writes; a session created but
-    never appended leaves no trace in storage.
-    """
-
-    @abstractmethod
-    async def create(self, header: SessionHeader | Mapping[str, Any]) -> None:
-        """Register a new session lazily: nothing is written until its first append."""
-
-    @abstractmethod
-    def append(
-        self, id: str, events: Sequence[SessionEvent | Mapping[str, Any]]
-    ) -> Awaitable[None]:
-        """Durably append a contiguous batch that continues the stored log. The batch is
-        snapshotted when called; the awaitable resolves once it is durable."""
-
-    @abstractmethod
-    async def load(self, id: str) -> StoredSession:
-        """The balanced stored log; a cold interrupted log is repaired durably first."""
-
-    @abstractmethod
-    async def inspect(self, id: str) -> StoredSession:
-        """The stored log with any closers added in memory only; storage is untouched."""
-
-    @abstractmethod
-    async def read_from(self, id: str, from_seq: int) -> Sequence[SessionEvent]:
-        """The stored events with ``seq >= from_seq``, exactly as stored (no closers); an
-        immutable sequence, as :attr:`StoredSession.events`."""
-
-    @abstractmethod
-    async def list_headers(self) -> list[SessionHeader]:
-        """Headers of every materialized stored session."""
-
-    @abstractmethod
-    async def list_snapshots(self) -> list[SessionSnapshot]:
-        """Headers and revisions of every materialized stored session."""
-
-    @abstractmethod
-    def locate(self, header: SessionHeader) -> str | None:
-        """Where the session's log lives (a path for file backends), without any I/O."""
-
-    @abstractmethod
-    async def read_raw(self, id: str) -> RawArtifact | None:
-        """The stored bytes of a session, or ``None`` when it does not exist."""
-
-    @abstractmethod
-    async def delete(self, id: str) -> None:
-        """Remove a stored session durably (the reference has no delete). Refused while a
-        writer holds it: a live session of this backend, or another process's writer."""
-
-    @abstractmethod
-    async def aclose(self) -> None:
-        """Quiescent teardown: flush every live session, wait for all work, release storage."""
+    session: StoredSession
+    """The log as ``inspect`` returns it (closers added in memory)."""
+    stored_events: int
+    """How many events are stored (the closers excluded)."""
+    closers: int
+    """How many closers a load would append (the last turn is open when > 0)."""
+    torn_tail: bool
+    """Whether the stored artifact ends in a torn fragment a load would cut."""
+    size: int | None
+    """How many bytes the stored artifact has, where the storage says."""
+    location: str | None
+    """Where it lives (a path for file storage)."""
+    writer_elsewhere: bool = False
+    """Whether another writer holds the session now: an open last turn is then still
+    running, not interrupted."""

@@ -16,11 +16,13 @@ from typing import Any
 
 from session.errors import (
     JsonValueError,
+    SessionChangedError,
     SessionCollisionError,
     SessionError,
     SessionFormatUnsupportedError,
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
+    SessionSeqError,
 )
 from session.events.event import SessionEvent, is_known_event_type
 from session.events.eventlog import EventLog, LazyRun, iter_parts
@@ -151,7 +153,7 @@ class Ledger:
             raise SessionNotFoundError(f'session "{id}" not found')
         for index, event in enumerate(batch):
             if event.seq != state.cursor + index:
-                raise SessionError(
+                raise SessionSeqError(
                     f'append seq mismatch for "{id}": expected {state.cursor + index} at index '
                     f"{index}, got {event.seq}"
                 )
@@ -220,7 +222,7 @@ class Ledger:
                 self._remember(id, inspection)
             self.record(State(inspection.header, len(inspection.stored), True))
             return inspection
-        raise SessionError(f'session "{id}" kept changing while it was being repaired')
+        raise SessionChangedError(f'session "{id}" kept changing while it was being repaired')
 
     async def inspect(self, id: str, *, fresh: bool = False) -> Inspection:
         """The validated stored log and its closers (in memory); reuses a cached read while

@@ -18,8 +18,8 @@ from session.events.event import SessionEvent
 from session.events.header import SessionHeader, header_line
 from session.json.codec import decode_json
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
-from session.persistence.coordinator import PersistenceCoordinator
 from session.persistence.ledger import Repair
+from session.persistence.service import SessionPersistence
 from session.persistence.write_behind import Scheduler
 
 __all__ = ["MemoryLog", "MemoryPersistence", "MemoryStorage", "MemoryStore"]
@@ -150,7 +150,7 @@ def _header_line(log: MemoryLog) -> bytes:
     return header_line(log.header)
 
 
-class MemoryPersistence(PersistenceCoordinator):
+class MemoryPersistence(SessionPersistence):
     """``SessionPersistence`` kept in memory (a coordinator holding a :class:`MemoryStorage`).
     Same contract as every backend; nothing survives the process."""
 

@@ -1,5 +1,5 @@
 """``Storage``: the interface a persistence backend implements, held (not inherited) by the
-generic :class:`session.persistence.coordinator.PersistenceCoordinator`.
+generic :class:`session.persistence.service.SessionPersistence`.
 
 The coordinator owns everything that is the same for every backend: per-id serialization,
 lazy creation, seq contiguity, collision checks, validation of what was read, repair policy,

@@ -28,6 +28,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -39,6 +40,7 @@ from agent_session.integrations.openai_agents.items import (
 )
 from agent_session.integrations.openai_agents.writing import ItemWriter
 from agent_session.integrations.turns import BracketCursor, next_step, record_call
+from session.events.interruption import Interruption
 from session.events.types import (
     FRAMEWORK_ITEM,
     FRAMEWORK_ITEMS_FORGOTTEN,
@@ -52,6 +54,8 @@ if TYPE_CHECKING:
 __all__ = ["EventLogSession"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("agent_session.integrations.openai_agents")
 
 UNKNOWN_MODEL = "unknown"
 """The model an assistant message names when no hook said which model answered."""
@@ -81,8 +85,16 @@ class EventLogSession(ItemWriter):
         *,
         runtime: Runtime,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        warn_without_hooks: bool = True,
     ) -> None:
+        """``warn_without_hooks=False`` says that adding a run's model items without
+        :class:`DurableRunHooks` is meant (items are then durable only when the SDK adds
+        them, after each tool body ran); by default the first such ``add_items`` logs a
+        warning."""
         self.session_id = session_id
+        self.warn_without_hooks = warn_without_hooks
+        """Whether model items added with no hooks seen log a warning (once)."""
+        self._hooked = False
         if session_settings is not None and not hasattr(session_settings, "limit"):
             from agents.memory.session_settings import coerce_session_settings
 
@@ -108,30 +120,30 @@ class EventLogSession(ItemWriter):
         session_id: str,
         *,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        warn_without_hooks: bool = True,
+        **store_options: Any,
     ) -> Self:
         """Open session ``session_id`` in ``store`` (repairing a turn a crash interrupted) or
-        create it, in a runtime of its own with the checkpoint policy installed. Raises
-        ``ValueError`` for a store this build cannot serve and the store's errors (a writer
-        elsewhere holds the session: ``SessionCollisionError``)."""
-        from agent_session.exits import UserError
+        create it, in a runtime of its own (the store's backend, opened by
+        :func:`agent_session.open_store` with ``store_options``; the SDK's runs are made
+        durable by :class:`DurableRunHooks`, not by a policy). Raises ``ValueError`` for a
+        store this build cannot serve and the store's errors (a writer elsewhere holds the
+        session: ``SessionCollisionError``)."""
         from agent_session.stores import parse_store
-        from checkpoint_policy import checkpoint_policy
 
-        try:
-            spec = parse_store(os.fspath(store))
-        except UserError as e:
-            raise ValueError(str(e)) from None
+        spec = parse_store(os.fspath(store))
         home = HomeLoop(f"agent-session {session_id[:40]}")
 
         async def start() -> Self:
-            try:
-                backend = spec.open()
-            except UserError as e:
-                raise ValueError(str(e)) from None
+            backend = spec.open(**store_options)
             runtime = Runtime()
             runtime.install(backend)
-            runtime.install(checkpoint_policy)
-            self = cls(session_id, runtime=runtime, session_settings=session_settings)
+            self = cls(
+                session_id,
+                runtime=runtime,
+                session_settings=session_settings,
+                warn_without_hooks=warn_without_hooks,
+            )
             self._owned, self._home = True, home
             try:
                 await self._live()
@@ -164,6 +176,15 @@ class EventLogSession(ItemWriter):
                 "EventLogSession.open(store, id) for a session any loop or thread can use)"
             )
         return await work
+
+    @property
+    def interrupted(self) -> Interruption | None:
+        """How a crash interrupted the last turn (see :attr:`session.Session.interrupted`):
+        after :meth:`open`, the turn repair closed and the calls it answered
+        ``TOOL_OUTCOME_UNKNOWN`` or ``TOOL_NOT_STARTED``; ``None`` when the session is not
+        open yet or its last turn was not interrupted. Read it between runs."""
+        session = self._session
+        return None if session is None else session.interrupted
 
     async def live(self) -> Session:
         """The live session (resumed or created on first use)."""
@@ -216,6 +237,16 @@ class EventLogSession(ItemWriter):
 
     async def _add_items(self, items: Sequence[Any]) -> None:
         batch = [_plain(item) for item in items]
+        unhooked = not self._hooked and self.warn_without_hooks
+        if unhooked and any(item_kind(item) == "model" for item in batch):
+            self.warn_without_hooks = False  # once
+            log.warning(
+                'session "%s" records a run without DurableRunHooks: its tool calls are '
+                "durable only after their bodies ran, so a crash inside a tool loses the "
+                "record that it was called. Pass hooks=DurableRunHooks(session) to "
+                "Runner.run, or warn_without_hooks=False if that is meant.",
+                self.session_id,
+            )
         async with self._lock:
             session = await self._live()
             self._write(session, batch)
@@ -268,6 +299,7 @@ class EventLogSession(ItemWriter):
         return await self._call(self._before_model_call(input_items))
 
     async def _before_model_call(self, input_items: Sequence[Any]) -> None:
+        self._hooked = True
         async with self._lock:
             session = await self._live()
             tail: list[dict[str, Any]] = []

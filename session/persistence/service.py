@@ -1,4 +1,4 @@
-"""``PersistenceCoordinator``: the :class:`SessionPersistence` service over one composed
+"""``SessionPersistence``: the :class:`SessionPersistence` service over one composed
 :class:`session.persistence.storage.Storage`.
 
 The coordinator is the public API and the plugin that attaches to a runtime. It delegates the
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from session.errors import (
     JsonValueError,
+    SessionBackendStateError,
     SessionCollisionError,
-    SessionError,
     SessionNotFoundError,
+    SessionOpenTurnError,
 )
 from session.events.event import SessionEvent
 from session.events.header import SessionHeader, header_problem
@@ -26,8 +26,8 @@ from session.json.lossless import is_safe_int, snapshot
 from session.live.hooks import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
 from session.live.session import Session
 from session.persistence.api import (
+    Diagnosis,
     RawArtifact,
-    SessionPersistence,
     SessionSnapshot,
     StoredSession,
 )
@@ -40,35 +40,19 @@ if TYPE_CHECKING:
     from session.live.runtime import PluginScope
     from session.live.store import SessionStore
 
-__all__ = ["Examination", "PersistenceCoordinator", "Repair"]
+__all__ = ["Repair", "SessionPersistence"]
 
 _MAX_DELAY = 2_147_483_647
 
 
-@dataclass(frozen=True, slots=True)
-class Examination:
-    """An operator's read-only view of one stored session (see
-    :meth:`PersistenceCoordinator.examine`)."""
+class SessionPersistence:
+    """The durable store of sessions, installed into a runtime with ``runtime.install(backend)``,
+    over a backend's :class:`Storage` (every backend is this class holding its storage).
 
-    session: StoredSession
-    """The log as :meth:`PersistenceCoordinator.inspect` returns it (closers added in memory)."""
-    stored_events: int
-    """How many events are stored (the closers excluded)."""
-    closers: int
-    """How many closers a load would append (the last turn is open when > 0)."""
-    torn_tail: bool
-    """Whether the stored artifact ends in a torn fragment a load would cut."""
-    size: int | None
-    """How many bytes the stored artifact has, where the storage says."""
-    location: str | None
-    """Where it lives (a path for file storage)."""
-    writer_elsewhere: bool = False
-    """Whether another writer holds the session now: an open last turn is then still
-    running, not interrupted."""
-
-
-class PersistenceCoordinator(SessionPersistence):
-    """The shared implementation of :class:`SessionPersistence` over a :class:`Storage`.
+    Guarantees, for every storage: ``append`` returns only after the batch is durable and
+    contiguous; nothing acknowledged is lost or rewritten; ``load`` of a cold session returns
+    a balanced log and makes its repair durable; ``inspect`` and ``diagnose`` never write; a
+    session created but never appended leaves no trace in storage.
 
     ``repair`` computes closers for an interrupted log (pass ``recovery.closers``).
     ``write_batch_max_delay_ms`` is the batching window of live sessions;
@@ -108,7 +92,7 @@ class PersistenceCoordinator(SessionPersistence):
         ``resume``."""
         runtime = scope.runtime
         if self._store is not None and self._store is not runtime.sessions:
-            raise SessionError(f"{self.name} is already installed in another runtime")
+            raise SessionBackendStateError(f"{self.name} is already installed in another runtime")
         self._store = runtime.sessions
         writer = self.writer
         scope.observe(SESSION_CREATED, writer.on_created)
@@ -187,7 +171,7 @@ class PersistenceCoordinator(SessionPersistence):
         if not events:
             raise SessionNotFoundError(f'session "{session.id}" not found')
         if self.ledger.repair(events):
-            raise SessionError(
+            raise SessionOpenTurnError(
                 f'cannot load session "{session.id}" while its live turn is open; use the live '
                 "Session or wait for the turn to close"
             )
@@ -205,7 +189,7 @@ class PersistenceCoordinator(SessionPersistence):
         async with self.ledger.locks.hold(id):
             return (await self.ledger.inspect(id)).balanced
 
-    async def examine(self, id: str) -> Examination:
+    async def diagnose(self, id: str) -> Diagnosis:
         """What an operator asks of a stored session: :meth:`inspect`'s log, how many events
         are stored, how many closers a load would add, whether the tail is torn, the stored
         size and where it lives, from a read of what is stored now. Never writes (a live
@@ -219,7 +203,7 @@ class PersistenceCoordinator(SessionPersistence):
         async with self.ledger.locks.hold(id):
             inspection = await self.ledger.inspect(id, fresh=True)
             elsewhere = await self.storage.writer_elsewhere(id)
-        return Examination(
+        return Diagnosis(
             inspection.balanced,
             len(inspection.stored),
             len(inspection.closers),
@@ -320,12 +304,12 @@ class PersistenceCoordinator(SessionPersistence):
 
     def _require_store(self) -> SessionStore:
         if self._store is None:
-            raise SessionError(f"{self.name} is not installed in a runtime")
+            raise SessionBackendStateError(f"{self.name} is not installed in a runtime")
         return self._store
 
     def _check_open(self) -> None:
         if self._closed or self._closing:
-            raise SessionError(f"{self.name} is closed")
+            raise SessionBackendStateError(f"{self.name} is closed")
 
 
 def _validate_options(cache_size: int, delay_ms: int) -> None:
