@@ -8,6 +8,7 @@ give the items it gives, and the model must see the same input.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -429,3 +430,32 @@ async def test_a_response_with_reasoning_and_a_hosted_call_is_one_step(
         "step/end",
         "turn/end",
     ]
+
+
+async def _warnings(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, *, hooked: bool, **options: Any
+) -> list[str]:
+    caplog.clear()
+    logger = "agent_session.integrations.openai_agents"
+    with caplog.at_level(logging.WARNING, logger=logger):
+        async with await EventLogSession.open(str(tmp_path / "logs"), "w", **options) as session:
+            hooks = DurableRunHooks(session) if hooked else None
+            for _ in range(2):
+                await Runner.run(mailer(script(), []), "mail", session=session, hooks=hooks)
+    return [r.getMessage() for r in caplog.records if r.name == logger]
+
+
+async def test_a_run_without_the_hooks_warns_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    warned = await _warnings(tmp_path, caplog, hooked=False)
+    assert len(warned) == 1
+    assert "without DurableRunHooks" in warned[0]
+    assert "hooks=DurableRunHooks(session)" in warned[0]
+
+
+async def test_the_hooks_or_the_opt_out_silence_the_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert await _warnings(tmp_path, caplog, hooked=True) == []
+    assert await _warnings(tmp_path, caplog, hooked=False, warn_without_hooks=False) == []
