@@ -11,9 +11,7 @@ from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
 from persistence_jsonl.storage import JsonlStorage
 from recovery import closers as default_repair
 from session import SessionHeader
-from session.persistence.ledger import Repair
-from session.persistence.service import SessionPersistence
-from session.persistence.write_behind import Scheduler
+from session.persistence.kit import Repair, Scheduler, SessionPersistence
 
 __all__ = ["JsonlPersistence"]
 

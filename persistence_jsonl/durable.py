@@ -14,7 +14,7 @@ import secrets
 import time
 
 from persistence_jsonl.fileio import FileOps
-from session.persistence.failpoints import failpoint
+from session.persistence.kit import failpoint
 
 __all__ = [
     "RollbackFailed",

@@ -34,7 +34,7 @@ from session import (
     SessionPersistenceCorruptionError,
     SessionStoreEntryError,
 )
-from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+from session.persistence.kit import RawArtifact, SessionSnapshot, StoredLog
 
 __all__ = ["DEFAULT_MAX_LOG_BYTES", "Cut", "LogReader", "flat_artifact", "too_large"]
 

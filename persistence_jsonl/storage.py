@@ -57,8 +57,7 @@ from session import (
 )
 from session.events.header import header_line
 from session.json.lossless import is_safe_int
-from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
-from session.persistence.io_threads import IOThreads
+from session.persistence.kit import IOThreads, RawArtifact, SessionSnapshot, Storage, StoredLog
 
 __all__ = ["IO_THREADS", "JsonlStorage"]
 
@@ -75,7 +74,7 @@ def _collision(id: str) -> SessionCollisionError:
     )
 
 
-class JsonlStorage:
+class JsonlStorage(Storage):
     """Sessions as ``<root>/<project dir>/<encoded id>/session.jsonl[.zstd]`` (see the module
     docstring for the guarantees and where the I/O runs).
 
@@ -157,9 +156,6 @@ class JsonlStorage:
 
     async def revision(self, id: str) -> str | None:
         return await asyncio.to_thread(self.reader.revision, id)
-
-    def as_stored(self, events: Sequence[SessionEvent]) -> Sequence[SessionEvent]:
-        return events  # lines keep the written key order
 
     async def list_snapshots(self) -> list[SessionSnapshot]:
         return await asyncio.to_thread(self.reader.snapshots)

@@ -30,8 +30,7 @@ from persistence_postgres.statements import (
 )
 from session import SessionCollisionError, SessionHeader
 from session.events.header import header_line
-from session.persistence.failpoints import failpoint
-from session.persistence.futures import follow
+from session.persistence.kit import failpoint, follow
 
 __all__ = ["append_batch", "moved", "send_on_loop", "settle_lost", "unsent_part"]
 

@@ -9,9 +9,7 @@ from psycopg_pool import ConnectionPool
 
 from persistence_postgres.storage import PostgresStorage
 from recovery import closers as default_repair
-from session.persistence.ledger import Repair
-from session.persistence.service import SessionPersistence
-from session.persistence.write_behind import Scheduler
+from session.persistence.kit import Repair, Scheduler, SessionPersistence
 
 __all__ = ["PostgresPersistence"]
 

@@ -11,7 +11,7 @@ from typing import Any
 from persistence_jsonl.layout import parse_header
 from persistence_postgres.lines import scan_rows
 from persistence_postgres.locks import Connection
-from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+from session.persistence.kit import RawArtifact, SessionSnapshot, StoredLog
 
 __all__ = ["RowCut", "read_log", "read_raw", "revision_of", "snapshots_of"]
 

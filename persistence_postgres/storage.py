@@ -56,11 +56,19 @@ from persistence_postgres.schema import check_durability, migrate
 from persistence_postgres.statements import ROWS_PER_STATEMENT, protocol_append
 from persistence_postgres.unreachable import CONNECT_TIMEOUT_S, translated, unreachable
 from session import SessionCollisionError, SessionEvent, SessionHeader
-from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
-from session.persistence.failpoints import failpoint
-from session.persistence.io_threads import IOThreads
-from session.persistence.redaction import install_log_filter, mask_store, remember_store, scrub
-from session.persistence.storage import check_text_id
+from session.persistence.kit import (
+    IOThreads,
+    RawArtifact,
+    SessionSnapshot,
+    Storage,
+    StoredLog,
+    check_text_id,
+    failpoint,
+    install_log_filter,
+    mask_store,
+    remember_store,
+    scrub,
+)
 
 __all__ = ["PostgresStorage", "RowCut"]
 
@@ -73,7 +81,7 @@ def writer_name() -> str:
     return f"agent-session host={socket.gethostname()} pid={os.getpid()}"[:63]
 
 
-class PostgresStorage:
+class PostgresStorage(Storage):
     """Sessions as rows of one PostgreSQL database (see the module docstring)."""
 
     name = "session-persistence-postgres"
@@ -216,9 +224,6 @@ class PostgresStorage:
         """Any non-empty string PostgreSQL ``text`` can hold (valid UTF-8, no NUL)."""
         check_text_id(id, "PostgreSQL text")
 
-    def stored_now(self, id: str) -> bool | None:
-        return None  # a network round trip: the first flush refuses a stored id
-
     async def load(self, id: str) -> StoredLog | None:
         return await self._run(lambda db: read_log(db, id))
 
@@ -240,12 +245,6 @@ class PostgresStorage:
 
     async def read_raw(self, id: str) -> RawArtifact | None:
         return await self._run(lambda db: read_raw(db, id))
-
-    def locate(self, header: SessionHeader) -> str | None:
-        return None
-
-    def as_stored(self, events: Sequence[SessionEvent]) -> Sequence[SessionEvent]:
-        return events  # the lines are kept as written
 
     # --- writer locks -----------------------------------------------------------------------
 
@@ -303,11 +302,6 @@ class PostgresStorage:
         transaction: the session is stored whole or not at all (what a copy needs)."""
         lines = [line for batch in batches for line in batch_lines(batch)]
         await self._run(lambda db: append_batch(db, header, lines, False, self._settle))
-
-    def append_inline(
-        self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
-    ) -> bool:
-        return False
 
     def start_append(
         self, header: SessionHeader, events: Sequence[SessionEvent]

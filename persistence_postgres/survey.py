@@ -15,7 +15,7 @@ from persistence_postgres.schema import migrate
 from persistence_postgres.storage import PostgresStorage
 from persistence_postgres.unreachable import unreachable
 from session import SessionError
-from session.persistence.api import ListedSession
+from session.persistence.kit import ListedSession
 
 __all__ = ["survey"]
 

@@ -20,7 +20,7 @@ from typing import Final
 
 import psycopg
 
-from session.persistence.redaction import scrub
+from session.persistence.kit import scrub
 
 __all__ = ["CONNECT_TIMEOUT_S", "classify", "translated", "unreachable"]
 

@@ -8,9 +8,7 @@ import os
 from persistence_sqlite.schema import JournalMode
 from persistence_sqlite.storage import SqliteStorage
 from recovery import closers as default_repair
-from session.persistence.ledger import Repair
-from session.persistence.service import SessionPersistence
-from session.persistence.write_behind import Scheduler
+from session.persistence.kit import Repair, Scheduler, SessionPersistence
 
 __all__ = ["SqlitePersistence"]
 

@@ -58,10 +58,15 @@ from session import (
     SessionPersistenceCorruptionError,
 )
 from session.events.header import header_line
-from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
-from session.persistence.failpoints import failpoint
-from session.persistence.io_threads import IOThreads
-from session.persistence.storage import check_text_id
+from session.persistence.kit import (
+    IOThreads,
+    RawArtifact,
+    SessionSnapshot,
+    Storage,
+    StoredLog,
+    check_text_id,
+    failpoint,
+)
 
 __all__ = ["RowCut", "SqliteStorage"]
 
@@ -82,7 +87,7 @@ class RowCut:
     revision: str
 
 
-class SqliteStorage:
+class SqliteStorage(Storage):
     """Sessions as rows of one database file in the reference's format (see the module
     docstring for the guarantees)."""
 
@@ -229,19 +234,7 @@ class SqliteStorage:
         lines = [header_line(header), *(render_row(r) for r in rows)]
         return RawArtifact(header, "session.jsonl", b"".join(line + b"\n" for line in lines))
 
-    def locate(self, header: SessionHeader) -> str | None:
-        return None  # one database holds every session: no artifact of its own
-
-    # --- writer locks: none (appends are checked optimistically) ----------------------------
-
-    async def acquire(self, id: str) -> bool:
-        return False
-
-    async def writer_elsewhere(self, id: str) -> bool:
-        return False
-
-    async def release(self, id: str) -> None:
-        return None
+    # (no writer locks: appends are checked optimistically, by the seq's key)
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -269,20 +262,12 @@ class SqliteStorage:
             failpoint("sqlite:append:before-commit")
         failpoint("sqlite:append:after-commit")
 
-    def append_inline(
-        self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
-    ) -> bool:
-        return False  # every SQLite call stays off the event loop
-
     def start_append(
         self, header: SessionHeader, events: Sequence[SessionEvent]
     ) -> asyncio.Future[None]:
         """The append's transaction, handed straight to the database's worker (no task)."""
         rows = [event_values(header.id, event) for event in events]  # refuse before writing
         return self._worker.submit(self._call, lambda db: self._append(db, header, rows, True))
-
-    def prepare(self, id: str, event: SessionEvent) -> None:
-        return None
 
     async def commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]

@@ -11,7 +11,7 @@ from typing import Literal
 from persistence_sqlite.rows import HEADER_COLUMNS, header_of
 from persistence_sqlite.schema import open_read_only
 from session import SessionError, SessionFormatUnsupportedError
-from session.persistence.api import ListedSession
+from session.persistence.kit import ListedSession
 
 __all__ = ["survey"]
 

@@ -12,83 +12,21 @@ import sqlite3
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
 import pytest
 
+from agent_session.testing import Kit, MemoryKit
 from persistence_jsonl import JsonlPersistence
 from persistence_postgres import PostgresPersistence
 from persistence_postgres.schema import migrate
 from persistence_sqlite import SqlitePersistence
 from persistence_sqlite.schema import open_database
-from recovery import closers
 from session import SessionHeader, encode_json
 from session.json.lossless import snapshot
-from session.persistence.memory import MemoryLog, MemoryPersistence, MemoryStore
 from session.persistence.service import SessionPersistence
 from session.persistence.write_behind import Scheduler
-
-
-class Kit(Protocol):
-    name: str
-    keeps_ignorable: bool
-    """Whether the medium stores an event's ``ignorable`` flag (SQLite rows cannot)."""
-    header_names_id: bool
-    """Whether a stored header carries an id that can disagree with where it is stored."""
-    answers_at_once: bool
-    """Whether ``stored_now`` knows about logs other instances wrote (SQLite only knows its
-    own: asking the database would block the event loop)."""
-
-    def make(
-        self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
-    ) -> SessionPersistence: ...
-
-    def plant(
-        self,
-        header: Mapping[str, Any],
-        events: Sequence[Mapping[str, Any]],
-        *,
-        under: str | None = None,
-    ) -> None:
-        """Store a log as if an earlier process had written it (no validation), at the place
-        of session ``under`` (default: the header's own id)."""
-
-    def append_calls(self) -> int:
-        """How many batches storage received so far."""
-
-
-class MemoryKit:
-    name = "memory"
-    keeps_ignorable = header_names_id = answers_at_once = True
-
-    def __init__(self) -> None:
-        self.store = MemoryStore()
-
-    def make(
-        self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
-    ) -> SessionPersistence:
-        return MemoryPersistence(
-            self.store,
-            repair=closers,
-            scheduler=scheduler,
-            write_batch_max_delay_ms=write_batch_max_delay_ms,
-        )
-
-    def plant(
-        self,
-        header: Mapping[str, Any],
-        events: Sequence[Mapping[str, Any]],
-        *,
-        under: str | None = None,
-    ) -> None:
-        log = MemoryLog(SessionHeader.model_validate(header))
-        log.lines = [encode_json(snapshot(e)) for e in events]
-        log.touch()
-        self.store.logs[under if under is not None else str(header["id"])] = log
-
-    def append_calls(self) -> int:
-        return self.store.append_calls
 
 
 class JsonlKit:

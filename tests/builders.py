@@ -5,31 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from agent_session.testing.logs import assistant, user
 
-def user(text: str = "hi", id: str = "u1") -> dict[str, Any]:
-    return {
-        "content": [{"type": "text", "text": text}],
-        "source": {"kind": "user"},
-        "role": "user",
-        "id": id,
-    }
-
-
-def assistant(
-    *, text: str | None = "ok", calls: tuple[str, ...] = (), id: str = "a1"
-) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    if text is not None:
-        content.append({"type": "text", "text": text})
-    content += [
-        {"type": "tool-call", "id": c, "name": "read_file", "arguments": "{}"} for c in calls
-    ]
-    return {
-        "role": "assistant",
-        "content": content,
-        "source": {"kind": "model", "provider": "p", "model": "m"},
-        "id": id,
-    }
+__all__ = ["assistant", "user"]  # (shared with the contract suite)
 
 
 def tool_result(call_id: str, text: str = "done", id: str = "r1", **extra: Any) -> dict[str, Any]:

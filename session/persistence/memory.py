@@ -8,7 +8,6 @@ their encoded lines, as a file backend would keep them.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from session.json.codec import decode_json
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 from session.persistence.ledger import Repair
 from session.persistence.service import SessionPersistence
+from session.persistence.storage import Storage
 from session.persistence.write_behind import Scheduler
 
 __all__ = ["MemoryLog", "MemoryPersistence", "MemoryStorage", "MemoryStore"]
@@ -50,7 +50,7 @@ class MemoryStore:
         """How many batches were written (materializations and appends), for tests."""
 
 
-class MemoryStorage:
+class MemoryStorage(Storage):
     """A :class:`Storage` over a :class:`MemoryStore`: every write is "durable" at once, there
     are no writer locks, and nothing is ever torn."""
 
@@ -59,9 +59,6 @@ class MemoryStorage:
     def __init__(self, store: MemoryStore | None = None) -> None:
         self.store = store if store is not None else MemoryStore()
         """The logs this storage reads and writes."""
-
-    def check_id(self, id: str) -> None:
-        """Every string id can be kept in memory."""
 
     async def load(self, id: str) -> StoredLog | None:
         log = self.store.logs.get(id)
@@ -93,19 +90,6 @@ class MemoryStorage:
         log.lines.extend(lines)
         log.touch()
 
-    def append_inline(
-        self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
-    ) -> bool:
-        return False  # appends never leave the event loop anyway
-
-    def start_append(
-        self, header: SessionHeader, events: Sequence[SessionEvent]
-    ) -> asyncio.Future[None] | None:
-        return None
-
-    def prepare(self, id: str, event: SessionEvent) -> None:
-        return None
-
     async def commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
     ) -> None:
@@ -113,23 +97,8 @@ class MemoryStorage:
         log.lines.extend(event.encode() for event in closers)
         log.touch()
 
-    def as_stored(self, events: Sequence[SessionEvent]) -> Sequence[SessionEvent]:
-        return events  # lines keep the written key order
-
     async def list_snapshots(self) -> list[SessionSnapshot]:
         return [SessionSnapshot(log.header, log.revision) for log in self.store.logs.values()]
-
-    async def acquire(self, id: str) -> bool:
-        return False
-
-    async def writer_elsewhere(self, id: str) -> bool:
-        return False
-
-    async def release(self, id: str) -> None:
-        return None
-
-    def locate(self, header: SessionHeader) -> str | None:
-        return None
 
     async def read_raw(self, id: str) -> RawArtifact | None:
         log = self.store.logs.get(id)

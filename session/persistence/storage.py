@@ -1,5 +1,12 @@
-"""``Storage``: the interface a persistence backend implements, held (not inherited) by the
-generic :class:`session.persistence.service.SessionPersistence`.
+"""``Storage``: the base class a persistence backend derives from, held by the generic
+:class:`session.persistence.service.SessionPersistence`.
+
+A backend implements the required core, the abstract methods (``load``, ``revision``,
+``append``, ``commit_repair``, ``list_snapshots``, ``close``) and a ``name``; every other
+method is an optional capability whose default here is the answer of a medium without it (no
+writer locks, no answer without blocking, no locations, no inline or early appends). A
+minimal backend is the core only: see ``docs/development.md`` for one in 60 lines, and
+:mod:`agent_session.testing` for the contract suite every backend passes.
 
 The coordinator owns everything that is the same for every backend: per-id serialization,
 lazy creation, seq contiguity, collision checks, validation of what was read, repair policy,
@@ -15,11 +22,12 @@ committed; ``list_snapshots``, ``read_raw`` and ``locate`` may run at any time.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Protocol
 
 from session.events.event import SessionEvent
-from session.events.header import SessionHeader
+from session.events.header import SessionHeader, header_line
+from session.json.codec import encode_json
 from session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
 
 __all__ = ["Storage", "check_text_id"]
@@ -45,7 +53,7 @@ def check_text_id(id: str, medium: str) -> None:
         ) from None
 
 
-class Storage(Protocol):
+class Storage(ABC):
     """Where sessions' logs live: one implementation per medium (JSONL files, memory, ...)."""
 
     name: str
@@ -60,7 +68,9 @@ class Storage(Protocol):
         Raises:
             ValueError: Saying why (empty, too long, unencodable); nothing is reserved.
         """
+        return None  # every id; a medium with limits refuses here
 
+    @abstractmethod
     async def load(self, id: str) -> StoredLog | None:
         """Read the valid stored prefix of one log, and the revision of exactly those bytes.
 
@@ -78,15 +88,14 @@ class Storage(Protocol):
 
         Never writes.
         """
-        ...
 
+    @abstractmethod
     async def revision(self, id: str) -> str | None:
         """The revision :meth:`load` would report now, without reading events (a ``stat``).
 
         Returns:
             ``None`` when the session is not stored. Equal revisions mean unchanged bytes.
         """
-        ...
 
     def stored_now(self, id: str) -> bool | None:
         """Whether a log of ``id`` is stored, answered at once on the calling (event-loop)
@@ -103,8 +112,9 @@ class Storage(Protocol):
         Never writes; must cost no more than a few ``stat`` calls per place a log of
         ``id`` could be (JSONL: per project directory).
         """
-        ...
+        return None
 
+    @abstractmethod
     async def append(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
     ) -> None:
@@ -125,7 +135,6 @@ class Storage(Protocol):
 
         When it returns, the batch is on stable storage.
         """
-        ...
 
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
@@ -146,7 +155,7 @@ class Storage(Protocol):
         Raises:
             As :meth:`append`, with nothing of the batch kept.
         """
-        ...
+        return False
 
     def start_append(
         self, header: SessionHeader, events: Sequence[SessionEvent]
@@ -169,13 +178,15 @@ class Storage(Protocol):
             As :meth:`append`, with nothing of the batch kept, for what it checks before the
             hand-off.
         """
-        ...
+        return None
 
     def prepare(self, id: str, event: SessionEvent) -> None:
         """Called on the event loop with each event a live session commits, in order: encode
         it now, while the agent streams, instead of on the checkpoint's critical path. Must
         not block; nothing may depend on it having run."""
+        return None
 
+    @abstractmethod
     async def commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
     ) -> None:
@@ -190,19 +201,18 @@ class Storage(Protocol):
         When it returns, the cut and the closers are on stable storage. Only a tail past
         every complete event is ever cut; committed events are never rewritten.
         """
-        ...
 
     def as_stored(self, events: Sequence[SessionEvent]) -> Sequence[SessionEvent]:
         """``events`` as a later read of this storage would return them: equal values, in
         the key order the medium keeps (a row-based medium does not keep a written order).
         A load that repairs returns its closers this way, so it returns what every later
         load returns. No I/O."""
-        ...
+        return events
 
+    @abstractmethod
     async def list_snapshots(self) -> list[SessionSnapshot]:
         """The header and revision of every materialized session (never-appended ones are
         absent). Never writes."""
-        ...
 
     async def acquire(self, id: str) -> bool:
         """Become the writer of a stored session before adopting, repairing or appending to
@@ -216,25 +226,36 @@ class Storage(Protocol):
         Raises:
             SessionCollisionError: Another writer holds it (naming that writer if known).
         """
+        return False
 
     async def writer_elsewhere(self, id: str) -> bool:
         """Whether another writer (another process, or another instance) holds ``id`` now, as
         far as the medium can tell without taking anything; ``False`` for a medium without
         writer locks. Never writes and never blocks a writer."""
-        ...
+        return False
 
     async def release(self, id: str) -> None:
         """Give up whatever this instance holds to write ``id`` (its live session left)."""
+        return None
 
     def locate(self, header: SessionHeader) -> str | None:
         """Where the session's log lives (a path for file storage), without any I/O;
         ``None`` for a medium without locations."""
-        ...
+        return None
 
     async def read_raw(self, id: str) -> RawArtifact | None:
         """The stored bytes of a session verbatim (torn tail included), or ``None`` when it
-        does not exist. Never writes."""
-        ...
+        does not exist. Never writes. By default, the JSONL a :meth:`load` reads as (for a
+        medium that keeps no bytes of its own)."""
+        stored = await self.load(id)
+        if stored is None:
+            return None
+        lines = [header_line(stored.header)]
+        lines += [
+            event.encode() if isinstance(event, SessionEvent) else encode_json(event)
+            for event in stored.events
+        ]
+        return RawArtifact(stored.header, "session.jsonl", b"".join(line + b"\n" for line in lines))
 
     async def delete(self, id: str) -> bool:
         """Remove the stored log of ``id`` durably: when it returns, a restart finds no trace
@@ -245,9 +266,11 @@ class Storage(Protocol):
 
         Raises:
             SessionCollisionError: Another writer holds the session (nothing is removed).
+            NotImplementedError: By default: the medium cannot delete.
         """
-        ...
+        raise NotImplementedError(f"{self.name} cannot delete a stored session")
 
+    @abstractmethod
     async def close(self) -> None:
         """Release every resource (locks, descriptors); called once, last, by the
         coordinator's ``aclose``."""

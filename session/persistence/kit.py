@@ -1,0 +1,52 @@
+"""Everything a persistence backend imports, in one module: the :class:`Storage` base class it
+derives from, the values its methods return, the service that holds it
+(:class:`SessionPersistence`) and the helpers the four backends of this project share.
+
+A backend is a ``Storage`` subclass plus, if it likes, a convenience constructor::
+
+    class MyPersistence(SessionPersistence):
+        def __init__(self, where, *, repair: Repair = recovery.closers) -> None:
+            super().__init__(MyStorage(where), repair=repair)
+
+The other modules of ``session.persistence`` are internal: their names may change between
+releases; these do not without notice. The contract suite a backend must pass is
+:mod:`agent_session.testing`.
+"""
+
+from session.persistence.api import (
+    Diagnosis,
+    ListedSession,
+    RawArtifact,
+    SessionSnapshot,
+    StoredLog,
+    StoredSession,
+)
+from session.persistence.failpoints import failpoint
+from session.persistence.futures import follow
+from session.persistence.io_threads import IOThreads
+from session.persistence.ledger import Repair
+from session.persistence.redaction import install_log_filter, mask_store, remember_store, scrub
+from session.persistence.service import SessionPersistence
+from session.persistence.storage import Storage, check_text_id
+from session.persistence.write_behind import Scheduler
+
+__all__ = [
+    "Diagnosis",
+    "IOThreads",
+    "ListedSession",
+    "RawArtifact",
+    "Repair",
+    "Scheduler",
+    "SessionPersistence",
+    "SessionSnapshot",
+    "Storage",
+    "StoredLog",
+    "StoredSession",
+    "check_text_id",
+    "failpoint",
+    "follow",
+    "install_log_filter",
+    "mask_store",
+    "remember_store",
+    "scrub",
+]
