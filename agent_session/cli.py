@@ -37,6 +37,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: error: {message}\n")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help, with an indented line (an example) kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(
+            paragraph
+            if paragraph.startswith("Example:")
+            else super(_Formatter, self)._fill_text(paragraph, width, indent)
+            for paragraph in text.split("\n\n")
+        )
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -59,6 +71,19 @@ _EXITS = (
     "Exit codes: 0 healthy, 1 needs recovery, 2 corrupt/unsupported/invalid, 3 not found, "
     "4 usage error, 5 I/O or permission error, 70 a defect (traceback), 130 interrupted."
 )
+EXAMPLES = {
+    "demo": "agent-session demo --store sqlite:///sessions.db --crash tool",
+    "ls": "agent-session ls ./agent-sessions --state interrupted --sort updated --limit 20",
+    "show": "agent-session show ./agent-sessions chat-1",
+    "verify": "agent-session verify postgresql://app@db.internal/sessions",
+    "recover": "agent-session recover ./agent-sessions chat-1",
+    "convert": "agent-session convert ./agent-sessions chat-1 --to zstd",
+    "export": "agent-session export sqlite:///sessions.db chat-1 --format anthropic",
+    "import": "agent-session import ./agent-sessions chat-2 history.json --format pydantic-ai",
+    "rm": "agent-session rm ./agent-sessions chat-1",
+    "copy": "agent-session copy ./agent-sessions sqlite:///sessions.db",
+}
+"""One example per command, shown by its ``--help`` (and run by the CLI reference's tests)."""
 
 
 def _turns(text: str) -> int:
@@ -69,6 +94,19 @@ def _turns(text: str) -> int:
     if not 1 <= turns <= MAX_DEMO_TURNS:
         raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_DEMO_TURNS}, not {turns}")
     return turns
+
+
+_PROBLEMS = ("corrupt", "unsupported", "unreadable")
+
+
+def _count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {count}")
+    return count
 
 
 def _session_id(text: str) -> str:
@@ -96,7 +134,12 @@ def _parser() -> argparse.ArgumentParser:
 
     def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
         parser = commands.add_parser(
-            name, help=help, description=description, epilog=_EXITS, parents=[common]
+            name,
+            help=help,
+            description=description,
+            epilog=f"Example:\n  {EXAMPLES[name]}\n\n{_EXITS}",
+            parents=[common],
+            formatter_class=_Formatter,
         )
         if name in _STORE_COMMANDS:
             parser.add_argument("root", nargs="?", metavar="STORE", help=_STORE_HELP)
@@ -118,8 +161,11 @@ def _parser() -> argparse.ArgumentParser:
         "--store",
         "--root",
         dest="root",
+        metavar="STORE",
         default=os.environ.get("AGENT_SESSION_STORE") or "./agent-sessions",
-        help=f"{_STORE_HELP} (default: $AGENT_SESSION_STORE, else ./agent-sessions)",
+        help=_STORE_HELP.replace(
+            "$AGENT_SESSION_STORE", "$AGENT_SESSION_STORE, else ./agent-sessions"
+        ),
     )
     demo.add_argument(
         "--crash",
@@ -150,7 +196,20 @@ def _parser() -> argparse.ArgumentParser:
         "One row per session: id, cwd, created, events, last turn state, size, and flags. "
         "An entry that is not a readable session is listed with its reason.",
     )
-    ls.add_argument("--json", action="store_true", help="one JSON object per line")
+    ls.add_argument("--json", action="store_true", help="one JSON object per line, as read")
+    ls.add_argument(
+        "--state",
+        action="append",
+        choices=["balanced", "open", "interrupted", "torn tail", *_PROBLEMS],
+        help="only sessions in this state (repeat for several)",
+    )
+    ls.add_argument("--limit", type=_count, help="at most this many rows")
+    ls.add_argument(
+        "--sort",
+        choices=["id", "created", "updated"],
+        help="by id, or newest first by creation or last write (default: as the store "
+        "reads them, which lets --json stream)",
+    )
 
     show = command(
         "show",
@@ -235,9 +294,9 @@ def _parser() -> argparse.ArgumentParser:
         "copy",
         "copy sessions between stores",
         "Copy sessions (default: every session of SRC) into DST, which may be of another "
-        "kind (JSONL directory <-> SQLite database). Every stored event is copied as it is "
-        "stored, byte for byte (an interrupted turn stays interrupted; a torn tail is not "
-        "copied); an id that already exists in DST is refused and left alone there.",
+        "kind (a JSONL directory, a SQLite or a PostgreSQL database). Every stored event is "
+        "copied as it is stored, byte for byte (an interrupted turn stays interrupted; a torn "
+        "tail is not copied); an id that already exists in DST is refused and left alone there.",
     )
     copy.add_argument("source", metavar="SRC", help=_STORE_HELP)
     copy.add_argument("target", metavar="DST", help="the store to copy into (created if missing)")
@@ -265,6 +324,10 @@ def _resolve_store(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         else:
             parser.error(f"the store was given twice ({positional!r} and --store {given!r})")
     text = given if given is not None else positional
+    named = getattr(args, "id", None)
+    if text is None and named is not None and ("://" in named or os.path.exists(named)):
+        # argparse bound the store to the id's place: the id is what is missing
+        parser.error(f"missing session id: agent-session {args.command} {named} ID")
     if text is None:
         parser.error(
             "a store is required: a directory, sqlite:///path.db or postgresql://... (or "

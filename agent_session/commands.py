@@ -18,7 +18,9 @@ from agent_session.exits import CORRUPT, OK, STATUS_CODES, NotFound, UserError
 from agent_session.output import Progress, json_line
 
 if TYPE_CHECKING:
-    from agent_session.inventory import Verdict
+    from collections.abc import Iterable, Iterator
+
+    from agent_session.inventory import SessionRow, Verdict
     from agent_session.stores import StoreSpec
     from session.persistence.api import Diagnosis
     from session.persistence.service import SessionPersistence
@@ -96,6 +98,23 @@ def _created(ms: int | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _listed(found: Iterable[SessionRow], args: argparse.Namespace) -> Iterator[SessionRow]:
+    """The rows ``ls`` shows: those in ``--state``, in ``--sort`` order (as the store reads
+    them without one, so they stream), at most ``--limit``."""
+    chosen: Iterable[SessionRow] = (
+        row for row in found if not args.state or row.state in args.state
+    )
+    if args.sort == "id":
+        chosen = sorted(chosen, key=lambda row: row.id)
+    elif args.sort is not None:  # created or updated, newest first; unknown times last
+        field = "created_at" if args.sort == "created" else "updated_at"
+        chosen = sorted(chosen, key=lambda row: -(getattr(row, field) or -1))
+    for count, row in enumerate(chosen):
+        if args.limit is not None and count >= args.limit:
+            return
+        yield row
+
+
 async def ls(args: argparse.Namespace) -> int:
     """One row per entry of the store; a problem entry (corrupt, unsupported, unreadable) is
     listed with its reason, and sets the exit code."""
@@ -105,24 +124,35 @@ async def ls(args: argparse.Namespace) -> int:
     table: list[list[str]] = []
     problems: list[str] = []
     check_exists(args.store)
-    for row in rows(args.store, max_log_bytes()):
+    for row in _listed(rows(args.store, max_log_bytes()), args):
         bad = row.problem_flag
         if bad is not None:
             worst = max(worst, STATUS_CODES.get(bad, CORRUPT))
             problems.append(f"{row.id}: {bad} — {row.problem}")
         if args.json:
-            print(json_line(row.to_json()))
+            print(json_line(row.to_json()), flush=True)  # as read, where the store streams
             continue
-        cells = [row.id, row.cwd or "-", _created(row.created_at), str(row.events), row.state]
-        log = {"none": "jsonl"}.get(row.compression, row.compression)
+        created, updated = _created(row.created_at), _created(row.updated_at)
+        cells = [row.id, row.cwd or "-", created, updated, str(row.events), row.state]
+        backend = row.backend if row.compression in (None, "none") else "jsonl+zstd"
         size = "-" if row.size is None else str(row.size)
-        table.append([*cells, log, size, ", ".join(row.flags)])
+        table.append([*cells, backend, size, ", ".join(row.flags)])
     if args.json:
         return worst
     if not table:
         print("no sessions")
         return OK
-    header = ["ID", "CWD", "CREATED (UTC)", "EVENTS", "LAST TURN", "LOG", "BYTES", "FLAGS"]
+    header = [
+        "ID",
+        "CWD",
+        "CREATED (UTC)",
+        "UPDATED (UTC)",
+        "EVENTS",
+        "STATE",
+        "BACKEND",
+        "BYTES",
+        "FLAGS",
+    ]
     widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
     for line in [header, *table]:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
@@ -206,7 +236,7 @@ async def verify(args: argparse.Namespace) -> int:
             counts[status] = counts.get(status, 0) + 1
             worst = max(worst, STATUS_CODES.get(status, CORRUPT))
             if args.json:
-                progress.say(json_line({"id": id, "status": status, "detail": detail}))
+                progress.say(json_line({"id": id, "state": status, "detail": detail}))
             else:
                 progress.say(f"{id}: {status} — {detail}")
             progress.step(index)

@@ -104,8 +104,10 @@ async def copy(args: argparse.Namespace) -> int:
                 _say(args, id, "not found", str(e))
             except (SessionError, ValueError, TypeError) as e:
                 worst, refused = max(worst, CORRUPT), refused + 1
-                status = "exists" if isinstance(e, SessionCollisionError) else "refused"
-                _say(args, id, status, str(e))
+                if isinstance(e, SessionCollisionError):
+                    _say(args, id, "exists", f"already in {target_spec.shown}; left alone there")
+                else:
+                    _say(args, id, "refused", str(e))
             else:
                 done += 1
                 notes = ["interrupted (a load repairs it)"] if copied.interrupted else []
@@ -151,6 +153,6 @@ def _kept(event: SessionEvent) -> tuple[bytes, dict[str, object]]:
 
 def _say(args: argparse.Namespace, id: str, status: str, detail: str) -> None:
     if args.json:
-        print(json_line({"id": id, "status": status, "detail": detail}))
+        print(json_line({"id": id, "action": status, "detail": detail}))
     else:
         print(f"{id}: {status} — {detail}")

@@ -85,7 +85,13 @@ async def run_demo(
     root, named = store.url, store.named  # the second, without a password, for output
     if session_id is None:
         session_id = f"demo-{uuid.uuid4().hex[:8]}"
-    report = {"root": named, "sessionId": session_id, "crash": crash, "compression": compression}
+    report = {
+        "root": named,
+        "sessionId": session_id,
+        "crash": crash,
+        "backend": store.kind,
+        "compression": compression if store.kind == "jsonl" else None,
+    }
     say = _Narrator(out, as_json, report)
     probe = open_backend(store)
     try:

@@ -44,10 +44,15 @@ class SessionRow:
     id: str
     cwd: str | None
     created_at: int | None
+    updated_at: int | None
+    """When it was last written (ms since the epoch): a JSONL log's modification time, the
+    time of a SQLite session's last event, a PostgreSQL session's last write."""
     events: int
-    state: str
-    """Last turn: ``complete``; ``open`` (a live writer holds the session, the turn is still
-    running); ``interrupted`` (open with no writer: it needs recovery); or ``-``."""
+    state: Status
+    """As ``verify`` words it, from what a listing can see: ``balanced``; ``open`` (a live
+    writer holds the session, the turn is still running); ``interrupted`` (open with no
+    writer: it needs recovery); ``torn tail``; or, for an entry that is not a readable
+    session, its problem (``corrupt``, ``unsupported``, ``unreadable``)."""
     size: int | None
     """Bytes of its log file; ``None`` for a session in a database (reading every row's data
     only to count bytes would make listing a large database slow)."""
@@ -57,9 +62,11 @@ class SessionRow:
     refused to read it)."""
     problem: str | None = None
     """The error message for a corrupt, unsupported or unreadable entry."""
-    compression: str = "none"
-    """Where its events are: ``none`` (``session.jsonl``), ``zstd``
-    (``session.jsonl.zstd``) or ``sqlite`` (rows of a session database)."""
+    backend: str = "jsonl"
+    """The kind of store: ``jsonl``, ``sqlite`` or ``postgres``."""
+    compression: str | None = "none"
+    """A JSONL log's encoding: ``none`` (``session.jsonl``) or ``zstd``
+    (``session.jsonl.zstd``); ``None`` in a database."""
 
     @property
     def problem_flag(self) -> str | None:
@@ -70,11 +77,15 @@ class SessionRow:
         """The row with the wire format's camelCase keys (``createdAt``)."""
         row = asdict(self)
         row["createdAt"] = row.pop("created_at")
+        row["updatedAt"] = row.pop("updated_at")
         return row
 
 
-_TURN_STATES: Final[dict[str | None, str]] = {None: "-", "start": "interrupted", "end": "complete"}
-"""The state column, by the log's last turn bracket."""
+def _state(last_bracket: str | None, writer_active: bool, torn: bool) -> Status:
+    """A readable session's state, by the rule ``verify`` applies to what it reads."""
+    if last_bracket == "start":
+        return "open" if writer_active else "interrupted"
+    return "torn tail" if torn else "balanced"
 
 
 def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[SessionRow]:
@@ -103,12 +114,14 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
                 found.fallback_id,
                 None,
                 None,
+                found.updated,
                 0,
-                "-",
+                flag,
                 size,
                 path,
                 [flag],
                 str(found.error),
+                "jsonl",
                 found.compression,
             )
             continue
@@ -117,19 +130,19 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
         problem = version_problem(header)
         if problem is not None:
             flags.append("unsupported")
-        state = _TURN_STATES[summary.last_bracket]
-        if state == "interrupted" and found.writer_active:
-            state = "open"  # a live writer holds the session: its turn is still running
+        state = _state(summary.last_bracket, found.writer_active, summary.torn)
         yield SessionRow(
             header.id,
             header.cwd,
             header.created_at,
+            found.updated,
             summary.events,
             state,
             size,
             path,
             flags,
             problem,
+            "jsonl",
             found.compression,
         )
 
@@ -150,26 +163,27 @@ def _database_rows(store: StoreSpec) -> Iterator[SessionRow]:
                 found.id,
                 None,
                 None,
+                found.updated,
                 found.events,
-                "-",
+                flag,
                 None,
                 path,
                 [flag],
                 str(found.error),
                 kind,
+                None,
             )
             continue
         flags = []
         problem = version_problem(header)
         if problem is not None:
             flags.append("unsupported")
-        state = _TURN_STATES[found.last_bracket]
-        if state == "interrupted" and found.writer_active:
-            state = "open"  # a live writer holds the session (PostgreSQL can tell)
+        state = _state(found.last_bracket, found.writer_active, torn=False)
         yield SessionRow(
             header.id,
             header.cwd,
             header.created_at,
+            found.updated,
             found.events,
             state,
             None,
@@ -177,6 +191,7 @@ def _database_rows(store: StoreSpec) -> Iterator[SessionRow]:
             flags,
             problem,
             kind,
+            None,
         )
 
 

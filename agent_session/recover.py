@@ -47,7 +47,7 @@ async def recover(
         counts[outcome.action] += 1
         worst = max(worst, outcome.code)
         if as_json:
-            line = {"id": id, "action": outcome.action, "status": outcome.status}
+            line = {"id": id, "action": outcome.action, "state": outcome.status}
             progress.say(json_line({**line, "detail": outcome.detail}))
         elif outcome.action != "intact":
             why = "live" if outcome.action == "skipped" else outcome.status

@@ -47,6 +47,8 @@ class Surveyed:
     """Whether a live writer (any process) holds its writer lock now."""
     compression: str = "none"
     """The log's encoding: ``none`` (``session.jsonl``) or ``zstd``."""
+    updated: int | None = None
+    """When the log was last written (its modification time, ms since the epoch)."""
 
 
 def survey(
@@ -112,4 +114,5 @@ def _survey_entry(
         return _refused(path, log.size, e)
     active = writer_active(ops, entry, held)
     name = os.path.basename(entry)
-    return Surveyed(path, name, summary.size, summary, None, active, encoding.name)
+    updated = log.mtime_ns // 1_000_000
+    return Surveyed(path, name, summary.size, summary, None, active, encoding.name, updated)

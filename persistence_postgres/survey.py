@@ -20,7 +20,7 @@ from session.persistence.kit import ListedSession
 __all__ = ["survey"]
 
 _QUERY = f"""
-SELECT s.id, s.header, s.next_seq,
+SELECT s.id, s.header, s.next_seq, (extract(epoch FROM s.updated_at) * 1000)::bigint,
   (SELECT e.type FROM agent_session_event e WHERE e.session_id = s.id
    AND e.type IN ('turn/start', 'turn/end') ORDER BY e.seq DESC LIMIT 1),
   (SELECT k FROM (SELECT {KEY % "s.id"} AS k) AS key WHERE EXISTS (
@@ -45,7 +45,7 @@ def survey(dsn: str) -> list[ListedSession]:
     except psycopg.Error as e:
         raise unreachable(storage.shown, e, "cannot list the sessions") from None
     out = []
-    for id, header, next_seq, bracket, writing in rows:
+    for id, header, next_seq, updated, bracket, writing in rows:
         last: Literal["start", "end"] | None = None
         if bracket is not None:
             last = "start" if bracket == "turn/start" else "end"
@@ -54,5 +54,6 @@ def survey(dsn: str) -> list[ListedSession]:
         except SessionError as e:
             out.append(ListedSession(id, None, e, int(next_seq), last, bool(writing)))
             continue
-        out.append(ListedSession(id, parsed, None, int(next_seq), last, bool(writing)))
+        listed = ListedSession(id, parsed, None, int(next_seq), last, bool(writing), int(updated))
+        out.append(listed)
     return out

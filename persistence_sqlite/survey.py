@@ -19,6 +19,7 @@ __all__ = ["survey"]
 _QUERY = f"""
 SELECT {HEADER_COLUMNS},
   (SELECT seq FROM events e WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1),
+  (SELECT time FROM events e WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1),
   (SELECT type FROM events e WHERE e.session_id = s.id AND e.type IN ('turn/start', 'turn/end')
    ORDER BY e.seq DESC LIMIT 1)
 FROM sessions s ORDER BY s.id
@@ -51,7 +52,7 @@ def survey(path: str) -> list[ListedSession]:
 
 
 def _summary(row: tuple[object, ...], path: str) -> ListedSession:
-    last_seq, bracket = row[9:]
+    last_seq, updated, bracket = row[9:]
     count = last_seq + 1 if isinstance(last_seq, int) else 0
     last: Literal["start", "end"] | None = None
     if bracket is not None:
@@ -62,4 +63,5 @@ def _summary(row: tuple[object, ...], path: str) -> ListedSession:
         header = header_of(row, f'database "{path}"')
     except SessionError as e:
         return ListedSession(id, None, e, count, last)
-    return ListedSession(id, header, None, count, last)
+    when = updated if isinstance(updated, int) else None  # the last event's time
+    return ListedSession(id, header, None, count, last, updated=when)

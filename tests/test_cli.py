@@ -126,8 +126,7 @@ def test_ls_rows_flags_and_json(tmp_path: Path) -> None:
     assert table[0].split()[:2] == ["ID", "CWD"]
     rows = {line.split()[0]: line for line in table[1:]}
     assert "interrupted" in rows["s1"]
-    assert "complete" in rows["clean"]
-    assert "torn tail" in rows["clean"]
+    assert rows["clean"].split()[7:9] == ["torn", "tail"]  # the state, as verify words it
     assert "corrupt" in rows["junk"]
     assert "unsupported" in rows["future"]
     lines = [json.loads(x) for x in cli("ls", str(root), "--json", check_rc=2).stdout.splitlines()]
@@ -136,15 +135,21 @@ def test_ls_rows_flags_and_json(tmp_path: Path) -> None:
         "id",
         "cwd",
         "createdAt",
+        "updatedAt",
         "events",
         "state",
         "size",
         "path",
         "flags",
         "problem",
+        "backend",
         "compression",
     }  # camelCase, as the wire format
     assert by_id["s1"]["state"] == "interrupted"
+    assert (by_id["s1"]["backend"], by_id["s1"]["compression"]) == ("jsonl", "none")
+    assert by_id["junk"]["state"] == "corrupt"
+    assert by_id["clean"]["state"] == "torn tail"
+    assert by_id["s1"]["updatedAt"] >= by_id["s1"]["createdAt"]
     assert by_id["clean"]["flags"] == ["torn tail"]
     assert by_id["s1"]["events"] > 20
     verify = cli("verify", str(root), check_rc=2)

@@ -121,7 +121,7 @@ def test_a_long_log_under_the_limit_is_listed_in_bounded_memory(tmp_path: Path) 
     assert code == 0, err
     row = json.loads(out)
     assert row["events"] == seq
-    assert row["state"] == "complete"
+    assert row["state"] == "balanced"
     assert rss < 150, f"ls peaked at {rss} MiB for a {len(body) >> 20} MiB log"
 
 

@@ -37,7 +37,7 @@ def test_the_demo_runs_on_sqlite(tmp_path: Path, mode: str) -> None:
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["killed"] is (mode != "none")
     assert report["resumedReason"] == {"kind": "completed"}
-    assert report["compression"] == "sqlite"
+    assert (report["backend"], report["compression"]) == ("sqlite", None)
     with sqlite3.connect(tmp_path / "demo.db") as db:
         (count,) = db.execute("SELECT COUNT(*) FROM events WHERE session_id = 'd'").fetchone()
     assert count == report["events"]
@@ -53,10 +53,13 @@ def test_read_commands_never_write_and_recover_repairs(tmp_path: Path) -> None:
     crashed_database(path, "none", "clean")
     before = (path.read_bytes(), path.stat().st_mtime_ns, rows(path))
     listing = [json.loads(line) for line in cli("ls", store, "--json").stdout.splitlines()]
-    assert [(r["id"], r["state"], r["compression"]) for r in listing] == [
-        ("clean", "complete", "sqlite"),
-        ("s1", "interrupted", "sqlite"),
+    assert [(r["id"], r["state"], r["backend"], r["compression"]) for r in listing] == [
+        ("clean", "balanced", "sqlite", None),
+        ("s1", "interrupted", "sqlite", None),
     ]
+    with sqlite3.connect(path) as db:
+        (last_time,) = db.execute("SELECT max(time) FROM events WHERE session_id = 's1'").fetchone()
+    assert listing[1]["updatedAt"] == last_time  # the time of its last event
     assert listing[1]["events"] == len([r for r in rows(path) if r[0] == "s1"]) - 1  # (session)
     verify = cli("verify", "--store", store, check_rc=1)
     assert "s1: interrupted" in verify.stdout

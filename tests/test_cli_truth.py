@@ -50,7 +50,7 @@ def test_verify_recover_and_export_speak_json_with_camel_case_keys(tmp_path: Pat
     assert [json.loads(line) for line in verify.stdout.splitlines()] == [
         {
             "id": "d",
-            "status": "interrupted",
+            "state": "interrupted",
             "detail": "72 events; the last turn is open (3 closers needed)",
         }
     ]
@@ -60,11 +60,11 @@ def test_verify_recover_and_export_speak_json_with_camel_case_keys(tmp_path: Pat
     assert line == {
         "id": "d",
         "action": "repaired",
-        "status": "interrupted",
+        "state": "interrupted",
         "detail": "3 closer(s) appended",
     }
     again = json.loads(run("recover", str(root), "--json").stdout)
-    assert (again["action"], again["status"]) == ("intact", "balanced")
+    assert (again["action"], again["state"]) == ("intact", "balanced")
     export = run("export", str(root), "d", "--format", "anthropic", "--json")
     assert export.returncode == 0, export.stderr
     assert len(export.stdout.splitlines()) == 1

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agent_session.testing.logs import closed_turn, detached, header
 from persistence_jsonl import JsonlPersistence, encode_segment, project_key
 from persistence_jsonl.encoder import encode_batch
 from persistence_jsonl.scan import scan_log
@@ -26,7 +27,6 @@ from session import (
 )
 from tests.corpus import case_bytes, cases, complete_lines
 from tests.rows import expand_row
-from tests.test_persistence_contract import closed_turn, detached, header
 
 
 def final_case(scenario: str) -> dict[str, Any]:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from agent_session.testing.logs import closed_turn, header
 from persistence_jsonl import FileOps, JsonlPersistence
 from persistence_jsonl.encoding import ENCODINGS
 from persistence_jsonl.zstd import compress_frame
 from session import Session, SessionDurabilityError, SessionEvent
-from tests.test_persistence_contract import closed_turn, header
 
 MUTATING = (
     "mkdir",

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from agent_session.testing.logs import closed_turn
 from persistence_jsonl import FileOps, JsonlPersistence
 from session import Runtime, Session
 from tests.test_jsonl_faults import FaultyOps
-from tests.test_persistence_contract import closed_turn
 
 
 class ThreadLog(FileOps):

@@ -59,6 +59,8 @@ class ListedSession:
     neither)."""
     writer_active: bool = False
     """Whether a live writer holds the session now (where the store can tell)."""
+    updated: int | None = None
+    """When it was last written (ms since the epoch), where the store can tell at once."""
 
 
 @dataclass(frozen=True, slots=True)
