@@ -31,7 +31,7 @@ from session.persistence.write_behind import Scheduler
 
 class JsonlKit:
     name = "jsonl"
-    keeps_ignorable = header_names_id = answers_at_once = True
+    keeps_ignorable = header_names_id = answers_at_once = deletes = True
 
     def __init__(self) -> None:
         self.root = tempfile.mkdtemp(prefix="jsonl-kit-")
@@ -76,6 +76,7 @@ class JsonlKit:
 class SqliteKit:
     name = "sqlite"
     keeps_ignorable = header_names_id = answers_at_once = False
+    deletes = True
 
     def __init__(self) -> None:
         self.path = os.path.join(tempfile.mkdtemp(prefix="sqlite-kit-"), "sessions.db")
@@ -135,7 +136,7 @@ class SqliteKit:
 
 class PostgresKit:
     name = "postgres"
-    keeps_ignorable = header_names_id = True
+    keeps_ignorable = header_names_id = deletes = True
     answers_at_once = False
 
     def __init__(self) -> None:

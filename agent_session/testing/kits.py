@@ -28,7 +28,11 @@ class Kit(Protocol):
     """Whether a stored header carries an id that can disagree with where it is stored."""
     answers_at_once: bool
     """Whether ``stored_now`` knows about logs other instances wrote (SQLite only knows its
-    own: asking the database would block the event loop)."""
+    own: asking the database would block the event loop; a storage without ``stored_now``
+    knows none)."""
+    deletes: bool
+    """Whether the storage implements ``delete`` (without it, a delete raises
+    ``NotImplementedError`` and removes nothing)."""
 
     def make(
         self, *, scheduler: Scheduler | None = None, write_batch_max_delay_ms: int = 200
@@ -52,7 +56,7 @@ class MemoryKit:
     """The kit of :class:`session.persistence.memory.MemoryPersistence`: a worked example."""
 
     name = "memory"
-    keeps_ignorable = header_names_id = answers_at_once = True
+    keeps_ignorable = header_names_id = answers_at_once = deletes = True
 
     def __init__(self) -> None:
         self.store = MemoryStore()

@@ -266,8 +266,11 @@ class Storage(ABC):
 
         Raises:
             SessionCollisionError: Another writer holds the session (nothing is removed).
-            NotImplementedError: By default: the medium cannot delete.
+            NotImplementedError: By default, for a stored session: the medium cannot
+                delete (an id not stored is answered ``False``).
         """
+        if await self.revision(id) is None:
+            return False
         raise NotImplementedError(f"{self.name} cannot delete a stored session")
 
     @abstractmethod

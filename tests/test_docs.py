@@ -1,0 +1,119 @@
+"""The README and every page of ``docs/`` do what they say: each code block runs as written,
+in order, in an empty directory, and prints what the page shows (``tests/docs_runner.py``);
+every page is listed in the README and every link between pages resolves; and the counts the
+pages state (commands, exit codes, dependencies, errors) are the code's."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.backends import fresh_database
+from tests.docs_runner import ROOT, matches, run_page
+
+pytestmark = pytest.mark.process
+
+README = ROOT / "README.md"
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+
+
+@pytest.mark.parametrize("page", [README, *PAGES], ids=lambda p: p.name)
+def test_every_block_of_the_page_does_what_it_says(page: Path, tmp_path: Path) -> None:
+    extra = {}
+    if "DATABASE_URL" in page.read_text():
+        extra["DATABASE_URL"] = fresh_database()
+    run_page(page, tmp_path, extra)
+
+
+def test_the_readme_links_every_page_and_every_link_resolves() -> None:
+    readme = README.read_text()
+    for page in PAGES:
+        assert f"(docs/{page.name})" in readme, f"the README does not link {page.name}"
+    for page in [README, *PAGES]:
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).is_file(), f"{page.name} links to {target}"
+
+
+def test_the_readme_is_a_front_page() -> None:
+    assert len(README.read_text().splitlines()) <= 250
+    imports = re.findall(r"(?m)^(?:from|import) ([\w.]+)", README.read_text())
+    assert set(imports) <= {"agent_session", "asyncio", "agents"}, imports
+
+
+def test_no_page_cites_an_issue_or_a_date() -> None:
+    for page in [README, *PAGES]:
+        text = page.read_text()
+        assert not re.search(r"(?i)\bissue \d+|\(#\d+\)", text), page.name
+        assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), page.name
+
+
+def test_the_runner_sees_a_mismatch() -> None:
+    assert matches("a\n...\nc ... e\n", "a\nb\nb\nc d e\n")
+    assert not matches("a\nc\n", "a\nb\nc\n")
+    assert not matches("x ... z\n", "x y\n")
+
+
+def _tree(cls: type, prefix: str = "") -> list[str]:
+    """The error tree as ``docs/errors.md`` draws it: names and built-in bases only."""
+    lines = []
+    children = sorted(
+        (c for c in cls.__subclasses__() if not c.__module__.startswith("tests")),
+        key=lambda c: c.__name__,
+    )
+    for index, child in enumerate(children):
+        last = index == len(children) - 1
+        builtins = [b.__name__ for b in child.__bases__ if b.__module__ == "builtins"]
+        shown = child.__name__ + (f" ({', '.join(builtins)})" if builtins else "")
+        lines.append(prefix + ("└── " if last else "├── ") + shown)
+        lines += _tree(child, prefix + ("    " if last else "│   "))
+    return lines
+
+
+def test_the_error_tree_is_the_code_s() -> None:
+    import agent_loop  # noqa: F401  (LlmError)
+    import agent_session.testing  # noqa: F401
+    from agent_session import SessionError
+
+    text = (ROOT / "docs" / "errors.md").read_text()
+    drawn = re.search(r"```text\nSessionError\n(.*?)```", text, re.S)
+    assert drawn is not None
+    shape = re.compile(r"[│ ]*[├└]── \w+(?: \(\w+\))?")
+    names = [shape.match(line).group(0) for line in drawn.group(1).splitlines()]  # type: ignore[union-attr]
+    assert names == _tree(SessionError)
+
+
+def test_the_exit_codes_on_the_page_are_the_code_s() -> None:
+    from agent_session import exits
+
+    def table(text: str) -> list[tuple[str, str]]:
+        plain = text.replace("``", "`").replace("\\|", "|")
+        return re.findall(r"(?m)^\| (\d+) \| (.*?) \|$", plain)
+
+    page = table((ROOT / "docs" / "operations.md").read_text())
+    assert page == table(exits.__doc__ or "")
+    assert [int(code) for code, _ in page] == sorted(
+        value for name, value in vars(exits).items() if name.isupper() and isinstance(value, int)
+    )
+
+
+def test_every_command_is_on_the_cli_page_and_run_there() -> None:
+    from agent_session.cli import EXAMPLES
+
+    page = (ROOT / "docs" / "cli.md").read_text()
+    assert sorted(re.findall(r"(?m)^## (\w+)$", page)) == sorted(EXAMPLES)
+    for command in EXAMPLES:
+        assert f"$ agent-session {command} " in page, command
+
+
+def test_the_dependencies_the_pages_name_are_the_package_s() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = sorted(re.split(r"[<>=\[ ]", d)[0] for d in project["dependencies"])
+    page = (ROOT / "docs" / "development.md").read_text()
+    stated = re.search(r"(\w+) runtime dependencies: (.*?)\.", page)
+    assert stated is not None
+    words = ["one", "two", "three", "four", "five"]
+    assert stated.group(1) == words[len(names) - 1]
+    assert sorted(re.findall(r"`([\w-]+)`", stated.group(2))) == names
