@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 
+from agent_session.stores import SQLITE_PREFIX, open_store
 from bench.postgres import database_for
-from persistence_jsonl import JsonlPersistence
-from persistence_postgres import PostgresPersistence
-from persistence_sqlite import SqlitePersistence
 from session import Runtime
 from session.persistence.service import SessionPersistence
 
@@ -18,10 +16,10 @@ def open_backend(root: str, compression: str = "none") -> SessionPersistence:
     """The backend of a figure: JSONL logs (``none``/``zstd``), ``sqlite`` (our SQLite
     backend, ``<root>/sessions.db``) or ``postgres`` (a database of the test server)."""
     if compression == "sqlite":
-        return SqlitePersistence(os.path.join(root, "sessions.db"))
+        return open_store(SQLITE_PREFIX + os.path.join(root, "sessions.db"))
     if compression == "postgres":
-        return PostgresPersistence(database_for(root))
-    return JsonlPersistence(root, new_session_compression=compression)
+        return open_store(database_for(root))
+    return open_store(root, new_session_compression=compression)
 
 
 def stack(root: str, compression: str = "none") -> tuple[Runtime, SessionPersistence]:
