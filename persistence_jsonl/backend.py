@@ -1,4 +1,4 @@
-"""``JsonlPersistence``: the persistence service over :class:`JsonlStorage` (the coordinator
+"""``JsonlPersistence``: the persistence service over :class:`JsonlStorage` (the service
 holding a JSONL storage), with the reference's repair as its default."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class JsonlPersistence(SessionPersistence):
     or ``zstd`` accept only that one, as the reference does), byte-compatible with the
     reference. The guarantees, and where the I/O runs, are
     :class:`persistence_jsonl.storage.JsonlStorage`'s; this class only builds it and hands it
-    to the coordinator."""
+    to the service."""
 
     def __init__(
         self,

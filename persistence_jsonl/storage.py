@@ -301,7 +301,7 @@ class JsonlStorage(Storage):
         await asyncio.to_thread(self._commit_repair, header, cut_at, list(closers))
 
     async def close(self) -> None:
-        if self._writers is not None:  # idle by now: the coordinator drained every id
+        if self._writers is not None:  # idle by now: the service drained every id
             self._writers.shutdown()
             self._writers = None
         self._encoders.clear()

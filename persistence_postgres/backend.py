@@ -1,5 +1,5 @@
-"""``PostgresPersistence``: the persistence service over :class:`PostgresStorage` (the
-coordinator holding a PostgreSQL storage), with the reference's repair as its default."""
+"""``PostgresPersistence``: the persistence service over :class:`PostgresStorage`, with the
+reference's repair as its default."""
 
 from __future__ import annotations
 

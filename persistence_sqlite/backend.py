@@ -1,4 +1,4 @@
-"""``SqlitePersistence``: the persistence service over :class:`SqliteStorage` (the coordinator
+"""``SqlitePersistence``: the persistence service over :class:`SqliteStorage` (the service
 holding a SQLite storage), with the reference's repair as its default."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class SqlitePersistence(SessionPersistence):
     """Every session in one SQLite database file (``path``, or ``":memory:"``) in the
     reference's format: a database either side writes loads on the other. The guarantees,
     and where the I/O runs, are :class:`persistence_sqlite.storage.SqliteStorage`'s; this class
-    only builds it and hands it to the coordinator.
+    only builds it and hands it to the service.
 
     ``journal_mode`` is the reference's (``wal`` by default; ``None`` keeps the mode an
     existing database has); ``busy_timeout_ms`` is how long

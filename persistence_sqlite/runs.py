@@ -1,8 +1,8 @@
 """Streamed text and reasoning deltas read back lazily: a run of consecutive
 ``assistant/chunk`` rows of the plain delta shape is checked column by column as it is read
-and handed to the coordinator as one :class:`session.events.eventlog.LazyRun`, built into
+and handed to the service as one :class:`session.events.eventlog.LazyRun`, built into
 events only when somebody reads them (as the JSONL backend hands over its packed rows).
-Every other row stays a wire dict for the coordinator to validate."""
+Every other row stays a wire dict for the service to validate."""
 
 from __future__ import annotations
 

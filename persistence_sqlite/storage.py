@@ -155,7 +155,7 @@ class SqliteStorage(Storage):
 
     def stored_now(self, id: str) -> bool | None:
         """``None``: asking the database would block the event loop. (A log this backend
-        wrote or read is known to its coordinator; another process's is refused at the first
+        wrote or read is known to its service; another process's is refused at the first
         flush, as the reference refuses every one.)"""
         return None
 

@@ -80,11 +80,11 @@ class StoredLog:
     """What a storage's ``load`` returns: the valid stored prefix of one log."""
 
     header: SessionHeader
-    """The header as stored (any version; the coordinator checks it)."""
+    """The header as stored (any version; the service checks it)."""
     events: Sequence[SessionEvent | Mapping[str, Any]]
     """The valid, contiguous stored events, seq 0 first: wire dicts, or events the backend
     built itself from a shape it checked, possibly as an :class:`session.events.eventlog.EventLog`
-    with unbuilt :class:`session.events.eventlog.LazyRun` parts (the coordinator validates all)."""
+    with unbuilt :class:`session.events.eventlog.LazyRun` parts (the service validates all)."""
     revision: str
     """Revision of exactly the bytes these events were read from."""
     cut_at: object | None = None

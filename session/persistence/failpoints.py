@@ -1,7 +1,11 @@
 """Failpoints for crash tests: named places where a backend's process SIGKILLs itself when
 the environment asks, so a test can kill a real writer exactly between two steps of a write
 (after a write and before its fsync, before a transaction's commit ...). Unset in
-production, where :func:`failpoint` is one string comparison."""
+production, where :func:`failpoint` is one string comparison.
+
+Internal to ``session.persistence``: a backend imports what it needs of this module from
+:mod:`session.persistence.kit`, whose names stay.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""One helper for the loop's futures that the write path hands on from one to another."""
+"""One helper for the loop's futures that the write path hands on from one to another.
+
+Internal to ``session.persistence``: a backend imports what it needs of this module from
+:mod:`session.persistence.kit`, whose names stay.
+"""
 
 from __future__ import annotations
 

@@ -13,6 +13,9 @@ idle, up to ``size``; a call's exception is raised by its future; a call whose f
 cancelled still runs to its end (I/O is never abandoned halfway), and its outcome is dropped;
 the threads are daemons, and :meth:`shutdown` ends each once the calls submitted before it
 have run and refuses later ones, as an executor does.
+
+Internal to ``session.persistence``: a backend imports what it needs of this module from
+:mod:`session.persistence.kit`, whose names stay.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """One FIFO lock per session id, on the event loop, that a checkpoint can also take and give
-back without a task: the coordinator serializes every write of an id through it.
+back without a task: the service serializes every write of an id through it.
 
 Guarantees: holders get an id's lock in the order they asked; a holder that fails or is
 cancelled never poisons it (the next in line gets it); a waiter cancelled after the lock was
 handed to it passes it on; an id nobody holds or waits for has no entry (``held`` is then
 false and ``busy`` counts only ids in use).
+
+Internal to ``session.persistence``: its names may change between releases.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""The ledger: what the coordinator knows about each id, shared by the cold path (load, inspect,
+"""The ledger: what the service knows about each id, shared by the cold path (load, inspect,
 repair) and the live write path.
 
 It holds the per-id state (stored length, whether the log exists, which live session owns
 it), one FIFO lock per id, and a bounded cache of cold inspections reused while their revision
 is unchanged. A cold read is validated here, once: the repair that follows, and a resume after
 it, reuse what that read learned instead of reading and checking the log again.
+
+Internal to ``session.persistence``: its names may change between releases.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ _REPAIR_ROUNDS = 8
 
 @dataclass(slots=True)
 class State:
-    """What the coordinator knows about one stored or lazily created id."""
+    """What the service knows about one stored or lazily created id."""
 
     header: SessionHeader
     cursor: int

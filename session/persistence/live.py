@@ -9,6 +9,8 @@ Where the I/O runs is the storage's business (``Storage.append_inline``,
 ``Storage.start_append``); this module decides only whether a checkpoint *may* skip the task
 of a drain: when the session is bound, its log exists, nothing else holds its id; and it tells
 the storage whether it is the only live session (``sole_writer``).
+
+Internal to ``session.persistence``: its names may change between releases.
 """
 
 from __future__ import annotations

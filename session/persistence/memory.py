@@ -120,7 +120,7 @@ def _header_line(log: MemoryLog) -> bytes:
 
 
 class MemoryPersistence(SessionPersistence):
-    """``SessionPersistence`` kept in memory (a coordinator holding a :class:`MemoryStorage`).
+    """``SessionPersistence`` kept in memory (the service holding a :class:`MemoryStorage`).
     Same contract as every backend; nothing survives the process."""
 
     def __init__(

@@ -14,6 +14,9 @@ Guarantees:
   string (a driver's exception, a pool's log record, a traceback).
 - :func:`install_log_filter` makes every record of a logger pass through :func:`scrub` before
   any handler sees it.
+
+Internal to ``session.persistence``: a backend imports what it needs of this module from
+:mod:`session.persistence.kit`, whose names stay.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``SessionPersistence``: the :class:`SessionPersistence` service over one composed
 :class:`session.persistence.storage.Storage`.
 
-The coordinator is the public API and the plugin that attaches to a runtime. It delegates the
+The service is the public API and the plugin that attaches to a runtime. It delegates the
 per-id knowledge to a :class:`session.persistence.ledger.Ledger` (state, locks, validated cold
 reads, repair) and the live sessions' writes to a :class:`session.persistence.live.LiveWriter`.
 A backend is a storage plus, if it likes, a convenience constructor (``JsonlPersistence``).

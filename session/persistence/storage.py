@@ -8,10 +8,10 @@ writer locks, no answer without blocking, no locations, no inline or early appen
 minimal backend is the core only: see ``docs/development.md`` for one in 60 lines, and
 :mod:`agent_session.testing` for the contract suite every backend passes.
 
-The coordinator owns everything that is the same for every backend: per-id serialization,
+The service owns everything that is the same for every backend: per-id serialization,
 lazy creation, seq contiguity, collision checks, validation of what was read, repair policy,
 the live write-behind path and teardown. A storage only moves bytes, and states for each
-method what is durable when it returns. The coordinator never runs two writes of one id at
+method what is durable when it returns. The service never runs two writes of one id at
 once: ``append``, ``append_inline``, ``start_append`` (until its future is done),
 ``commit_repair``, ``acquire`` and ``release`` of an id are serialized (``append_inline`` and
 ``start_append`` only run while nothing else holds the id), and so are the
@@ -122,7 +122,7 @@ class Storage(ABC):
 
         Args:
             header: The session's header.
-            events: The batch, seq-contiguous with what is stored (the coordinator checked).
+            events: The batch, seq-contiguous with what is stored (the service checked).
             materialized: Whether the log exists. When ``False``, the header and this first
                 batch appear together, atomically: a crash leaves either no log or both.
 
@@ -145,12 +145,12 @@ class Storage(ABC):
         Args:
             header: The session's header.
             events: The batch, contiguous with what is stored.
-            sole_writer: ``True`` when this is the only live session of the coordinator, so no
+            sole_writer: ``True`` when this is the only live session of the service, so no
                 other session's I/O is waiting behind the event loop.
 
         Returns:
             ``True`` once the batch is durable; ``False`` to decline at once with nothing
-            written (the coordinator then calls :meth:`append`).
+            written (the service then calls :meth:`append`).
 
         Raises:
             As :meth:`append`, with nothing of the batch kept.
@@ -166,13 +166,13 @@ class Storage(ABC):
 
         Args:
             header: The session's header.
-            events: The batch, contiguous with what is stored. The coordinator holds the id
+            events: The batch, contiguous with what is stored. The service holds the id
                 until the returned future is done.
 
         Returns:
             A future of the running loop that resolves once the batch is durable, or raises
             as :meth:`append` does with nothing of the batch kept; ``None`` to decline at
-            once with nothing written (the coordinator then calls :meth:`append`).
+            once with nothing written (the service then calls :meth:`append`).
 
         Raises:
             As :meth:`append`, with nothing of the batch kept, for what it checks before the
@@ -276,4 +276,4 @@ class Storage(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Release every resource (locks, descriptors); called once, last, by the
-        coordinator's ``aclose``."""
+        service's ``aclose``."""

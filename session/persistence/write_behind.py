@@ -7,6 +7,8 @@ batch. ``flush()`` is the barrier: it cancels the wait and drains everything pen
 events admitted while it runs. A failed background write keeps its batch in order, is logged
 once, and pauses automatic retries until the next event or flush. A flush with nothing pending
 and no write in flight returns ``None`` at once: no I/O, no task, no thread hop.
+
+Internal to ``session.persistence``: its names may change between releases.
 """
 
 from __future__ import annotations
