@@ -1,4 +1,4 @@
-"""The per-id FIFO locks the coordinator serializes writes with."""
+"""The per-id FIFO locks the service serializes writes with."""
 
 from __future__ import annotations
 
