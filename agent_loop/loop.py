@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Final
 from agent_loop.assembler import Assembler, Cancelled, until_cancelled
 from agent_loop.cancel import CancelSignal
 from agent_loop.models import ModelRequest
-from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch, outcome_unknown
+from agent_loop.settle import Plan, plan, settle_step
+from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch, torn_down_result
 from session.errors import SessionError
 from session.events.builders import (
     model_message,
@@ -120,6 +121,16 @@ class Agent:
         self.followup(message)
         return await self._turn()
 
+    async def resume(self) -> dict[str, Any] | None:
+        """Finish the job a crash interrupted, in a turn that needs no user message: settle
+        the interrupted calls by their tools' effects (:mod:`agent_loop.settle`), then go on
+        with the next model request. Returns that turn's end reason, or ``None`` when there is
+        nothing to finish (the last turn was not interrupted, or the model had answered)."""
+        settlement = plan(self.session)
+        if settlement is None or not settlement.continues:
+            return None
+        return await self._turn(settlement)
+
     def followup(self, message: str | Mapping[str, Any]) -> None:
         """Queue a message for the next turn (logged as an inbox splice)."""
         msg = user_message(message) if isinstance(message, str) else dict(message)
@@ -149,7 +160,7 @@ class Agent:
         self.session.append(INBOX_SPLICED, data)
         items[start : start + removed] = inserted
 
-    async def _turn(self) -> dict[str, Any]:
+    async def _turn(self, settlement: Plan | None = None) -> dict[str, Any]:
         """Run one turn: ``turn/start``, steps until the model answers without calls (or
         ``max-tokens``) and no steering message waits, ``turn/end``, then a flush.
 
@@ -158,7 +169,8 @@ class Agent:
         ``error`` on a model or step failure, which never escapes as an exception); every
         opened step gets its ``step/end``; the log is durable when this returns (a failed
         final flush raises). A teardown (task cancellation, Ctrl-C) re-raises after the
-        closing events were appended and a flush was tried."""
+        closing events were appended and a flush was tried. A continuation (``settlement``)
+        needs no user message: its first step settles the interrupted calls, if any."""
         session = self.session
         self.runtime.check_checkpoints()
         turn = next_turn_number(session.events)
@@ -171,7 +183,7 @@ class Agent:
             while True:
                 step += 1
                 claimed = self._claim(first=step == 1)
-                if not claimed and (step == 1 or outcome is not None):
+                if not claimed and ((step == 1 and not settlement) or outcome is not None):
                     break
                 context = StepContext(self, session, turn, step, claimed)
                 await self._hooks_chain(AGENT_PRE_STEP, context)
@@ -181,7 +193,10 @@ class Agent:
                 for message in context.messages:
                     session.append(USER_MESSAGE, message, surface_op="append")
                 try:
-                    outcome = await self._step(turn, step, cancel)
+                    if step == 1 and settlement is not None and settlement.settles:
+                        await settle_step(self, turn, step, settlement, cancel)
+                    else:
+                        outcome = await self._step(turn, step, cancel)
                     await self._hooks_chain(AGENT_POST_STEP, StepContext(self, session, turn, step))
                 finally:
                     session.append(STEP_END, step_end(turn, step))
@@ -241,14 +256,12 @@ class Agent:
     async def _step(self, turn: int, step: int, cancel: CancelSignal) -> str | None:
         """Run one step: the request header and context (when first or changed), the model's
         stream as ``assistant/chunk``s, its ``assistant/message``, then its tool calls.
-
-        Returns ``"completed"`` or ``"max-tokens"`` when the model asked for no tool (the
-        turn's last step), ``None`` after tool calls (another step follows). Guarantees: the
-        request is built from the session's surface at this moment; a cancel or teardown
-        mid-stream keeps what was visible as an ``interrupted`` assistant message; a
-        ``max-tokens`` answer's half-streamed calls are dropped, never run; every call the
-        message asked for gets exactly one ``tool/result``, in the model's order. Raises
-        :class:`LlmError` when the stream finished with an error or abort."""
+        Returns ``"completed"`` or ``"max-tokens"`` when the model asked for no tool, ``None``
+        after tool calls. Guarantees: the request is the session's surface at this moment; a
+        cancel or teardown mid-stream keeps what was visible as an ``interrupted`` message; a
+        ``max-tokens`` answer's half-streamed calls never run; every call the message asked
+        for gets exactly one ``tool/result``, in the model's order. Raises :class:`LlmError`
+        when the stream finished with an error or abort."""
         session = self.session
         tools = self.runtime.tools.definitions()
         header: dict[str, Any] = {"config": {"provider": self.provider, "model": self.model}}
@@ -354,7 +367,7 @@ class Agent:
             for _, _, task in started[committed:]:
                 task.cancel()
             for block, call_seq, task in started[committed:]:
-                self._record_result(turn, step, block["id"], call_seq, _settled(task))
+                self._record_result(turn, step, block["id"], call_seq, torn_down_result(task))
             committed = len(started)
             raise
         finally:
@@ -378,8 +391,8 @@ class Agent:
             block = not_started[0]
             running = [t for _, _, t in started if not t.done()]
             # An exclusive call starts alone and runs alone; parallel ones share a pool.
-            alone = _is_exclusive(tools, block) or (
-                bool(started) and _is_exclusive(tools, started[-1][0])
+            alone = tools.exclusive(block["name"]) or (
+                bool(started) and tools.exclusive(started[-1][0]["name"])
             )
             if running and (alone or len(running) >= self.max_parallel_tools):
                 await asyncio.wait(
@@ -416,19 +429,6 @@ class Agent:
         if result.meta is not None:
             data["meta"] = result.meta
         self.session.append(TOOL_RESULT, data, surface_op="append", source_event_seqs=[call_seq])
-
-
-def _settled(task: asyncio.Future[ToolResult]) -> ToolResult:
-    """The result of a started call whose turn is being torn down: its own if the body
-    returned one, else the unknown outcome (the body ran, or may have)."""
-    if task.done() and not task.cancelled() and task.exception() is None:
-        return task.result()
-    return outcome_unknown()
-
-
-def _is_exclusive(tools: Any, block: Mapping[str, Any]) -> bool:
-    spec = tools.get(block["name"])
-    return spec is not None and bool(spec.exclusive)
 
 
 def _error_chain(error: BaseException) -> str:

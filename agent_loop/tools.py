@@ -10,6 +10,7 @@ malformed argument JSON produce error results the model can read.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from agent_loop.cancel import CancelSignal
+from agent_loop.effects import EFFECTS, Effect, Reconcile
 from session.events.outcomes import (
     TOOL_OUTCOME_UNKNOWN,
     TOOL_OUTCOME_UNKNOWN_NAME,
@@ -35,7 +37,9 @@ __all__ = [
     "ToolService",
     "ToolSpec",
     "aborted_before_dispatch",
+    "as_result",
     "outcome_unknown",
+    "torn_down_result",
 ]
 
 TOOLS_EXECUTE: Final = "tools/execute"
@@ -87,6 +91,14 @@ def outcome_unknown() -> ToolResult:
     )
 
 
+def torn_down_result(task: asyncio.Future[ToolResult]) -> ToolResult:
+    """The result of a started call whose turn is being torn down: its own if the body
+    returned one, else the unknown outcome (the body ran, or may have)."""
+    if task.done() and not task.cancelled() and task.exception() is None:
+        return task.result()
+    return outcome_unknown()
+
+
 ToolFunction = Callable[[Any, "ToolCall"], Awaitable[Any]]
 """``async fn(args, call)``: the tool body."""
 
@@ -102,6 +114,11 @@ class ToolSpec:
     fn: ToolFunction
     exclusive: bool = False
     """Run alone: an exclusive call waits for earlier calls and blocks later ones."""
+    effect: Effect = "unsafe"
+    """What running the body again does (see :mod:`agent_loop.effects`): how a call a crash
+    interrupted is settled."""
+    reconcile: Reconcile | None = None
+    """An unsafe tool's probe of the outside world, for a call a crash interrupted."""
 
     def definition(self) -> dict[str, Any]:
         """The ``{name, description, parameters}`` the request header records."""
@@ -142,11 +159,19 @@ class ToolService:
         fn: ToolFunction,
         *,
         exclusive: bool = False,
+        effect: Effect = "unsafe",
+        reconcile: Reconcile | None = None,
     ) -> Disposer:
-        """Register a tool; the disposer unregisters it."""
+        """Register a tool; the disposer unregisters it. ``effect`` (``read``,
+        ``idempotent`` or ``unsafe``) and ``reconcile`` say how a call a crash interrupted is
+        settled (:mod:`agent_loop.effects`)."""
         if name in self._tools:
             raise ValueError(f'a tool named "{name}" is already registered')
-        spec = ToolSpec(name, description, dict(parameters), fn, exclusive)
+        if effect not in EFFECTS:
+            raise ValueError(f"effect must be one of {', '.join(EFFECTS)}, got {effect!r}")
+        if reconcile is not None and effect != "unsafe":
+            raise ValueError(f"a {effect} tool needs no reconcile probe: it is run again")
+        spec = ToolSpec(name, description, dict(parameters), fn, exclusive, effect, reconcile)
         self._tools[name] = spec
 
         def remove() -> None:
@@ -162,6 +187,8 @@ class ToolService:
         description: str = "",
         parameters: Mapping[str, Any] | None = None,
         exclusive: bool = False,
+        effect: Effect = "unsafe",
+        reconcile: Reconcile | None = None,
     ) -> Callable[[ToolFunction], ToolFunction]:
         """Decorator form of :meth:`register` (name and description default to the
         function's)."""
@@ -173,6 +200,8 @@ class ToolService:
                 parameters if parameters is not None else {"type": "object"},
                 fn,
                 exclusive=exclusive,
+                effect=effect,
+                reconcile=reconcile,
             )
             return fn
 
@@ -181,6 +210,11 @@ class ToolService:
     def get(self, name: str) -> ToolSpec | None:
         """The registered tool, or ``None``."""
         return self._tools.get(name)
+
+    def exclusive(self, name: str) -> bool:
+        """Whether the tool ``name`` runs alone (an unknown tool does not)."""
+        spec = self._tools.get(name)
+        return spec is not None and spec.exclusive
 
     def definitions(self) -> list[dict[str, Any]]:
         """Definitions of every tool, sorted by name (the canonical header order)."""
@@ -221,10 +255,17 @@ class ToolService:
             output = await spec.fn(args, call)
         except Exception as e:
             return ToolResult.failure(str(e) or type(e).__name__)
-        if isinstance(output, ToolResult):
-            return output
-        if isinstance(output, str):
-            return ToolResult.text(output)
-        if isinstance(output, list):
-            return ToolResult(output)
-        return ToolResult.text(json.dumps(output))
+        return as_result(output)
+
+
+def as_result(output: Any) -> ToolResult:
+    """What a tool body (or a probe's :class:`agent_loop.effects.Applied`) returned, as a
+    result: a ``ToolResult`` as is, a string as one text block, a list as content blocks,
+    anything else as its JSON text."""
+    if isinstance(output, ToolResult):
+        return output
+    if isinstance(output, str):
+        return ToolResult.text(output)
+    if isinstance(output, list):
+        return ToolResult(output)
+    return ToolResult.text(json.dumps(output))

@@ -1,0 +1,194 @@
+"""Settling the calls of a turn a crash interrupted, by what each tool says about itself.
+
+Crash repair closes an interrupted turn honestly (``TOOL_NOT_STARTED``,
+``TOOL_OUTCOME_UNKNOWN``); :func:`plan` reads what it left, and the agent's ``resume()``
+settles it in a continuation turn, in events the reference loads:
+
+1. ``turn/start``, ``step/start``, then the interrupted step's ``assistant/message`` again,
+   as a surface *replace* of that message and the results that answered it: the model sees
+   the calls once, and each gets exactly one result below.
+2. Per call, in the model's order, a ``tool/call`` and a ``tool/result`` whose ``meta``
+   says how it was settled (``settlement``):
+
+   - ``kept``: the call had its own result before the crash; it is recorded again as it was;
+   - ``dispatched``: it never started (``TOOL_NOT_STARTED``): the body runs now, once;
+   - ``re-run``: a ``read`` or ``idempotent`` tool whose outcome was unknown runs again
+     under the same call id;
+   - ``reconciled``: an ``unsafe`` tool's probe found the effect: its result is recorded;
+   - ``run-after-probe``: the probe found no trace of it: the body runs once;
+   - ``unknown``: an ``unsafe`` tool without a probe, or a probe that cannot tell (or a tool
+     no longer registered): the result stays ``TOOL_OUTCOME_UNKNOWN``.
+
+Every body runs through ``tools/execute``, so the checkpoint policy makes its ``tool/call``
+durable first. A crash during settlement is itself repaired and settled the same way: a call
+settled before it is kept, the others are settled again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from agent_loop.cancel import CancelSignal
+from agent_loop.effects import Applied, NotApplied
+from agent_loop.tools import ToolCall, ToolResult, ToolService, as_result, outcome_unknown
+from session.events.outcomes import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
+from session.events.turns import brackets
+from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT
+from session.json.lossless import thaw
+from session.live.session import Session
+
+if TYPE_CHECKING:
+    from agent_loop.loop import Agent
+
+__all__ = ["SETTLEMENT", "Answer", "Pending", "Plan", "plan", "settle_step"]
+
+SETTLEMENT: Final = "settlement"
+"""The key of a settled ``tool/result``'s ``meta`` that says how it was settled."""
+
+Answer = Literal["kept", "not-started", "unknown"]
+"""How a call of the interrupted step was answered when the crash was repaired."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """One call of the interrupted step."""
+
+    block: Mapping[str, Any]
+    """Its tool-call block (``id``, ``name``, ``arguments``)."""
+    answer: Answer
+    result: Mapping[str, Any]
+    """The data of the ``tool/result`` that answers it now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What settling an interrupted turn involves."""
+
+    turn: int
+    """The interrupted turn."""
+    message: Mapping[str, Any] | None
+    """The interrupted step's assistant message with its calls, or ``None`` when the turn's
+    last model answer asked for none (or there was none)."""
+    shadowed: tuple[int, ...]
+    """The surface nodes the settlement step replaces: that message and its results."""
+    calls: tuple[Pending, ...]
+    continues: bool
+    """Whether the job goes on with a model request (it does unless the turn's last word
+    was already the model's answer)."""
+
+    @property
+    def settles(self) -> bool:
+        """Whether a settlement step is needed: some call has no result of its own."""
+        return any(call.answer != "kept" for call in self.calls)
+
+
+def plan(session: Session) -> Plan | None:
+    """The settlement of ``session``'s last turn when a crash interrupted it (as
+    :attr:`Session.interrupted` says), or ``None``."""
+    crash = session.interrupted
+    if crash is None:
+        return None
+    events = session.events
+    start = brackets(events).start_index or 0
+    nodes = list(session.surface.nodes)
+    answers = [seq for seq in nodes if seq > start and events[seq].type == ASSISTANT_MESSAGE]
+    last = events[nodes[-1]] if nodes else None
+    answered_by_model = last is not None and last.type == ASSISTANT_MESSAGE
+    if not answers or not _calls(events[answers[-1]].data["message"]):
+        return Plan(crash.turn, None, (), (), continues=not answered_by_model)
+    message_seq = answers[-1]
+    message = thaw(events[message_seq].data["message"])
+    results = {
+        _call_id(events[seq].data): seq
+        for seq in nodes
+        if seq > message_seq and events[seq].type == TOOL_RESULT
+    }
+    calls: list[Pending] = []
+    for block in _calls(message):
+        seq = results.get(block["id"])
+        if seq is None:  # not answered on the surface (cannot happen after a repair)
+            return Plan(crash.turn, None, (), (), continues=False)
+        data = thaw(events[seq].data)
+        code = (data.get("error") or {}).get("code")
+        answer: Answer = (
+            "not-started"
+            if code == TOOL_NOT_STARTED
+            else "unknown"
+            if code == TOOL_OUTCOME_UNKNOWN
+            else "kept"
+        )
+        calls.append(Pending(block, answer, data))
+    shadowed = tuple(seq for seq in nodes if seq >= message_seq)
+    return Plan(crash.turn, message, shadowed, tuple(calls), continues=True)
+
+
+def _calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [b for b in message.get("content", ()) if b.get("type") == "tool-call"]
+
+
+def _call_id(data: Mapping[str, Any]) -> Any:
+    source = data.get("message", {}).get("source", {})
+    return source.get("callId")
+
+
+async def settle_step(
+    agent: Agent, turn: int, step: int, settlement: Plan, cancel: CancelSignal
+) -> None:
+    """The settlement step of a continuation turn (the module's steps 1 and 2), inside an open
+    ``step/start``: the interrupted message again, then each call settled in the model's
+    order, one at a time."""
+    assert settlement.message is not None
+    session, tools = agent.session, agent.runtime.tools
+    shadowed = settlement.shadowed
+    data: dict[str, Any] = {"turn": turn, "step": step, "message": settlement.message}
+    replace = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]}
+    session.append(ASSISTANT_MESSAGE, data, surface_op=replace, source_event_seqs=shadowed)
+    for pending in settlement.calls:
+        block = pending.block
+        call_seq = agent._record_call(turn, step, block)
+        if pending.answer == "kept":
+            kept = pending.result
+            result = ToolResult(
+                kept["message"]["content"][0].get("content", []),
+                bool(kept["message"]["content"][0].get("isError")),
+                kept.get("error"),
+                kept.get("meta"),
+            )
+        else:
+            call = ToolCall(
+                block["id"], block["name"], block["arguments"], session, agent, None, cancel
+            )
+            how, result = await _settle(tools, call, pending.answer)
+            result = ToolResult(
+                result.content, result.is_error, result.error, _meta(how, result.meta)
+            )
+        agent._record_result(turn, step, block["id"], call_seq, result)
+
+
+async def _settle(tools: ToolService, call: ToolCall, answer: Answer) -> tuple[str, ToolResult]:
+    """How ``call`` is settled, and its result."""
+    if answer == "not-started":
+        return "dispatched", await tools.execute(call)
+    spec = tools.get(call.name)
+    if spec is None:
+        return "unknown", outcome_unknown()
+    if spec.effect in ("read", "idempotent"):
+        return "re-run", await tools.execute(call)
+    if spec.reconcile is None:
+        return "unknown", outcome_unknown()
+    try:
+        found = await spec.reconcile(call)
+    except Exception:
+        return "unknown", outcome_unknown()
+    if isinstance(found, Applied):
+        return "reconciled", as_result(found.result)
+    if isinstance(found, NotApplied):
+        return "run-after-probe", await tools.execute(call)
+    return "unknown", outcome_unknown()
+
+
+def _meta(how: str, meta: Any) -> dict[str, Any]:
+    """A settled result's ``meta``: how it was settled, and the tool's own meta."""
+    return {SETTLEMENT: how} if meta is None else {SETTLEMENT: how, "tool": meta}

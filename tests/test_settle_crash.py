@@ -1,0 +1,105 @@
+"""Settlement after real SIGKILLs: an agent process (``tests/settle_child.py``) dies at every
+failpoint, with its ``pay`` tool of every effect class, on every store; later processes resume
+it and finish the job. The outbox (the outside world, keyed by call id) and the log must
+show what settlement promises."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_session import open_store
+from agent_session.export import check_transcript
+from tests.backends import fresh_database
+
+pytestmark = pytest.mark.process
+
+CHILD = Path(__file__).with_name("settle_child.py")
+POINTS = ["request", "midstream", "tool-before", "tool-after", "parallel", "post-step", "settle"]
+EFFECTS = ["read", "idempotent", "unsafe-probe", "unsafe"]
+
+
+def child(store: str, outbox: Path, effect: str, die: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(CHILD), store, str(outbox), "--effect", effect, "--die", die],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).parent.parent,
+    )
+
+
+def store_of(kind: str, tmp_path: Path) -> str:
+    if kind == "jsonl":
+        return str(tmp_path / "sessions")
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path}/sessions.db"
+    return fresh_database()
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+@pytest.mark.parametrize("effect", EFFECTS)
+@pytest.mark.parametrize("point", POINTS)
+async def test_a_killed_job_is_finished_with_each_effect_at_most_once(
+    tmp_path: Path, kind: str, effect: str, point: str
+) -> None:
+    store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
+    killed = child(store, outbox, effect, point)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    runs = 1
+    while True:  # resumes until one finishes (a kill during settlement needs two)
+        done = child(store, outbox, effect, point)
+        runs += 1
+        if done.returncode != -signal.SIGKILL:
+            break
+        assert runs < 4
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "{'kind': 'completed'}"
+    reruns = effect in ("read", "idempotent")  # a body that runs again while settling
+    assert runs == (3 if point == "settle" and reruns else 2)
+
+    effects = outbox.read_text().splitlines()
+    pays = effects.count("pay c-pay")
+    if effect in ("unsafe", "unsafe-probe"):
+        assert pays <= 1  # an unsafe effect at most once
+    if effect == "unsafe-probe" or point in ("request", "midstream", "post-step"):
+        assert pays == 1  # exactly once where a probe answered, or nothing was in doubt
+    if point == "tool-before" and effect in ("unsafe-probe", "unsafe"):
+        assert pays == (1 if effect == "unsafe-probe" else 0)
+    assert effects.count("notify c-notify") == 1  # never started before: dispatched once
+
+    backend = open_store(store)
+    try:
+        log = (await backend.load("job")).events
+    finally:
+        await backend.aclose()
+    visible = _visible_results(log)
+    assert sorted(visible) == ["c-look-1", "c-look-2", "c-notify", "c-pay"]
+    unknown = {id for id, code in visible.items() if code == "TOOL_OUTCOME_UNKNOWN"}
+    in_doubt = point in ("tool-after", "tool-before", "settle")
+    assert unknown == ({"c-pay"} if effect == "unsafe" and in_doubt else set())
+    ends = [e.data["reason"]["kind"] for e in log if e.type == "turn/end"]
+    assert ends[-1] == "completed"
+    answers = [e for e in log if e.type == "assistant/message"]
+    assert answers[-1].data["message"]["content"] == [{"type": "text", "text": "Done."}]
+
+
+def _visible_results(log: object) -> dict[str, object]:
+    """Each call's model-visible result's error code (``None`` for its own result), checking
+    on the way that the history is one a provider accepts."""
+    from session import Session
+
+    session = Session.create("check", seed=log)  # type: ignore[arg-type]
+    messages = session.derive_messages()
+    check_transcript(messages)
+    by_id = {}
+    for event in log:  # type: ignore[attr-defined]
+        if event.type == "tool/result" and event.seq in session.surface.nodes:
+            code = (event.data.get("error") or {}).get("code")
+            by_id[event.data["message"]["source"]["callId"]] = code
+    return by_id
