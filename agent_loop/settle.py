@@ -28,12 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent_loop.cancel import CancelSignal
 from agent_loop.effects import Applied, NotApplied
 from agent_loop.tools import ToolCall, ToolResult, ToolService, as_result, outcome_unknown
-from session.events.outcomes import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
+from session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from session.events.turns import brackets
 from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT
 from session.json.lossless import thaw
@@ -43,9 +43,6 @@ if TYPE_CHECKING:
     from agent_loop.loop import Agent
 
 __all__ = ["SETTLEMENT", "Answer", "Pending", "Plan", "plan", "settle_step"]
-
-SETTLEMENT: Final = "settlement"
-"""The key of a settled ``tool/result``'s ``meta`` that says how it was settled."""
 
 Answer = Literal["kept", "not-started", "unknown"]
 """How a call of the interrupted step was answered when the crash was repaired."""

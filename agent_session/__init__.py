@@ -40,6 +40,10 @@ if TYPE_CHECKING:
     from agent_loop import (
         ToolResult as ToolResult,
     )
+    from agent_loop.effects import Applied as Applied
+    from agent_loop.effects import NotApplied as NotApplied
+    from agent_loop.effects import Unknown as Unknown
+    from agent_loop.effects import effect_of_mcp as effect_of_mcp
     from agent_session.integrations.openai_agents import (
         DurableRunHooks as DurableRunHooks,
     )

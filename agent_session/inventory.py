@@ -17,6 +17,7 @@ from session import (
     SessionPersistenceCorruptionError,
 )
 from session.events.header import version_problem
+from session.events.interruption import interruption
 from session.persistence.api import ListedSession
 from session.persistence.service import SessionPersistence
 
@@ -228,8 +229,9 @@ async def status_of(backend: SessionPersistence, id: str) -> Verdict:
     count, closers = examined.stored_events, examined.closers
     if closers and examined.writer_elsewhere:
         return "open", f"{count} events; the last turn is still running in a live writer"
+    settleable = _settleable(examined.session.events)
     if closers:
-        detail = f"{count} events; the last turn is open ({closers} closers needed)"
+        detail = f"{count} events; the last turn is open ({closers} closers needed){settleable}"
         if examined.torn_tail:
             detail += "; torn tail"
         return "interrupted", detail
@@ -238,7 +240,23 @@ async def status_of(backend: SessionPersistence, id: str) -> Verdict:
     problem = transcript_problem(id, examined.session.events)
     if problem is not None:
         return "invalid", f"{count} events; {problem}"
-    return "balanced", f"{count} events"
+    return "balanced", f"{count} events{settleable}"
+
+
+def _settleable(events: Sequence[SessionEvent]) -> str:
+    """What settlement could resolve when the agent resumes (the CLI runs no tools): ``""``
+    when the last turn was not interrupted with calls left unanswered."""
+    crash = interruption(events)
+    if crash is None or not (crash.not_started or crash.outcome_unknown):
+        return ""
+    parts = []
+    if crash.not_started:
+        parts.append(f"{len(crash.not_started)} not started (dispatched)")
+    if crash.outcome_unknown:
+        parts.append(
+            f"{len(crash.outcome_unknown)} of unknown outcome (settled by their tools' classes)"
+        )
+    return "; settleable when the agent resumes: " + ", ".join(parts)
 
 
 def transcript_problem(id: str, events: Sequence[SessionEvent]) -> str | None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from session import SessionEvent
-from session.events.outcomes import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
+from session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE
 
 __all__ = ["REPAIR_CODES", "render"]
@@ -45,6 +45,13 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
             lines.append(f"user: {_text(data.get('content', ()))}")
         elif event.type == ASSISTANT_MESSAGE:
             message = data["message"]
+            if event.surface_op is not None and event.surface_op != "append":
+                calls = [
+                    _call(b) for b in message.get("content", ()) if b.get("type") == "tool-call"
+                ]
+                lines.append("(settling the calls a crash interrupted, asked again:)")
+                lines += [f"assistant → {call}" for call in calls]
+                continue
             for block in message.get("content", ()):
                 if block.get("type") == "reasoning":
                     lines.append(f"assistant (thinking): {block.get('text', '')}")
@@ -57,7 +64,11 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
         elif event.type == TOOL_RESULT:
             block = data["message"]["content"][0]
             code = (data.get("error") or {}).get("code")
-            if code in REPAIR_CODES:
+            meta = data.get("meta")
+            how = meta.get(SETTLEMENT) if isinstance(meta, Mapping) else None
+            if isinstance(how, str):
+                mark = f"[SETTLED: {how}" + (f", {code}]" if code in REPAIR_CODES else "]")
+            elif code in REPAIR_CODES:
                 flag = "REPAIRED, in memory only" if pending else "REPAIRED"
                 mark = f"[{flag}: {code}]"
             else:

@@ -26,7 +26,8 @@ async def main() -> None:
         runtime.install(open_store(STORE))  # 1. a store ...
         runtime.install(checkpoint_policy)  # ... and the checkpoint policy
 
-        @runtime.tools.tool(description="Send an email.", exclusive=True)
+        # 5. the outside world deduplicates on the key: sending again is safe
+        @runtime.tools.tool(description="Send an email.", exclusive=True, effect="idempotent")
         async def send_email(args, call):
             with open(OUTSIDE, "a") as outside:  # 3. keyed on the call id
                 outside.write(f"{call.call_id} {args['to']}\n")
@@ -35,21 +36,17 @@ async def main() -> None:
             return "queued"
 
         session = await runtime.sessions.open_or_create("chat-1")  # 2.
+        agent = runtime.agent(session, model="demo/scripted")
         crash = session.interrupted
         if crash is None:
             ask = ScriptedCall("call-1", "send_email", ['{"to": "ada@example.com"}'])
             steps = [ScriptedStep(calls=[ask]), ScriptedStep(text=["Sent."])]
-            text = "Email Ada."
+            runtime.models.register("demo", ScriptedModel(steps))
+            print(await agent.run_turn("Email Ada."))  # 4.
         else:
             print(f"interrupted turn {crash.turn}: unknown {list(crash.outcome_unknown)}")
-            with open(OUTSIDE) as outside:
-                already = [line.split()[0] for line in outside]
-            print(f"already done outside: {already}")
-            steps = [ScriptedStep(text=["It was sent once; nothing to redo."])]
-            text = "Did it go out?"
-        runtime.models.register("demo", ScriptedModel(steps))
-        reason = await runtime.agent(session, model="demo/scripted").run_turn(text)  # 4.
-        print(reason)
+            runtime.models.register("demo", ScriptedModel([ScriptedStep(text=["Sent."])]))
+            print(await agent.resume())  # 4. settle the interrupted call, finish the job
 
 
 asyncio.run(main())

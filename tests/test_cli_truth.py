@@ -51,7 +51,8 @@ def test_verify_recover_and_export_speak_json_with_camel_case_keys(tmp_path: Pat
         {
             "id": "d",
             "state": "interrupted",
-            "detail": "72 events; the last turn is open (3 closers needed)",
+            "detail": "72 events; the last turn is open (3 closers needed)"
+            "; settleable when the agent resumes: 1 of unknown outcome (settled by their tools' classes)",
         }
     ]
     recover = run("recover", str(root), "--json")

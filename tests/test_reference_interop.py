@@ -122,3 +122,38 @@ async def test_a_reference_database_copied_to_jsonl_loads_in_the_reference_jsonl
     reference = reference_load(tmp_path / "jsonl", case["session_id"], "none")
     assert "error" not in reference, reference["error"]
     assert reference["events"] == case["load"]["events"]
+
+
+@pytest.mark.parametrize("store", ["none", "zstd", "sqlite"])
+@pytest.mark.parametrize(
+    ("effect", "point"), [("idempotent", "settle"), ("unsafe-probe", "parallel")]
+)
+async def test_the_reference_loads_a_settled_log(
+    tmp_path: Path, store: str, effect: str, point: str
+) -> None:
+    """A job killed, then settled and finished (``tests/settle_child.py``): the continuation
+    turn's surface replace, its synthetic calls and its settled results load in the
+    reference as here."""
+    from tests.test_settle_crash import child
+
+    name = f"sqlite:///{tmp_path}/sessions.db" if store == "sqlite" else str(tmp_path / "logs")
+    extra = ["--zstd"] if store == "zstd" else []
+    outbox = tmp_path / "outbox"
+    for _ in range(3):
+        done = child(name, outbox, effect, point, *extra)
+        if done.returncode == 0:
+            break
+    assert done.returncode == 0, done.stderr
+    if store == "sqlite":
+        backend: Any = SqlitePersistence(tmp_path / "sessions.db")
+        loaded = await backend.load("job")
+        reference = reference_load_sqlite(tmp_path / "sessions.db", "job")
+    else:
+        backend = JsonlPersistence(tmp_path / "logs")
+        loaded = await backend.load("job")
+        reference = reference_load(tmp_path / "logs", "job", store)
+    await backend.aclose()
+    assert "error" not in reference, reference["error"]
+    assert reference["events"] == [e.to_json() for e in loaded.events]
+    settled = [e for e in loaded.events if (e.data.get("meta") or {}).get("settlement")]
+    assert settled, "the log holds settled results"

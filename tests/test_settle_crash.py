@@ -23,9 +23,11 @@ POINTS = ["request", "midstream", "tool-before", "tool-after", "parallel", "post
 EFFECTS = ["read", "idempotent", "unsafe-probe", "unsafe"]
 
 
-def child(store: str, outbox: Path, effect: str, die: str) -> subprocess.CompletedProcess[str]:
+def child(
+    store: str, outbox: Path, effect: str, die: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(CHILD), store, str(outbox), "--effect", effect, "--die", die],
+        [sys.executable, str(CHILD), store, str(outbox), "--effect", effect, "--die", die, *extra],
         capture_output=True,
         text=True,
         timeout=120,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "SETTLEMENT",
     "TOOL_NOT_STARTED",
     "TOOL_NOT_STARTED_NAME",
     "TOOL_NOT_STARTED_TEXT",
@@ -35,3 +36,8 @@ TOOL_OUTCOME_UNKNOWN_TEXT: Final = (
     "state or ask the user. Do not retry blindly."
 )
 """What the model reads for a call whose side effect may or may not have happened."""
+
+SETTLEMENT: Final = "settlement"
+"""The key of a ``tool/result``'s ``meta`` that says how a call a crash interrupted was settled
+when the agent resumed (``dispatched``, ``re-run``, ``reconciled``, ``run-after-probe``,
+``unknown``; see ``agent_loop.settle``)."""
