@@ -3,9 +3,13 @@
 session = await EventLogSession.open("./agent-sessions", "chat-1")
 result = await Runner.run(agent, "hi", session=session, hooks=DurableRunHooks(session))
 await session.aclose()
+
+After a crash, ``await resume_run(agent, session)`` settles the interrupted calls by the
+classes ``declare(tool, "idempotent")`` gave their tools, and finishes the run.
 """
 
 from agent_session.integrations.openai_agents.hooks import DurableRunHooks
 from agent_session.integrations.openai_agents.session import EventLogSession
+from agent_session.integrations.openai_agents.settle import declare, resume_run, settle_run
 
-__all__ = ["DurableRunHooks", "EventLogSession"]
+__all__ = ["DurableRunHooks", "EventLogSession", "declare", "resume_run", "settle_run"]

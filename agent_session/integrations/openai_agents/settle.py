@@ -1,0 +1,201 @@
+"""Finishing an OpenAI Agents SDK run a crash interrupted: the run's calls are settled by what
+each function tool declares about its effect (:func:`declare`), then the run continues.
+
+``await resume_run(agent, session)`` settles (:func:`settle_run`) and, when there is something
+to finish, runs ``Runner.run(agent, [], session=session, hooks=DurableRunHooks(session))``:
+the model's next request carries every call's settled output. Settlement writes what the own
+loop's writes (``agent_loop.settle``): the interrupted response again as a surface replace,
+then per call a ``tool/call`` and a ``tool/result`` whose ``meta`` says how it was settled,
+durable before each tool body runs. The turn stays open for the continuing run to close.
+
+Effect classes attach to the SDK's own tool objects (``declare(function_tool(fn),
+"idempotent")``), without a decorator of ours; a tool from an MCP server without a
+declaration takes its class from its annotations (``readOnlyHint``, ``idempotentHint``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from agent_loop.effects import EFFECTS, Applied, Effect, NotApplied, Reconcile, effect_of_mcp
+from agent_loop.settle import Pending, Plan, plan
+from agent_loop.tools import ToolCall, as_result
+from agent_session.integrations.openai_agents.items import tool_result_data
+from agent_session.integrations.turns import OpenTurn, next_step
+from session.events.outcomes import SETTLEMENT
+from session.events.types import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT
+from session.json.lossless import thaw
+
+if TYPE_CHECKING:
+    from agents import Agent, FunctionTool, RunResult
+
+    from agent_session.integrations.openai_agents.session import EventLogSession
+
+__all__ = ["declare", "resume_run", "settle_run"]
+
+_DECLARED: dict[int, tuple[Any, Effect, Reconcile | None]] = {}
+"""Declarations by the id of the tool object (which they keep alive)."""
+
+
+def declare(
+    tool: FunctionTool, effect: Effect = "unsafe", *, reconcile: Reconcile | None = None
+) -> FunctionTool:
+    """Declare what running ``tool`` again does (``read``, ``idempotent`` or ``unsafe``, see
+    :mod:`agent_loop.effects`) and, for an unsafe tool, its probe; return the tool itself.
+
+    Raises:
+        ValueError: An unknown class, or a probe on a tool that is not unsafe.
+    """
+    if effect not in EFFECTS:
+        raise ValueError(f"effect must be one of {', '.join(EFFECTS)}, got {effect!r}")
+    if reconcile is not None and effect != "unsafe":
+        raise ValueError(f"a {effect} tool needs no reconcile probe: it is run again")
+    _DECLARED[id(tool)] = (tool, effect, reconcile)
+    return tool
+
+
+async def settle_run(agent: Agent[Any], session: EventLogSession, *, context: Any = None) -> bool:
+    """Settle the calls of the run a crash interrupted (the session's last turn); return
+    whether the run has something left to finish (a model request). Tool bodies and probes
+    run on the caller's event loop; each call's ``tool/call`` is durable before its body."""
+    settlement = await session._call(_plan(session))
+    if settlement is None or not settlement.continues:
+        return False
+    if not settlement.settles:
+        return True  # the continuing run opens its turn with the next model request
+    await session._call(_open(session, settlement))
+    for pending in settlement.calls:
+        await session._call(_called(session, pending))
+        how, data = await _settle(agent, pending, context)
+        await session._call(_answered(session, pending, how, data))
+    return True
+
+
+async def resume_run(
+    agent: Agent[Any], session: EventLogSession, *, context: Any = None, **run: Any
+) -> RunResult | None:
+    """:func:`settle_run`, then ``Runner.run(agent, [], session=session, ...)`` with
+    :class:`DurableRunHooks` (unless ``hooks`` is given among ``run``); ``None`` when there
+    was nothing to finish."""
+    from agents import Runner
+
+    from agent_session.integrations.openai_agents.hooks import DurableRunHooks
+
+    if not await settle_run(agent, session, context=context):
+        return None
+    run.setdefault("hooks", DurableRunHooks(session))
+    return await Runner.run(agent, [], session=session, context=context, **run)
+
+
+async def _plan(session: EventLogSession) -> Plan | None:
+    return plan(await session._live())
+
+
+async def _open(session: EventLogSession, settlement: Plan) -> None:
+    """The continuation turn's first step and the interrupted response again (a replace)."""
+    live = await session._live()
+    turn = next_step(live, None)
+    data = {"turn": turn.number, "step": 1, "message": settlement.message}
+    shadowed = settlement.shadowed
+    replace = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]}
+    live.append(ASSISTANT_MESSAGE, data, surface_op=replace, source_event_seqs=shadowed)
+    await session.runtime.sessions.flush(live)
+
+
+async def _called(session: EventLogSession, pending: Pending) -> None:
+    """The call's ``tool/call`` in the settlement step, durable before its body runs."""
+    live = await session._live()
+    turn = _open_turn(session, live)
+    block = pending.block
+    data = {"turn": turn.number, "step": 1, "callId": block["id"]}
+    live.append(TOOL_CALL, {**data, "name": block["name"], "arguments": block["arguments"]})
+    await session.runtime.sessions.flush(live)
+
+
+async def _answered(
+    session: EventLogSession, pending: Pending, how: str | None, data: dict[str, Any]
+) -> None:
+    live = await session._live()
+    turn = _open_turn(session, live)
+    data["turn"], data["step"] = turn.number, 1
+    if how is not None:
+        data["meta"] = {SETTLEMENT: how}
+    call_seq = turn.calls[pending.block["id"]][3]
+    assert call_seq is not None
+    live.append(TOOL_RESULT, data, surface_op="append", source_event_seqs=[call_seq])
+    await session.runtime.sessions.flush(live)
+
+
+def _open_turn(session: EventLogSession, live: Any) -> OpenTurn:
+    turn = session._turn(live)
+    assert turn is not None, "the settlement step's turn is open"
+    return turn
+
+
+async def _settle(
+    agent: Agent[Any], pending: Pending, context: Any
+) -> tuple[str | None, dict[str, Any]]:
+    """How ``pending`` is settled and its ``tool/result`` data (turn and step filled in
+    later); ``None`` for a call that keeps the result it had."""
+    block = pending.block
+    if pending.answer == "kept":
+        return None, _again(pending.result)
+    tool = next((t for t in agent.tools if getattr(t, "name", None) == block["name"]), None)
+    if tool is None or not hasattr(tool, "on_invoke_tool"):
+        return "unknown", _again(pending.result)
+    effect, reconcile = _declared(tool)
+    if pending.answer == "not-started":
+        return "dispatched", await _run(tool, block, context)
+    if effect in ("read", "idempotent"):
+        return "re-run", await _run(tool, block, context)
+    if reconcile is None:
+        return "unknown", _again(pending.result)
+    try:
+        found = await reconcile(ToolCall(block["id"], block["name"], block["arguments"]))
+    except Exception:
+        return "unknown", _again(pending.result)
+    if isinstance(found, Applied):
+        text = "".join(b.get("text", "") for b in as_result(found.result).content)
+        return "reconciled", _output(block["id"], text)
+    if isinstance(found, NotApplied):
+        return "run-after-probe", await _run(tool, block, context)
+    return "unknown", _again(pending.result)
+
+
+def _declared(tool: Any) -> tuple[Effect, Reconcile | None]:
+    declared = _DECLARED.get(id(tool))
+    if declared is not None and declared[0] is tool:
+        return declared[1], declared[2]
+    annotations = getattr(tool, "_mcp_annotations", None)
+    if annotations is not None:
+        dump = getattr(annotations, "model_dump", None)
+        hints = dump() if callable(dump) else annotations
+        return effect_of_mcp(hints if isinstance(hints, Mapping) else None), None
+    return "unsafe", None
+
+
+async def _run(tool: Any, block: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """The tool's body, as the SDK would run it; its output as the call's result."""
+    from agents.tool_context import ToolContext
+
+    wrapper = ToolContext(
+        context,
+        tool_name=block["name"],
+        tool_call_id=block["id"],
+        tool_arguments=block["arguments"],
+    )
+    output = await tool.on_invoke_tool(wrapper, block["arguments"])
+    return _output(block["id"], output if isinstance(output, str) else str(output))
+
+
+def _output(call_id: str, text: str) -> dict[str, Any]:
+    item = {"type": "function_call_output", "call_id": call_id, "output": text}
+    return tool_result_data(item, 0, 0)
+
+
+def _again(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A result recorded again as it was (its message gets a new id)."""
+    data = thaw(result)
+    data["message"] = {**data["message"], "id": f"{data['message']['id']}-settled"}
+    return dict(data)

@@ -1,0 +1,99 @@
+"""An OpenAI Agents SDK run killed inside a tool body (a real process, the real ``Runner``, a
+scripted model) is finished by ``resume_run``: each declared effect class settles ``pay`` as
+promised, the call after it runs once, and the run ends on the model's answer, on every
+store."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_session import open_store
+from agent_session.integrations.openai_agents import declare
+from tests.test_settle_crash import _visible_results, store_of
+
+pytestmark = pytest.mark.process
+
+
+def child(store: str, outbox: Path, effect: str, die: str) -> subprocess.CompletedProcess[str]:
+    options = ["--effect", effect, "--die", die]
+    return subprocess.run(
+        [sys.executable, "-m", "tests.sdk_settle_child", store, str(outbox), *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).parent.parent,
+    )
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+@pytest.mark.parametrize("effect", ["read", "idempotent", "unsafe-probe", "unsafe"])
+@pytest.mark.parametrize("point", ["tool-before", "tool-after", "settle"])
+async def test_a_killed_run_is_finished_by_resume_run(
+    tmp_path: Path, kind: str, effect: str, point: str
+) -> None:
+    store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
+    killed = child(store, outbox, effect, point)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    runs = 1
+    while True:
+        done = child(store, outbox, effect, point)
+        runs += 1
+        if done.returncode != -signal.SIGKILL:
+            break
+        assert runs < 4
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Done."
+    reruns = effect in ("read", "idempotent")
+    assert runs == (3 if point == "settle" and reruns else 2)
+    effects = outbox.read_text().splitlines()
+    pays = effects.count("pay call-pay")
+    if effect.startswith("unsafe"):
+        assert pays <= 1
+    if effect == "unsafe-probe":
+        assert pays == 1
+    assert effects.count("notify call-notify") == 1
+    backend = open_store(store)
+    try:
+        log = (await backend.load("job")).events
+    finally:
+        await backend.aclose()
+    visible = _visible_results(log)
+    assert sorted(visible) == ["call-notify", "call-pay"]
+    stays_unknown = effect == "unsafe"
+    assert (visible["call-pay"] == "TOOL_OUTCOME_UNKNOWN") is stays_unknown
+    settled = [
+        (e.data.get("meta") or {}).get("settlement")
+        for e in log
+        if e.type == "tool/result" and e.data["message"]["source"]["callId"] == "call-pay"
+    ]
+    expected = {
+        "read": "re-run",
+        "idempotent": "re-run",
+        "unsafe": "unknown",
+        "unsafe-probe": "reconciled" if point != "tool-before" else "run-after-probe",
+    }[effect]
+    assert settled[-1] == expected
+
+
+def test_declare_checks_its_classes() -> None:
+    from agents import function_tool
+
+    @function_tool
+    def noop() -> str:
+        """Nothing."""
+        return ""
+
+    async def probe(call: object) -> object:
+        return None
+
+    assert declare(noop, "read") is noop
+    with pytest.raises(ValueError, match="a read tool needs no reconcile probe"):
+        declare(noop, "read", reconcile=probe)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="effect must be one of"):
+        declare(noop, "often")  # type: ignore[arg-type]
