@@ -4,10 +4,13 @@ kills are in ``tests/test_settle_crash.py``.)"""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent_loop.effects import Applied, NotApplied, Unknown, effect_of_mcp
 from agent_session import (
@@ -215,3 +218,76 @@ def test_a_probe_belongs_to_an_unsafe_tool_and_classes_are_checked() -> None:
         rt.tools.register("t", "", {}, body, effect="read", reconcile=probe)
     with pytest.raises(ValueError, match="effect must be one of read, idempotent, unsafe"):
         rt.tools.register("t", "", {}, body, effect="sometimes")  # type: ignore[arg-type]
+
+
+CALL_IDS = ["c-read", "c-idem", "c-pay"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    crashes=st.lists(st.tuples(st.sampled_from(CALL_IDS), st.booleans()), max_size=4),
+    probe=st.sampled_from(["none", "finds", "cannot-tell"]),
+)
+async def test_any_interleaving_of_crashes_and_resumes_leaves_one_result_per_call(
+    crashes: list[tuple[str, bool]], probe: str
+) -> None:
+    """Run after run, the process dies in the body of the call the plan names (before or
+    after its effect); each later run resumes. The log always ends with one visible result
+    per call, an unsafe effect happens at most once, and the job finishes."""
+    effects: list[str] = []
+    stored = MemoryStore()
+    plan = list(crashes)
+
+    async def body(args: Any, call: Any) -> str:
+        if plan and plan[0][0] == call.call_id:
+            _, after = plan[0]
+            if after:
+                effects.append(call.call_id)
+            disk.logs = copy.deepcopy(stored.logs)
+            raise Crash
+        effects.append(call.call_id)
+        return f"done {call.call_id}"
+
+    async def reconcile(call: Any) -> Any:
+        if probe == "cannot-tell":
+            return Unknown()
+        return Applied("found") if call.call_id in effects else NotApplied()
+
+    def fresh(store: MemoryStore, model: ScriptedModel) -> AgentRuntime:
+        rt = AgentRuntime()
+        rt.install(MemoryPersistence(store, repair=closers))
+        rt.install(checkpoint_policy)
+        rt.tools.register("look", "", {}, body, effect="read")
+        rt.tools.register("upsert", "", {}, body, effect="idempotent", exclusive=True)
+        pay_probe = None if probe == "none" else reconcile
+        rt.tools.register("pay", "", {}, body, exclusive=True, reconcile=pay_probe)
+        rt.models.register("m", model)
+        return rt
+
+    calls = [
+        ScriptedCall("c-read", "look", ["{}"]),
+        ScriptedCall("c-idem", "upsert", ["{}"]),
+        ScriptedCall("c-pay", "pay", ["{}"]),
+    ]
+    disk = MemoryStore()
+    rt = fresh(stored, ScriptedModel([ScriptedStep(calls=calls), ScriptedStep(text=["ok"])]))
+    session = rt.sessions.create("s")
+    finished: Any = None
+    with contextlib.suppress(Crash):
+        finished = await rt.agent(session, model="m/x").run_turn("go")
+    for _ in range(len(crashes) + 1):
+        if finished is not None:
+            break
+        plan.pop(0)
+        stored = disk
+        disk = MemoryStore()
+        rt = fresh(stored, ScriptedModel([ScriptedStep(text=["ok"])] * 2))
+        session = await rt.sessions.resume("s")
+        with contextlib.suppress(Crash):
+            finished = await rt.agent(session, model="m/x").resume() or {"kind": "nothing"}
+    assert finished == {"kind": "completed"}
+    messages = session.derive_messages()
+    check_transcript(messages)
+    answered = [m["source"]["callId"] for m in messages if m["source"]["kind"] == "tool"]
+    assert answered == CALL_IDS  # one result each, in the model's order
+    assert effects.count("c-pay") <= 1
