@@ -229,14 +229,18 @@ def _parser() -> argparse.ArgumentParser:
         (
             "verify",
             "check sessions without writing",
-            "Read-only check of the named sessions, or of every entry of the store.",
+            "Read-only check of the named sessions, or of every entry of the store. For a "
+            "turn a crash interrupted it says which calls resuming the agent could settle: "
+            "this tool runs no tools, so settling happens when the agent resumes.",
             "check",
         ),
         (
             "recover",
             "durably repair interrupted or torn sessions",
             "Close every interrupted turn and cut every torn tail (a cold load of each such "
-            "session); sessions a live writer holds are skipped. Idempotent.",
+            "session); sessions a live writer holds are skipped. Idempotent. This tool runs no "
+            "tools: the calls a crash interrupted are settled by their tools' effect classes "
+            "when the agent resumes (agent.resume(), resume_run).",
             "repair",
         ),
     ):
