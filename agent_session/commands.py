@@ -124,19 +124,28 @@ async def ls(args: argparse.Namespace) -> int:
     table: list[list[str]] = []
     problems: list[str] = []
     check_exists(args.store)
-    for row in _listed(rows(args.store, max_log_bytes()), args):
-        bad = row.problem_flag
-        if bad is not None:
-            worst = max(worst, STATUS_CODES.get(bad, CORRUPT))
-            problems.append(f"{row.id}: {bad} — {row.problem}")
-        if args.json:
-            print(json_line(row.to_json()), flush=True)  # as read, where the store streams
-            continue
-        created, updated = _created(row.created_at), _created(row.updated_at)
-        cells = [row.id, row.cwd or "-", created, updated, str(row.events), row.state]
-        backend = row.backend if row.compression in (None, "none") else "jsonl+zstd"
-        size = "-" if row.size is None else str(row.size)
-        table.append([*cells, backend, size, ", ".join(row.flags)])
+    reader: SessionPersistence | None = None
+    try:
+        for row in _listed(rows(args.store, max_log_bytes()), args):
+            if row.state == "interrupted":  # (few: only these are read whole)
+                reader = reader or open_backend(args.store, read_only=True)
+                if await _settleable(reader, row.id):
+                    row.flags.append("settleable")
+            bad = row.problem_flag
+            if bad is not None:
+                worst = max(worst, STATUS_CODES.get(bad, CORRUPT))
+                problems.append(f"{row.id}: {bad} — {row.problem}")
+            if args.json:
+                print(json_line(row.to_json()), flush=True)  # as read, where the store streams
+                continue
+            created, updated = _created(row.created_at), _created(row.updated_at)
+            cells = [row.id, row.cwd or "-", created, updated, str(row.events), row.state]
+            backend = row.backend if row.compression in (None, "none") else "jsonl+zstd"
+            size = "-" if row.size is None else str(row.size)
+            table.append([*cells, backend, size, ", ".join(row.flags)])
+    finally:
+        if reader is not None:
+            await reader.aclose()
     if args.json:
         return worst
     if not table:
@@ -161,6 +170,19 @@ async def ls(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"  {problem}")
     return worst
+
+
+async def _settleable(reader: SessionPersistence, id: str) -> bool:
+    """Whether resuming the agent could settle calls of the session's interrupted turn (read
+    with the repair in memory only; an entry that cannot be read is not)."""
+    from session import SessionError
+    from session.events.interruption import interruption
+
+    try:
+        crash = interruption((await reader.inspect(id)).events)
+    except (SessionError, OSError):
+        return False
+    return crash is not None and bool(crash.not_started or crash.outcome_unknown)
 
 
 async def diagnose(store: SessionPersistence, where: StoreSpec, id: str) -> Diagnosis:

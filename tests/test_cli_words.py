@@ -92,3 +92,22 @@ def test_copy_onto_an_existing_id_gives_command_line_words(tmp_path: Path) -> No
         "detail": f"already in {target}; left alone there",
     }
     assert "load/resume" not in again.stdout + again.stderr
+
+
+def test_ls_and_verify_say_what_resuming_could_settle(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    crashed_store(root, "tool", "in-tool")  # a recorded call, outcome unknown
+    crashed_store(root, "midstream", "mid")  # no call: nothing to settle
+    rows = {
+        row["id"]: row
+        for row in map(json.loads, cli("ls", str(root), "--json").stdout.splitlines())
+    }
+    assert rows["in-tool"]["flags"] == ["settleable"]
+    assert rows["mid"]["flags"] == []
+    verified = cli("verify", str(root), check_rc=1).stdout
+    assert (
+        "in-tool: interrupted — 72 events; the last turn is open (3 closers needed); settleable "
+        "when the agent resumes: 1 of unknown outcome (settled by their tools' classes)"
+    ) in verified
+    assert "settleable" not in verified.split("mid: ")[1].splitlines()[0]
+    assert "runs no tools" in " ".join(cli("recover", "--help").stdout.split())
