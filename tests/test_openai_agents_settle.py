@@ -97,3 +97,40 @@ def test_declare_checks_its_classes() -> None:
         declare(noop, "read", reconcile=probe)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="effect must be one of"):
         declare(noop, "often")  # type: ignore[arg-type]
+
+
+async def test_a_run_left_open_is_finished_where_it_stopped(tmp_path: Path) -> None:
+    """A run that stopped at max turns (no crash) leaves its turn open; ``resume_run``
+    closes it as a restart would, keeps its results, and finishes the job."""
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
+    from agents.exceptions import MaxTurnsExceeded
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from agent_session import DurableRunHooks, EventLogSession
+    from agent_session.integrations.openai_agents import resume_run
+
+    set_tracing_disabled(True)
+    ran: list[str] = []
+
+    @function_tool
+    async def look(q: str) -> str:
+        """Look up."""
+        ran.append(q)
+        return f"found {q}"
+
+    model = ScriptedModel(
+        [[function_call("look", {"q": "a"}, call_id="call-look")], [assistant_message("Done.")]]
+    )
+    agent = Agent(name="a", model=model, tools=[declare(look, "read")])
+    async with await EventLogSession.open(str(tmp_path / "s"), "job") as session:
+        hooks = DurableRunHooks(session)
+        with pytest.raises(MaxTurnsExceeded):
+            await Runner.run(agent, "look a up", session=session, hooks=hooks, max_turns=1)
+        result = await resume_run(agent, session)
+        assert result is not None
+        assert result.final_output == "Done."
+        assert ran == ["a"]  # kept, not run again
+        items = await session.get_items()
+        outputs = [i for i in items if i.get("type") == "function_call_output"]
+        assert [o["call_id"] for o in outputs] == ["call-look"]
+        assert await resume_run(agent, session) is None  # nothing left to finish

@@ -105,3 +105,20 @@ def _visible_results(log: object) -> dict[str, object]:
             code = (event.data.get("error") or {}).get("code")
             by_id[event.data["message"]["source"]["callId"]] = code
     return by_id
+
+
+@pytest.mark.parametrize("effect", ["idempotent", "unsafe"])
+def test_every_export_of_a_settled_log_is_provider_valid(tmp_path: Path, effect: str) -> None:
+    from tests.test_cli import cli
+
+    store, outbox = str(tmp_path / "sessions"), tmp_path / "outbox"
+    assert child(store, outbox, effect, "tool-after").returncode == -signal.SIGKILL
+    assert child(store, outbox, effect, "tool-after").returncode == 0
+    for format in ("openai", "anthropic", "pydantic-ai"):
+        exported = cli("export", store, "job", "--format", format, "--json")
+        assert exported.stdout.count("c-pay") >= 2, format  # the call and its one result
+    shown = cli("show", store, "job").stdout
+    how = "re-run" if effect == "idempotent" else "unknown, TOOL_OUTCOME_UNKNOWN"
+    assert f"tool c-pay [SETTLED: {how}]" in shown
+    assert "tool c-notify [SETTLED: dispatched]" in shown
+    assert "(settling the calls a crash interrupted, asked again:)" in shown

@@ -134,19 +134,26 @@ def start_turn(
 ) -> OpenTurn:
     """Open a new turn and its first step, after closing ``stale`` (the turn an earlier run
     left open) with crash repair's closers (``marks``: the log's brackets, when known)."""
-    if stale is not None:  # (read from its turn/start: the closers of the same turn)
-        for event in closers(session.events[stale.start :]):
-            session.append(
-                event.type,
-                thaw(event.data),
-                surface_op=event.surface_op,
-                source_event_seqs=event.source_event_seqs,
-            )
+    if stale is not None:
+        close_stale(session, stale)
     last = marks.start_number if marks is not None else None
     number = last + 1 if type(last) is int else next_turn_number(session.events)
     start = session.append(TURN_START, {"turn": number}).seq
     session.append(STEP_START, {"turn": number, "step": 1})
     return OpenTurn(number, start, last_step=1, step_open=True)
+
+
+def close_stale(session: Session, stale: OpenTurn) -> None:
+    """Close ``stale``, a turn a run left open (an exception, max turns), with crash
+    repair's closers, exactly as a restart would close it."""
+    # (read from its turn/start: the closers of the same turn)
+    for event in closers(session.events[stale.start :]):
+        session.append(
+            event.type,
+            thaw(event.data),
+            surface_op=event.surface_op,
+            source_event_seqs=event.source_event_seqs,
+        )
 
 
 def next_step(

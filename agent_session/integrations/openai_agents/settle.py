@@ -22,7 +22,7 @@ from agent_loop.effects import EFFECTS, Applied, Effect, NotApplied, Reconcile, 
 from agent_loop.settle import Pending, Plan, plan
 from agent_loop.tools import ToolCall, as_result
 from agent_session.integrations.openai_agents.items import tool_result_data
-from agent_session.integrations.turns import OpenTurn, next_step
+from agent_session.integrations.turns import OpenTurn, close_stale, next_step
 from session.events.outcomes import SETTLEMENT
 from session.events.types import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT
 from session.json.lossless import thaw
@@ -56,7 +56,8 @@ def declare(
 
 
 async def settle_run(agent: Agent[Any], session: EventLogSession, *, context: Any = None) -> bool:
-    """Settle the calls of the run a crash interrupted (the session's last turn); return
+    """Settle the calls of the run a crash interrupted, or a run left open (the session's
+    last turn; call it while no run is going on); return
     whether the run has something left to finish (a model request). Tool bodies and probes
     run on the caller's event loop; each call's ``tool/call`` is durable before its body."""
     settlement = await session._call(_plan(session))
@@ -89,7 +90,14 @@ async def resume_run(
 
 
 async def _plan(session: EventLogSession) -> Plan | None:
-    return plan(await session._live())
+    """The settlement of the session's last turn: one a crash interrupted (closed by the
+    repair on open), or one a run left open (closed now as a restart would close it)."""
+    live = await session._live()
+    stale = session._turn(live)
+    if stale is not None:
+        close_stale(live, stale)
+        await session.runtime.sessions.flush(live)
+    return plan(live)
 
 
 async def _open(session: EventLogSession, settlement: Plan) -> None:
