@@ -19,6 +19,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agent_loop.effects import Applied, NotApplied
 from agent_session import DurableRunHooks, EventLogSession
 from agent_session.integrations.openai_agents import declare, resume_run
+from tests import outbox
 
 STORE, OUTBOX = sys.argv[1], sys.argv[2]
 EFFECT = sys.argv[sys.argv.index("--effect") + 1]
@@ -28,16 +29,11 @@ set_tracing_disabled(True)
 
 
 def effects() -> list[str]:
-    try:
-        with open(OUTBOX) as outbox:
-            return outbox.read().splitlines()
-    except FileNotFoundError:
-        return []
+    return outbox.effects(OUTBOX)
 
 
 def record(line: str) -> None:
-    with open(OUTBOX, "a") as outbox:
-        outbox.write(line + "\n")
+    outbox.record(OUTBOX, line)
 
 
 async def main() -> None:

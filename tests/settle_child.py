@@ -1,4 +1,4 @@
-"""An agent whose crash is settled, as a real process: ``python tests/settle_child.py STORE
+"""An agent whose crash is settled, as a real process: ``python -m tests.settle_child STORE
 OUTBOX --effect EFFECT --die POINT [--zstd]``.
 
 The first run asks for ``lookup`` twice (read, parallel), ``pay`` (of the class ``EFFECT``) and
@@ -23,6 +23,7 @@ import sys
 
 from agent_loop.effects import Applied, NotApplied
 from agent_session import AgentRuntime, checkpoint_policy, open_store
+from tests import outbox
 
 STORE, OUTBOX = sys.argv[1], sys.argv[2]
 EFFECT = sys.argv[sys.argv.index("--effect") + 1]
@@ -36,16 +37,11 @@ def die() -> None:
 
 
 def effects() -> list[str]:
-    try:
-        with open(OUTBOX) as outbox:
-            return outbox.read().splitlines()
-    except FileNotFoundError:
-        return []
+    return outbox.effects(OUTBOX)
 
 
 def record(line: str) -> None:
-    with open(OUTBOX, "a") as outbox:
-        outbox.write(line + "\n")
+    outbox.record(OUTBOX, line)
 
 
 CALLS = [

@@ -5,7 +5,6 @@ store."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from agent_session import open_store
 from agent_session.integrations.openai_agents import declare
-from tests.test_settle_crash import _visible_results, store_of
+from tests.test_settle_crash import _visible_results, killed_then_finished, store_of
 
 pytestmark = pytest.mark.process
 
@@ -38,16 +37,7 @@ async def test_a_killed_run_is_finished_by_resume_run(
     tmp_path: Path, kind: str, effect: str, point: str
 ) -> None:
     store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
-    killed = child(store, outbox, effect, point)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
-    runs = 1
-    while True:
-        done = child(store, outbox, effect, point)
-        runs += 1
-        if done.returncode != -signal.SIGKILL:
-            break
-        assert runs < 4
-    assert done.returncode == 0, done.stderr
+    done, runs = killed_then_finished(lambda: child(store, outbox, effect, point))
     assert done.stdout.strip() == "Done."
     reruns = effect in ("read", "idempotent")
     assert runs == (3 if point == "settle" and reruns else 2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,6 @@ from tests.backends import fresh_database
 
 pytestmark = pytest.mark.process
 
-CHILD = Path(__file__).with_name("settle_child.py")
 POINTS = ["request", "midstream", "tool-before", "tool-after", "parallel", "post-step", "settle"]
 EFFECTS = ["read", "idempotent", "unsafe-probe", "unsafe"]
 
@@ -27,13 +27,42 @@ def child(
     store: str, outbox: Path, effect: str, die: str, *extra: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(CHILD), store, str(outbox), "--effect", effect, "--die", die, *extra],
+        [
+            sys.executable,
+            "-m",
+            "tests.settle_child",
+            store,
+            str(outbox),
+            "--effect",
+            effect,
+            "--die",
+            die,
+            *extra,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
         cwd=Path(__file__).parent.parent,
     )
+
+
+def killed_then_finished(
+    run: Callable[[], subprocess.CompletedProcess[str]],
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run a job that dies by SIGKILL, then resume it until a run finishes (a kill during
+    settlement needs two); the finishing run, and how many runs it took."""
+    killed = run()
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    runs = 1
+    while True:
+        done = run()
+        runs += 1
+        if done.returncode != -signal.SIGKILL:
+            break
+        assert runs < 4
+    assert done.returncode == 0, done.stderr
+    return done, runs
 
 
 def store_of(kind: str, tmp_path: Path) -> str:
@@ -51,16 +80,7 @@ async def test_a_killed_job_is_finished_with_each_effect_at_most_once(
     tmp_path: Path, kind: str, effect: str, point: str
 ) -> None:
     store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
-    killed = child(store, outbox, effect, point)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
-    runs = 1
-    while True:  # resumes until one finishes (a kill during settlement needs two)
-        done = child(store, outbox, effect, point)
-        runs += 1
-        if done.returncode != -signal.SIGKILL:
-            break
-        assert runs < 4
-    assert done.returncode == 0, done.stderr
+    done, runs = killed_then_finished(lambda: child(store, outbox, effect, point))
     assert done.stdout.strip() == "{'kind': 'completed'}"
     reruns = effect in ("read", "idempotent")  # a body that runs again while settling
     assert runs == (3 if point == "settle" and reruns else 2)
