@@ -18,8 +18,8 @@ __all__ = ["Interruption", "interruption"]
 
 @dataclass(frozen=True, slots=True)
 class Interruption:
-    """The last turn of a log, closed as ``interrupted`` (by crash repair, or a turn torn
-    down from outside while it ran)."""
+    """The last turn of a log, closed as ``interrupted`` by crash repair (or by an
+    integration closing a turn a run left open, as a restart would)."""
 
     turn: Any
     """The number of the interrupted turn."""

@@ -183,10 +183,11 @@ class Session:
 
     @property
     def interrupted(self) -> Interruption | None:
-        """How the last turn was interrupted, when a crash (closed by repair on load) or a
-        teardown from outside ended it: its number and the calls answered
-        ``TOOL_OUTCOME_UNKNOWN`` or ``TOOL_NOT_STARTED``; ``None`` when the last turn ended
-        any other way, is running, or there is none. Reads the last turn only."""
+        """How a crash interrupted the last turn (closed ``interrupted`` by crash repair on
+        load, or by an integration closing a turn a run left open): its number and the calls
+        answered ``TOOL_OUTCOME_UNKNOWN`` or ``TOOL_NOT_STARTED``; ``None`` when the last turn
+        ended any other way (a cancel or a teardown from outside ends it ``aborted``), is
+        running, or there is none. Reads the last turn only."""
         return interruption(self.events)
 
     @property
