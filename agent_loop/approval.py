@@ -11,21 +11,42 @@ of its log.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, Literal
+
+from agent_loop.cancel import CancelSignal
+from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
+from session.errors import SessionEventError
+from session.events.turns import brackets
+from session.events.types import USER_MESSAGE
+from session.live.hooks import HookBus
+from session.live.runtime import PluginScope
+from session.live.session import Session
 
 __all__ = [
     "APPROVAL_ASKED",
     "APPROVAL_DECIDED",
     "APPROVAL_POLICY",
+    "APPROVAL_REQUEST",
     "OUTCOMES",
     "POLICIES",
+    "TOOLS_PRE_EXECUTE",
+    "ApprovalRequest",
+    "ApprovalService",
     "Outcome",
     "Policy",
+    "context_message",
     "denial",
     "effective_policy",
     "policy_notice",
+    "pre_execute",
     "runtime_context",
+    "set_approval_policy",
+    "unsupported",
+    "user_approval",
 ]
 
 APPROVAL_ASKED: Final = "approval/asked"
@@ -107,3 +128,175 @@ def policy_notice(old: Policy, new: Policy) -> dict[str, Any]:
         "source": {"kind": "plugin", "plugin": POLICY_PLUGIN},
         "role": "user",
     }
+
+
+TOOLS_PRE_EXECUTE: Final = "tools/pre-execute"
+"""Middleware ``async (call, next) -> decision`` before a call's body: ``{"kind": "allow"}``,
+``{"kind": "deny", "reason": ...}`` or ``{"kind": "ask", "reason"?: ...}``. The end of the
+chain allows."""
+APPROVAL_REQUEST: Final = "approval/request"
+"""Middleware ``async (request, next) -> outcome``: the answerers of an approval request, in
+registration order (the first that answers wins, ``next`` delegates); the end of the chain
+answers ``unavailable``."""
+OUTSIDE_TURN: Final = (
+    "approval.request() outside an open turn: the approval/asked + approval/decided audit "
+    "pair must be turn-enclosed (a bare event between turns is crash-tail garbage on "
+    "reload). Ask from inside the turn that needs the decision."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What an answerer is asked: may ``tool_name`` (the call ``call_id`` of ``session``) run?
+    The arguments are in the call's ``tool/call`` event."""
+
+    session: Session
+    tool_name: str
+    call_id: str | None = None
+    reason: str | None = None
+
+
+class ApprovalService:
+    """The reference's approval service: one question per ask, decided by the answerers
+    registered on ``approval/request``, logged as ``approval/asked`` + ``approval/decided``.
+    Install it with ``runtime.install(user_approval())``."""
+
+    def __init__(self, hooks: HookBus, policy: Policy = "ask") -> None:
+        if policy not in POLICIES:
+            raise TypeError('approval policy must be one of "ask" or "never"')
+        self._hooks = hooks
+        self.policy: Policy = policy
+        """The configured policy (a log's last ``approval/policy`` overrides it)."""
+
+    def effective(self, session: Session) -> Policy:
+        """The session's policy: its log's last switch, else the configured one."""
+        return effective_policy(session.events) or self.policy
+
+    async def request(
+        self,
+        session: Session,
+        tool_name: str,
+        call_id: str | None = None,
+        reason: str | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> Outcome:
+        """Ask, log and return the outcome (fail closed: no answerer, a failing one or an
+        answer outside the four outcomes is ``unavailable``).
+
+        Raises:
+            SessionEventError: The session is not inside an open turn (nothing is logged).
+        """
+        if brackets(session.events).open_turn is None:
+            raise SessionEventError(OUTSIDE_TURN)
+        id = str(uuid.uuid4())
+        asked: dict[str, Any] = {"id": id, "toolName": tool_name}
+        if call_id is not None:
+            asked["callId"] = call_id
+        if reason is not None:
+            asked["reason"] = reason
+        session.append(APPROVAL_ASKED, asked)
+        outcome = await self._decide(ApprovalRequest(session, tool_name, call_id, reason), cancel)
+        session.append(APPROVAL_DECIDED, {"id": id, "outcome": outcome})
+        return outcome
+
+    async def _decide(self, request: ApprovalRequest, cancel: CancelSignal | None) -> Outcome:
+        if cancel is not None and cancel.cancelled:
+            return "cancelled"
+        if self.effective(request.session) == "never":
+            return "rejected"
+
+        async def unavailable(_: ApprovalRequest) -> Outcome:
+            return "unavailable"
+
+        answer = asyncio.ensure_future(self._hooks.chain(APPROVAL_REQUEST, unavailable)(request))
+        if cancel is not None:
+            aborted = asyncio.ensure_future(cancel.wait())
+            await asyncio.wait([answer, aborted], return_when=asyncio.FIRST_COMPLETED)
+            aborted.cancel()
+            if not answer.done():
+                answer.cancel()
+                return "cancelled"
+        try:
+            outcome = await answer
+        except Exception:
+            return "unavailable"
+        return outcome if outcome in OUTCOMES else "unavailable"
+
+    def set_policy(self, agent: Any, policy: Policy) -> None:
+        """Switch the agent's session to ``policy`` (no-op when unchanged): ``approval/policy``
+        at once, and a notice the model reads at the agent's next step."""
+        old = self.effective(agent.session)
+        if policy == old:
+            return
+        set_approval_policy(agent.session, policy)
+        agent.steer({**policy_notice(old, policy), "id": str(uuid.uuid4())})
+
+
+def set_approval_policy(session: Session, policy: Policy) -> None:
+    """Append ``approval/policy {policy}`` (anywhere: between turns too).
+
+    Raises:
+        TypeError: ``policy`` is not ``ask`` or ``never`` (nothing is logged).
+    """
+    if policy not in POLICIES:
+        raise TypeError('approval policy must be one of "ask" or "never"')
+    session.append(APPROVAL_POLICY, {"policy": policy})
+
+
+def user_approval(policy: Policy = "ask") -> Callable[[PluginScope], None]:
+    """The plugin that mounts the approval service on an ``AgentRuntime``
+    (``runtime.approval``): asks from ``tools/pre-execute`` reach it, and every session's
+    model reads the policy in a runtime-context message."""
+
+    def install(scope: PluginScope) -> None:
+        runtime = scope.runtime
+        service = ApprovalService(runtime.hooks, policy)
+        runtime.approval = service  # type: ignore[attr-defined]
+
+        def unmount() -> None:
+            if getattr(runtime, "approval", None) is service:
+                runtime.approval = None  # type: ignore[attr-defined]
+
+        scope.disposer.add(unmount)
+
+    return install
+
+
+async def pre_execute(agent: Any, call: ToolCall) -> ToolResult | None:
+    """The ``tools/pre-execute`` verdict on ``call`` (its ``tool/call`` is logged): ``None``
+    when the body may run, else the result that refuses it (the reference's texts)."""
+
+    async def allow(_: ToolCall) -> Mapping[str, Any]:
+        return {"kind": "allow"}
+
+    decision = await agent.runtime.hooks.chain(TOOLS_PRE_EXECUTE, allow)(call)
+    kind = decision.get("kind") if isinstance(decision, Mapping) else None
+    if kind == "deny":
+        return ToolResult.failure(str(decision.get("reason") or f'tool "{call.name}" was denied'))
+    if kind != "ask":
+        return None
+    reason = decision.get("reason")
+    service: ApprovalService | None = getattr(agent.runtime, "approval", None)
+    if service is None:
+        return ToolResult.failure(unsupported(call.name, reason))
+    outcome = await service.request(agent.session, call.name, call.call_id, reason, call.cancel)
+    if outcome == "allowed-once":
+        return None
+    if outcome == "cancelled" and call.cancel.cancelled:
+        return aborted_before_dispatch()
+    return ToolResult.failure(denial(outcome, call.name))
+
+
+def context_message(agent: Any) -> dict[str, Any] | None:
+    """The runtime-context ``user/message`` data the step should carry: when the approval
+    service is mounted and the session's last snapshot (if any) says something else."""
+    service: ApprovalService | None = getattr(agent.runtime, "approval", None)
+    if service is None:
+        return None
+    wanted = runtime_context(service.effective(agent.session))
+    for event in reversed(agent.session.events):
+        if event.type == USER_MESSAGE and event.data.get("source", {}).get("form") == "snapshot":
+            if event.data["content"] == wanted["content"]:
+                return None
+            break
+    return {**wanted, "id": str(uuid.uuid4())}

@@ -18,17 +18,27 @@ class Cancelled(Exception):
     """The turn was cancelled while a model stream was being read."""
 
 
+_BLOCK_CHUNKS = frozenset(
+    {"block-start", "text-delta", "reasoning-delta", "tool-call-delta", "block-end"}
+)
+
+
 class Assembler:
     """Builds the content blocks of a response from its chunks."""
 
     def __init__(self) -> None:
         self.blocks: dict[int, dict[str, Any]] = {}
+        self.ended: set[int] = set()
+        """Indexes whose block ended: as in the reference, a block a stream starts again at
+        such an index is not assembled (the first one stays)."""
         self.usage: Any = None
         self.finish: Any = None
 
     def feed(self, chunk: Mapping[str, Any]) -> None:
         kind = chunk.get("type")
         index = int(chunk.get("index", 0))
+        if index in self.ended and kind in _BLOCK_CHUNKS:
+            return
         if kind == "block-start":
             if chunk["blockType"] == "tool-call":
                 self.blocks[index] = {
@@ -55,6 +65,7 @@ class Assembler:
             block["arguments"] += chunk["argumentsDelta"]
         elif kind == "block-end":
             self.blocks[index] = thaw(chunk["block"])
+            self.ended.add(index)
         elif kind == "usage":
             self.usage = chunk["usage"]
         elif kind == "finish":

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from agent_loop.approval import context_message, pre_execute
 from agent_loop.assembler import Assembler, Cancelled, until_cancelled
 from agent_loop.cancel import CancelSignal
 from agent_loop.models import ModelRequest
@@ -192,6 +193,9 @@ class Agent:
                 session.append(STEP_START, step_start(turn, step))
                 for message in context.messages:
                     session.append(USER_MESSAGE, message, surface_op="append")
+                runtime_context = context_message(self)
+                if runtime_context is not None:  # (first step, or the context changed)
+                    session.append(USER_MESSAGE, runtime_context, surface_op="append")
                 try:
                     if step == 1 and settlement is not None and settlement.settles:
                         await settle_step(self, turn, step, settlement, cancel)
@@ -406,7 +410,13 @@ class Agent:
             call = ToolCall(
                 block["id"], block["name"], block["arguments"], session, self, None, cancel
             )
-            task = asyncio.ensure_future(tools.execute(call))
+            refused = await pre_execute(self, call)  # the next call waits for this verdict
+            task: asyncio.Future[ToolResult]
+            if refused is None:
+                task = asyncio.ensure_future(tools.execute(call))
+            else:
+                task = asyncio.get_running_loop().create_future()
+                task.set_result(refused)
             started.append((block, call_seq, task))
             await asyncio.sleep(0)  # let the body start before the next call is considered
             commit_ready()
