@@ -21,7 +21,12 @@ from agent_loop.cancel import CancelSignal
 from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
 from session.errors import SessionEventError
 from session.events.turns import brackets
-from session.events.types import USER_MESSAGE
+from session.events.types import (
+    APPROVAL_ASKED,
+    APPROVAL_DECIDED,
+    APPROVAL_POLICY,
+    USER_MESSAGE,
+)
 from session.live.hooks import HookBus
 from session.live.runtime import PluginScope
 from session.live.session import Session
@@ -48,10 +53,6 @@ __all__ = [
     "unsupported",
     "user_approval",
 ]
-
-APPROVAL_ASKED: Final = "approval/asked"
-APPROVAL_DECIDED: Final = "approval/decided"
-APPROVAL_POLICY: Final = "approval/policy"
 
 Outcome = Literal["allowed-once", "rejected", "cancelled", "unavailable"]
 OUTCOMES: Final[tuple[Outcome, ...]] = ("allowed-once", "rejected", "cancelled", "unavailable")

@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "APPROVAL_ASKED",
+    "APPROVAL_DECIDED",
+    "APPROVAL_POLICY",
     "ASSISTANT_CHUNK",
     "ASSISTANT_MESSAGE",
     "END_SEED",
@@ -38,6 +41,9 @@ REQUEST_HEADER: Final = "request/header"
 REQUEST_CONTEXT: Final = "request/context"
 ASSISTANT_CHUNK: Final = "assistant/chunk"
 ASSISTANT_MESSAGE: Final = "assistant/message"
+APPROVAL_ASKED: Final = "approval/asked"
+APPROVAL_DECIDED: Final = "approval/decided"
+APPROVAL_POLICY: Final = "approval/policy"
 TOOL_CALL: Final = "tool/call"
 TOOL_RESULT: Final = "tool/result"
 LLM_RETRY: Final = "llm/retry"
