@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -184,14 +185,19 @@ def parse_store(text: str) -> StoreSpec:
 
 
 def _names_a_database(path: str) -> bool:
-    """Whether a JSONL root ``path`` is really a SQLite file: an existing file that starts
-    as one, or a path that does not exist and is named like one."""
-    if os.path.isdir(path):
+    """Whether a JSONL root ``path`` is really a SQLite file: an existing regular file that
+    starts as one, or a path that does not exist and is named like one. Nothing but a regular
+    file is opened (a FIFO would block the open)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return path.endswith(_DATABASE_SUFFIXES)
+    except OSError:
+        return False
+    if not stat.S_ISREG(mode):
         return False
     try:
         with open(path, "rb") as f:
             return f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
-    except FileNotFoundError:
-        return path.endswith(_DATABASE_SUFFIXES)
     except OSError:
         return False

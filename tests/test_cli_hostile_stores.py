@@ -191,3 +191,22 @@ def test_a_session_with_a_live_writer_is_open_for_every_command(tmp_path: Path) 
     assert "REPAIRED" not in show[1], show
     assert "recover" not in show[1], show
     assert json.loads(listing[1])["state"] == "open", listing
+
+
+@pytest.mark.parametrize("command", ["ls", "verify"])
+def test_a_fifo_named_as_the_store_is_refused_without_opening_it(
+    tmp_path: Path, command: str
+) -> None:
+    """Telling a JSONL root from a SQLite file that lost its scheme must not open a FIFO
+    (the open would wait for a writer forever)."""
+    fifo = tmp_path / "store"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_session", command, str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 4, done.stderr
+    assert "is not a directory" in done.stderr
