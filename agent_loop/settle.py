@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent_loop.cancel import CancelSignal
-from agent_loop.effects import Applied, NotApplied
-from agent_loop.tools import ToolCall, ToolResult, ToolService, as_result, outcome_unknown
+from agent_loop.effects import Applied, Effect, NotApplied, Reconcile
+from agent_loop.tools import ToolCall, ToolResult, as_result, outcome_unknown
 from session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from session.events.turns import brackets
 from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT
@@ -42,10 +42,12 @@ from session.live.session import Session
 if TYPE_CHECKING:
     from agent_loop.loop import Agent
 
-__all__ = ["SETTLEMENT", "Answer", "Pending", "Plan", "plan", "settle_step"]
+__all__ = ["Answer", "Pending", "Plan", "Settlement", "plan", "settle_step", "settlement"]
 
 Answer = Literal["kept", "not-started", "unknown"]
 """How a call of the interrupted step was answered when the crash was repaired."""
+Settlement = Literal["dispatched", "re-run", "reconciled", "run-after-probe", "unknown"]
+"""How a call without a result of its own was settled (the ``meta`` of its result)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +65,6 @@ class Pending:
 class Plan:
     """What settling an interrupted turn involves."""
 
-    turn: int
-    """The interrupted turn."""
     message: Mapping[str, Any] | None
     """The interrupted step's assistant message with its calls, or ``None`` when the turn's
     last model answer asked for none (or there was none)."""
@@ -94,7 +94,7 @@ def plan(session: Session) -> Plan | None:
     last = events[nodes[-1]] if nodes else None
     answered_by_model = last is not None and last.type == ASSISTANT_MESSAGE
     if not answers or not _calls(events[answers[-1]].data["message"]):
-        return Plan(crash.turn, None, (), (), continues=not answered_by_model)
+        return Plan(None, (), (), continues=not answered_by_model)
     message_seq = answers[-1]
     message = thaw(events[message_seq].data["message"])
     results = {
@@ -106,7 +106,7 @@ def plan(session: Session) -> Plan | None:
     for block in _calls(message):
         seq = results.get(block["id"])
         if seq is None:  # not answered on the surface (cannot happen after a repair)
-            return Plan(crash.turn, None, (), (), continues=False)
+            return Plan(None, (), (), continues=False)
         data = thaw(events[seq].data)
         code = (data.get("error") or {}).get("code")
         answer: Answer = (
@@ -118,7 +118,7 @@ def plan(session: Session) -> Plan | None:
         )
         calls.append(Pending(block, answer, data))
     shadowed = tuple(seq for seq in nodes if seq >= message_seq)
-    return Plan(crash.turn, message, shadowed, tuple(calls), continues=True)
+    return Plan(message, shadowed, tuple(calls), continues=True)
 
 
 def _calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -131,18 +131,18 @@ def _call_id(data: Mapping[str, Any]) -> Any:
 
 
 async def settle_step(
-    agent: Agent, turn: int, step: int, settlement: Plan, cancel: CancelSignal
+    agent: Agent, turn: int, step: int, interrupted: Plan, cancel: CancelSignal
 ) -> None:
     """The settlement step of a continuation turn (the module's steps 1 and 2), inside an open
     ``step/start``: the interrupted message again, then each call settled in the model's
     order, one at a time."""
-    assert settlement.message is not None
+    assert interrupted.message is not None
     session, tools = agent.session, agent.runtime.tools
-    shadowed = settlement.shadowed
-    data: dict[str, Any] = {"turn": turn, "step": step, "message": settlement.message}
+    shadowed = interrupted.shadowed
+    data: dict[str, Any] = {"turn": turn, "step": step, "message": interrupted.message}
     replace = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]}
     session.append(ASSISTANT_MESSAGE, data, surface_op=replace, source_event_seqs=shadowed)
-    for pending in settlement.calls:
+    for pending in interrupted.calls:
         block = pending.block
         call_seq = agent._record_call(turn, step, block)
         if pending.answer == "kept":
@@ -157,33 +157,48 @@ async def settle_step(
             call = ToolCall(
                 block["id"], block["name"], block["arguments"], session, agent, None, cancel
             )
-            how, result = await _settle(tools, call, pending.answer)
+            spec = tools.get(call.name)  # (a missing tool answers like an unsafe one)
+            how, found = await settlement(
+                pending.answer,
+                spec.effect if spec else "unsafe",
+                spec.reconcile if spec else None,
+                call,
+            )
+            if how == "unknown":
+                result = outcome_unknown()
+            else:
+                result = found if found is not None else await tools.execute(call)
             result = ToolResult(
                 result.content, result.is_error, result.error, _meta(how, result.meta)
             )
         agent._record_result(turn, step, block["id"], call_seq, result)
 
 
-async def _settle(tools: ToolService, call: ToolCall, answer: Answer) -> tuple[str, ToolResult]:
-    """How ``call`` is settled, and its result."""
+async def settlement(
+    answer: Answer, effect: Effect | None, reconcile: Reconcile | None, call: ToolCall
+) -> tuple[Settlement, ToolResult | None]:
+    """How a call of the interrupted step is settled (``answer``: how repair left it;
+    ``effect``: its tool's class, ``None`` when no tool of that name can run it), asking the
+    tool's probe when that decides it. The result is the probe's for ``reconciled`` and
+    ``None`` otherwise: the caller runs the body for ``dispatched``, ``re-run`` and
+    ``run-after-probe``, and records the repair's answer again for ``unknown``."""
+    if effect is None:
+        return "unknown", None
     if answer == "not-started":
-        return "dispatched", await tools.execute(call)
-    spec = tools.get(call.name)
-    if spec is None:
-        return "unknown", outcome_unknown()
-    if spec.effect in ("read", "idempotent"):
-        return "re-run", await tools.execute(call)
-    if spec.reconcile is None:
-        return "unknown", outcome_unknown()
+        return "dispatched", None
+    if effect in ("read", "idempotent"):
+        return "re-run", None
+    if reconcile is None:
+        return "unknown", None
     try:
-        found = await spec.reconcile(call)
+        found = await reconcile(call)
     except Exception:
-        return "unknown", outcome_unknown()
+        return "unknown", None
     if isinstance(found, Applied):
         return "reconciled", as_result(found.result)
     if isinstance(found, NotApplied):
-        return "run-after-probe", await tools.execute(call)
-    return "unknown", outcome_unknown()
+        return "run-after-probe", None
+    return "unknown", None
 
 
 def _meta(how: str, meta: Any) -> dict[str, Any]:

@@ -16,13 +16,14 @@ declaration takes its class from its annotations (``readOnlyHint``, ``idempotent
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from agent_loop.effects import EFFECTS, Applied, Effect, NotApplied, Reconcile, effect_of_mcp
-from agent_loop.settle import Pending, Plan, plan
-from agent_loop.tools import ToolCall, as_result
+from agent_loop.effects import EFFECTS, Effect, Reconcile, effect_of_mcp
+from agent_loop.settle import Pending, Plan, Settlement, plan, settlement
+from agent_loop.tools import ToolCall
 from agent_session.integrations.openai_agents.items import tool_result_data
 from agent_session.integrations.turns import OpenTurn, close_stale, next_step
+from session.events.builders import tool_call
 from session.events.outcomes import SETTLEMENT
 from session.events.types import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT
 from session.json.lossless import thaw
@@ -34,8 +35,9 @@ if TYPE_CHECKING:
 
 __all__ = ["declare", "resume_run", "settle_run"]
 
-_DECLARED: dict[int, tuple[Any, Effect, Reconcile | None]] = {}
-"""Declarations by the id of the tool object (which they keep alive)."""
+_DECLARATION: Final = "_agent_session_effect"
+"""The attribute of a tool object that holds what :func:`declare` said of it (on the object
+itself: nothing keeps a tool alive that its owner dropped)."""
 
 
 def declare(
@@ -51,7 +53,7 @@ def declare(
         raise ValueError(f"effect must be one of {', '.join(EFFECTS)}, got {effect!r}")
     if reconcile is not None and effect != "unsafe":
         raise ValueError(f"a {effect} tool needs no reconcile probe: it is run again")
-    _DECLARED[id(tool)] = (tool, effect, reconcile)
+    setattr(tool, _DECLARATION, (effect, reconcile))
     return tool
 
 
@@ -60,13 +62,13 @@ async def settle_run(agent: Agent[Any], session: EventLogSession, *, context: An
     last turn; call it while no run is going on); return
     whether the run has something left to finish (a model request). Tool bodies and probes
     run on the caller's event loop; each call's ``tool/call`` is durable before its body."""
-    settlement = await session._call(_plan(session))
-    if settlement is None or not settlement.continues:
+    interrupted = await session._call(_plan(session))
+    if interrupted is None or not interrupted.continues:
         return False
-    if not settlement.settles:
+    if not interrupted.settles:
         return True  # the continuing run opens its turn with the next model request
-    await session._call(_open(session, settlement))
-    for pending in settlement.calls:
+    await session._call(_open(session, interrupted))
+    for pending in interrupted.calls:
         await session._call(_called(session, pending))
         how, data = await _settle(agent, pending, context)
         await session._call(_answered(session, pending, how, data))
@@ -100,12 +102,12 @@ async def _plan(session: EventLogSession) -> Plan | None:
     return plan(live)
 
 
-async def _open(session: EventLogSession, settlement: Plan) -> None:
+async def _open(session: EventLogSession, interrupted: Plan) -> None:
     """The continuation turn's first step and the interrupted response again (a replace)."""
     live = await session._live()
     turn = next_step(live, None)
-    data = {"turn": turn.number, "step": 1, "message": settlement.message}
-    shadowed = settlement.shadowed
+    data = {"turn": turn.number, "step": 1, "message": interrupted.message}
+    shadowed = interrupted.shadowed
     replace = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]}
     live.append(ASSISTANT_MESSAGE, data, surface_op=replace, source_event_seqs=shadowed)
     await session.runtime.sessions.flush(live)
@@ -116,13 +118,14 @@ async def _called(session: EventLogSession, pending: Pending) -> None:
     live = await session._live()
     turn = _open_turn(session, live)
     block = pending.block
-    data = {"turn": turn.number, "step": 1, "callId": block["id"]}
-    live.append(TOOL_CALL, {**data, "name": block["name"], "arguments": block["arguments"]})
+    live.append(
+        TOOL_CALL, tool_call(turn.number, 1, block["id"], block["name"], block["arguments"])
+    )
     await session.runtime.sessions.flush(live)
 
 
 async def _answered(
-    session: EventLogSession, pending: Pending, how: str | None, data: dict[str, Any]
+    session: EventLogSession, pending: Pending, how: Settlement | None, data: dict[str, Any]
 ) -> None:
     live = await session._live()
     turn = _open_turn(session, live)
@@ -143,38 +146,29 @@ def _open_turn(session: EventLogSession, live: Any) -> OpenTurn:
 
 async def _settle(
     agent: Agent[Any], pending: Pending, context: Any
-) -> tuple[str | None, dict[str, Any]]:
+) -> tuple[Settlement | None, dict[str, Any]]:
     """How ``pending`` is settled and its ``tool/result`` data (turn and step filled in
     later); ``None`` for a call that keeps the result it had."""
     block = pending.block
     if pending.answer == "kept":
         return None, _again(pending.result)
     tool = next((t for t in agent.tools if getattr(t, "name", None) == block["name"]), None)
-    if tool is None or not hasattr(tool, "on_invoke_tool"):
-        return "unknown", _again(pending.result)
-    effect, reconcile = _declared(tool)
-    if pending.answer == "not-started":
-        return "dispatched", await _run(tool, block, context)
-    if effect in ("read", "idempotent"):
-        return "re-run", await _run(tool, block, context)
-    if reconcile is None:
-        return "unknown", _again(pending.result)
-    try:
-        found = await reconcile(ToolCall(block["id"], block["name"], block["arguments"]))
-    except Exception:
-        return "unknown", _again(pending.result)
-    if isinstance(found, Applied):
-        text = "".join(b.get("text", "") for b in as_result(found.result).content)
-        return "reconciled", _output(block["id"], text)
-    if isinstance(found, NotApplied):
-        return "run-after-probe", await _run(tool, block, context)
-    return "unknown", _again(pending.result)
+    runnable = tool is not None and hasattr(tool, "on_invoke_tool")
+    effect, reconcile = _declared(tool) if runnable else (None, None)
+    call = ToolCall(block["id"], block["name"], block["arguments"])
+    how, found = await settlement(pending.answer, effect, reconcile, call)
+    if how == "unknown":
+        return how, _again(pending.result)
+    if found is not None:
+        return how, _output(block["id"], "".join(b.get("text", "") for b in found.content))
+    return how, await _run(tool, block, context)
 
 
 def _declared(tool: Any) -> tuple[Effect, Reconcile | None]:
-    declared = _DECLARED.get(id(tool))
-    if declared is not None and declared[0] is tool:
-        return declared[1], declared[2]
+    """The class :func:`declare` gave ``tool``; else its MCP annotations'; else unsafe."""
+    declared = getattr(tool, _DECLARATION, None)
+    if declared is not None:
+        return declared  # type: ignore[no-any-return]
     annotations = getattr(tool, "_mcp_annotations", None)
     if annotations is not None:
         dump = getattr(annotations, "model_dump", None)
