@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from agent_loop.cancel import CancelSignal
 from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
 from session.errors import SessionEventError
+from session.events.eventlog import EventLog, LazyRun, iter_parts
 from session.events.turns import brackets
 from session.events.types import (
     APPROVAL_ASKED,
@@ -97,8 +98,8 @@ def effective_policy(events: Iterable[Any]) -> Policy | None:
     """The policy of the last ``approval/policy`` event of ``events``; ``None`` when the log
     never switched (the service's configured policy applies)."""
     policy: Policy | None = None
-    for event in events:
-        if getattr(event, "type", None) == APPROVAL_POLICY:
+    for event in iter_parts(events):  # (packed streamed deltas are never a policy)
+        if type(event) is not LazyRun and getattr(event, "type", None) == APPROVAL_POLICY:
             value = event.data.get("policy")
             policy = value if value in POLICIES else policy
     return policy
@@ -250,13 +251,17 @@ def user_approval(policy: Policy = "ask") -> Callable[[PluginScope], None]:
     model reads the policy in a runtime-context message."""
 
     def install(scope: PluginScope) -> None:
+        from agent_loop.runtime import AgentRuntime  # (it imports this module)
+
         runtime = scope.runtime
+        if not isinstance(runtime, AgentRuntime):
+            raise TypeError("user_approval() mounts on an AgentRuntime, which runs agents")
         service = ApprovalService(runtime.hooks, policy)
-        runtime.approval = service  # type: ignore[attr-defined]
+        runtime.approval = service
 
         def unmount() -> None:
-            if getattr(runtime, "approval", None) is service:
-                runtime.approval = None  # type: ignore[attr-defined]
+            if runtime.approval is service:
+                runtime.approval = None
 
         scope.disposer.add(unmount)
 
@@ -277,7 +282,7 @@ async def pre_execute(agent: Any, call: ToolCall) -> ToolResult | None:
     if kind != "ask":
         return None
     reason = decision.get("reason")
-    service: ApprovalService | None = getattr(agent.runtime, "approval", None)
+    service: ApprovalService | None = agent.runtime.approval
     if service is None:
         return ToolResult.failure(unsupported(call.name, reason))
     outcome = await service.request(agent.session, call.name, call.call_id, reason, call.cancel)
@@ -291,13 +296,25 @@ async def pre_execute(agent: Any, call: ToolCall) -> ToolResult | None:
 def context_message(agent: Any) -> dict[str, Any] | None:
     """The runtime-context ``user/message`` data the step should carry: when the approval
     service is mounted and the session's last snapshot (if any) says something else."""
-    service: ApprovalService | None = getattr(agent.runtime, "approval", None)
+    service: ApprovalService | None = agent.runtime.approval
     if service is None:
         return None
     wanted = runtime_context(service.effective(agent.session))
-    for event in reversed(agent.session.events):
-        if event.type == USER_MESSAGE and event.data.get("source", {}).get("form") == "snapshot":
-            if event.data["content"] == wanted["content"]:
-                return None
-            break
+    last = _last_snapshot(agent.session.events)
+    if last is not None and last.data["content"] == wanted["content"]:
+        return None
     return {**wanted, "id": str(uuid.uuid4())}
+
+
+def _last_snapshot(events: Sequence[Any]) -> Any:
+    """The log's last runtime-context ``user/message``, read backwards without building a
+    packed run of streamed deltas (never a message)."""
+    parts = events.parts if isinstance(events, EventLog) else (events,)
+    for part in reversed(parts):
+        if type(part) is LazyRun and not part.built:
+            continue
+        for event in reversed(part):
+            source = event.data.get("source") if event.type == USER_MESSAGE else None
+            if isinstance(source, Mapping) and source.get("form") == "snapshot":
+                return event
+    return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from agent_loop.approval import ApprovalService
 from agent_loop.loop import Agent
 from agent_loop.models import ModelService
 from agent_loop.tools import ToolService
@@ -39,6 +40,8 @@ class AgentRuntime(Runtime):
         """Model adapters and the ``llm/stream`` chain."""
         self.tools = ToolService(self.hooks)
         """Registered tools and the ``tools/execute`` chain."""
+        self.approval: ApprovalService | None = None
+        """The approval service ``user_approval()`` mounts, if any."""
 
     def check_checkpoints(self) -> None:
         """Warn once, when a persistence backend is installed and no checkpoint policy is,
