@@ -175,14 +175,13 @@ async def ls(args: argparse.Namespace) -> int:
 async def _settleable(reader: SessionPersistence, id: str) -> bool:
     """Whether resuming the agent could settle calls of the session's interrupted turn (read
     with the repair in memory only; an entry that cannot be read is not)."""
+    from agent_session.inventory import settleable
     from session import SessionError
-    from session.events.interruption import interruption
 
     try:
-        crash = interruption((await reader.inspect(id)).events)
+        return bool(settleable((await reader.inspect(id)).events))
     except (SessionError, OSError):
         return False
-    return crash is not None and bool(crash.not_started or crash.outcome_unknown)
 
 
 async def diagnose(store: SessionPersistence, where: StoreSpec, id: str) -> Diagnosis:

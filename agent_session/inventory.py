@@ -27,6 +27,7 @@ __all__ = [
     "Status",
     "Verdict",
     "rows",
+    "settleable",
     "status_of",
     "transcript_problem",
 ]
@@ -229,9 +230,9 @@ async def status_of(backend: SessionPersistence, id: str) -> Verdict:
     count, closers = examined.stored_events, examined.closers
     if closers and examined.writer_elsewhere:
         return "open", f"{count} events; the last turn is still running in a live writer"
-    settleable = _settleable(examined.session.events)
+    could_settle = settleable(examined.session.events)
     if closers:
-        detail = f"{count} events; the last turn is open ({closers} closers needed){settleable}"
+        detail = f"{count} events; the last turn is open ({closers} closers needed){could_settle}"
         if examined.torn_tail:
             detail += "; torn tail"
         return "interrupted", detail
@@ -240,10 +241,10 @@ async def status_of(backend: SessionPersistence, id: str) -> Verdict:
     problem = transcript_problem(id, examined.session.events)
     if problem is not None:
         return "invalid", f"{count} events; {problem}"
-    return "balanced", f"{count} events{settleable}"
+    return "balanced", f"{count} events{could_settle}"
 
 
-def _settleable(events: Sequence[SessionEvent]) -> str:
+def settleable(events: Sequence[SessionEvent]) -> str:
     """What settlement could resolve when the agent resumes (the CLI runs no tools): ``""``
     when the last turn was not interrupted with calls left unanswered."""
     crash = interruption(events)
