@@ -83,7 +83,7 @@ EXAMPLES = {
     "rm": "agent-session rm ./agent-sessions chat-1",
     "copy": "agent-session copy ./agent-sessions sqlite:///sessions.db",
 }
-"""One example per command, shown by its ``--help`` (and run by the CLI reference's tests)."""
+"""One example per command, shown at the end of its ``--help``."""
 
 
 def _turns(text: str) -> int:

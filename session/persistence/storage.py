@@ -5,7 +5,7 @@ A backend implements the required core, the abstract methods (``load``, ``revisi
 ``append``, ``commit_repair``, ``list_snapshots``, ``close``) and a ``name``; every other
 method is an optional capability whose default here is the answer of a medium without it (no
 writer locks, no answer without blocking, no locations, no inline or early appends). A
-minimal backend is the core only: see ``docs/development.md`` for one in 60 lines, and
+minimal backend is the core only: see ``docs/development.md`` for one in a page, and
 :mod:`agent_session.testing` for the contract suite every backend passes.
 
 The service owns everything that is the same for every backend: per-id serialization,
