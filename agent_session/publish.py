@@ -2,8 +2,8 @@
 copy cut short (a SIGKILL, a full disk) leaves the destination without the session, never
 with a prefix of it that lists and verifies as a session.
 
-- SQLite: every event in one transaction (a row per event: the batches change nothing).
-- PostgreSQL: every batch's lines (packed as the batch packs them) in one transaction.
+- SQLite, PostgreSQL: ``Storage.append_batches``, one transaction (PostgreSQL keeps each
+  batch's packing; a SQLite row per event has none to keep).
 - JSONL: written as batches into a staging root beside the store (same file system), then
   the session's directory is renamed into place and the directory fsynced; a staging root a
   kill left behind holds nothing a reader of the store sees.
@@ -16,6 +16,8 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 
+from persistence_jsonl import JsonlPersistence
+from persistence_jsonl.layout import session_dir
 from session import SessionCollisionError, SessionEvent, SessionHeader
 from session.persistence.service import SessionPersistence
 
@@ -36,26 +38,15 @@ async def publish(
         raise SessionCollisionError(
             f'session "{header.id}" already exists in the destination; remove it first'
         )
-    events = [event for batch in batches for event in batch]
-    from persistence_jsonl import JsonlPersistence
-
     if isinstance(target, JsonlPersistence):
         await _staged(target, header, batches)
-        return
-    append_batches = getattr(storage, "append_batches", None)
-    if append_batches is not None:  # PostgreSQL: the batches' lines, in one transaction
-        await append_batches(header, batches)
-    else:  # SQLite (and memory): one append, one transaction
-        await storage.append(header, events, materialized=False)
+    else:  # one transaction (PostgreSQL keeps each batch's packing)
+        await storage.append_batches(header, batches)
 
 
 async def _staged(
-    target: object, header: SessionHeader, batches: Sequence[Sequence[SessionEvent]]
+    target: JsonlPersistence, header: SessionHeader, batches: Sequence[Sequence[SessionEvent]]
 ) -> None:
-    from persistence_jsonl import JsonlPersistence
-    from persistence_jsonl.layout import session_dir
-
-    assert isinstance(target, JsonlPersistence)
     root = target.jsonl.root
     os.makedirs(root, 0o700, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(root)}.copy-", dir=os.path.dirname(root))

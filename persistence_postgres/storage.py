@@ -299,7 +299,7 @@ class PostgresStorage(Storage):
         self, header: SessionHeader, batches: Sequence[Sequence[SessionEvent]]
     ) -> None:
         """A new session's ``batches`` (each packed as an append of it packs), in one
-        transaction: the session is stored whole or not at all (what a copy needs)."""
+        transaction: the session is stored whole or not at all."""
         lines = [line for batch in batches for line in batch_lines(batch)]
         await self._run(lambda db: append_batch(db, header, lines, False, self._settle))
 

@@ -136,6 +136,22 @@ class Storage(ABC):
         When it returns, the batch is on stable storage.
         """
 
+    async def append_batches(
+        self, header: SessionHeader, batches: Sequence[Sequence[SessionEvent]]
+    ) -> None:
+        """Store a new session's whole log, given as the batches it was written in, at once:
+        when it returns, every batch is durable; a crash or a failure leaves none of them
+        (what a copy needs: never a prefix that lists as a session).
+
+        Raises:
+            As :meth:`append` with ``materialized=False``.
+
+        By default one :meth:`append` of every event (atomic as a first append is); a medium
+        that keeps how a batch was packed overrides it to keep each batch's packing.
+        """
+        events = [event for batch in batches for event in batch]
+        await self.append(header, events, materialized=False)
+
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
     ) -> bool:
