@@ -7,13 +7,19 @@ its answerers, and logs ``approval/decided {id, outcome}`` with one of four outc
 ``allowed-once`` lets the body run; every other outcome is an error result whose text says why.
 The effective policy of a session (``ask`` or ``never``) is the last ``approval/policy`` event
 of its log.
+
+Beyond the reference, a service mounted with ``park=True`` makes each ask durable (its
+``approval/asked`` carries the digest of the call's arguments, :mod:`session.events.parked`,
+and is flushed before any answerer is asked), and an ask no answerer decides (the end of the
+chain, or an answerer answering ``"park"``) *parks* the turn (:class:`Parked`): a decision
+from any process (``agent-session approve``) is carried out by ``agent.resume()``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -21,6 +27,8 @@ from agent_loop.cancel import CancelSignal
 from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
 from session.errors import SessionEventError
 from session.events.eventlog import EventLog, LazyRun, iter_parts
+from session.events.header import now_ms
+from session.events.parked import ARGUMENTS_DIGEST, EXPIRES_AT, arguments_digest
 from session.events.turns import brackets
 from session.events.types import (
     APPROVAL_ASKED,
@@ -38,11 +46,13 @@ __all__ = [
     "APPROVAL_POLICY",
     "APPROVAL_REQUEST",
     "OUTCOMES",
+    "PARK",
     "POLICIES",
     "TOOLS_PRE_EXECUTE",
     "ApprovalRequest",
     "ApprovalService",
     "Outcome",
+    "Parked",
     "Policy",
     "context_message",
     "denial",
@@ -132,6 +142,16 @@ def policy_notice(old: Policy, new: Policy) -> dict[str, Any]:
     }
 
 
+PARK: Final = "park"
+"""What an ``approval/request`` answerer returns to leave the decision to a decider outside
+this process (a service mounted with ``park=True`` only; otherwise it is ``unavailable``)."""
+
+
+class Parked(Exception):
+    """A call's approval was parked: its ask is durable and waits for a decision. Raised
+    through the step to the turn, which stays open and returns ``awaiting-approval``."""
+
+
 TOOLS_PRE_EXECUTE: Final = "tools/pre-execute"
 """Middleware ``async (call, next) -> decision`` before a call's body: ``{"kind": "allow"}``,
 ``{"kind": "deny", "reason": ...}`` or ``{"kind": "ask", "reason"?: ...}``. The end of the
@@ -163,12 +183,28 @@ class ApprovalService:
     registered on ``approval/request``, logged as ``approval/asked`` + ``approval/decided``.
     Install it with ``runtime.install(user_approval())``."""
 
-    def __init__(self, hooks: HookBus, policy: Policy = "ask") -> None:
+    def __init__(
+        self,
+        hooks: HookBus,
+        policy: Policy = "ask",
+        *,
+        park: bool = False,
+        expires_after: float | None = None,
+        flush: Callable[[Session], Awaitable[object]] | None = None,
+    ) -> None:
         if policy not in POLICIES:
             raise TypeError('approval policy must be one of "ask" or "never"')
+        if expires_after is not None and not (park and expires_after > 0):
+            raise ValueError("expires_after needs park=True and a positive number of seconds")
         self._hooks = hooks
+        self._flush = flush
         self.policy: Policy = policy
         """The configured policy (a log's last ``approval/policy`` overrides it)."""
+        self.park = park
+        """Whether an ask nobody decides at once parks the turn (else it is
+        ``unavailable``, as in the reference)."""
+        self.expires_after = expires_after
+        """Seconds a parked ask waits before whoever sees it decides it ``cancelled``."""
 
     def effective(self, session: Session) -> Policy:
         """The session's policy: its log's last switch, else the configured one."""
@@ -188,6 +224,22 @@ class ApprovalService:
         Raises:
             SessionEventError: The session is not inside an open turn (nothing is logged).
         """
+        outcome = await self.ask(session, tool_name, call_id, reason, cancel)
+        return "unavailable" if outcome is None else outcome
+
+    async def ask(
+        self,
+        session: Session,
+        tool_name: str,
+        call_id: str | None = None,
+        reason: str | None = None,
+        cancel: CancelSignal | None = None,
+        *,
+        arguments: Any = None,
+    ) -> Outcome | None:
+        """:meth:`request` for a recorded call whose ``arguments`` are given: with
+        ``park=True`` the ask is durable (flushed) before any answerer is asked, and
+        ``None`` means it was parked (no decision is logged)."""
         if brackets(session.events).open_turn is None:
             raise SessionEventError(OUTSIDE_TURN)
         id = str(uuid.uuid4())
@@ -196,21 +248,33 @@ class ApprovalService:
             asked["callId"] = call_id
         if reason is not None:
             asked["reason"] = reason
+        durable = self.park and call_id is not None and arguments is not None
+        if durable:
+            asked[ARGUMENTS_DIGEST] = arguments_digest(arguments)
+            if self.expires_after is not None:
+                asked[EXPIRES_AT] = now_ms() + round(self.expires_after * 1000)
         session.append(APPROVAL_ASKED, asked)
-        outcome = await self._decide(ApprovalRequest(session, tool_name, call_id, reason), cancel)
+        if durable and self._flush is not None:
+            await self._flush(session)
+        request = ApprovalRequest(session, tool_name, call_id, reason)
+        outcome = await self._decide(request, cancel, durable)
+        if outcome is None:
+            return None
         session.append(APPROVAL_DECIDED, {"id": id, "outcome": outcome})
         return outcome
 
-    async def _decide(self, request: ApprovalRequest, cancel: CancelSignal | None) -> Outcome:
+    async def _decide(
+        self, request: ApprovalRequest, cancel: CancelSignal | None, may_park: bool
+    ) -> Outcome | None:
         if cancel is not None and cancel.cancelled:
             return "cancelled"
         if self.effective(request.session) == "never":
             return "rejected"
 
-        async def unavailable(_: ApprovalRequest) -> Outcome:
-            return "unavailable"
+        async def unanswered(_: ApprovalRequest) -> str:
+            return PARK if may_park else "unavailable"
 
-        answer = asyncio.ensure_future(self._hooks.chain(APPROVAL_REQUEST, unavailable)(request))
+        answer = asyncio.ensure_future(self._hooks.chain(APPROVAL_REQUEST, unanswered)(request))
         if cancel is not None:
             aborted = asyncio.ensure_future(cancel.wait())
             await asyncio.wait([answer, aborted], return_when=asyncio.FIRST_COMPLETED)
@@ -222,6 +286,8 @@ class ApprovalService:
             outcome = await answer
         except Exception:
             return "unavailable"
+        if outcome == PARK and may_park:
+            return None
         return outcome if outcome in OUTCOMES else "unavailable"
 
     def set_policy(self, agent: Any, policy: Policy) -> None:
@@ -245,10 +311,13 @@ def set_approval_policy(session: Session, policy: Policy) -> None:
     session.append(APPROVAL_POLICY, {"policy": policy})
 
 
-def user_approval(policy: Policy = "ask") -> Callable[[PluginScope], None]:
+def user_approval(
+    policy: Policy = "ask", *, park: bool = False, expires_after: float | None = None
+) -> Callable[[PluginScope], None]:
     """The plugin that mounts the approval service on an ``AgentRuntime``
     (``runtime.approval``): asks from ``tools/pre-execute`` reach it, and every session's
-    model reads the policy in a runtime-context message."""
+    model reads the policy in a runtime-context message. With ``park=True`` an ask no
+    answerer decides parks the turn, durably (``expires_after``: seconds it may wait)."""
 
     def install(scope: PluginScope) -> None:
         from agent_loop.runtime import AgentRuntime  # (it imports this module)
@@ -256,7 +325,13 @@ def user_approval(policy: Policy = "ask") -> Callable[[PluginScope], None]:
         runtime = scope.runtime
         if not isinstance(runtime, AgentRuntime):
             raise TypeError("user_approval() mounts on an AgentRuntime, which runs agents")
-        service = ApprovalService(runtime.hooks, policy)
+        service = ApprovalService(
+            runtime.hooks,
+            policy,
+            park=park,
+            expires_after=expires_after,
+            flush=runtime.sessions.flush,
+        )
         runtime.approval = service
 
         def unmount() -> None:
@@ -268,9 +343,13 @@ def user_approval(policy: Policy = "ask") -> Callable[[PluginScope], None]:
     return install
 
 
-async def pre_execute(agent: Any, call: ToolCall) -> ToolResult | None:
+async def pre_execute(agent: Any, call: ToolCall, *, may_park: bool = True) -> ToolResult | None:
     """The ``tools/pre-execute`` verdict on ``call`` (its ``tool/call`` is logged): ``None``
-    when the body may run, else the result that refuses it (the reference's texts)."""
+    when the body may run, else the result that refuses it (the reference's texts).
+
+    Raises:
+        Parked: The ask was parked (a service mounted with ``park=True`` and ``may_park``).
+    """
 
     async def allow(_: ToolCall) -> Mapping[str, Any]:
         return {"kind": "allow"}
@@ -285,7 +364,12 @@ async def pre_execute(agent: Any, call: ToolCall) -> ToolResult | None:
     service: ApprovalService | None = agent.runtime.approval
     if service is None:
         return ToolResult.failure(unsupported(call.name, reason))
-    outcome = await service.request(agent.session, call.name, call.call_id, reason, call.cancel)
+    arguments = call.arguments if may_park else None
+    outcome = await service.ask(
+        agent.session, call.name, call.call_id, reason, call.cancel, arguments=arguments
+    )
+    if outcome is None:
+        raise Parked(call.call_id)
     if outcome == "allowed-once":
         return None
     if outcome == "cancelled" and call.cancel.cancelled:

@@ -12,27 +12,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from agent_loop.approval import context_message, pre_execute
+from agent_loop.approval import Parked, context_message
 from agent_loop.assembler import Assembler, Cancelled, until_cancelled
 from agent_loop.cancel import CancelSignal
+from agent_loop.dispatch import run_tools
 from agent_loop.models import ModelRequest
+from agent_loop.parking import awaiting, carry_out, check_runnable
 from agent_loop.settle import Plan, plan, settle_step
-from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch, torn_down_result
-from session.errors import SessionError
+from session.errors import ApprovalPendingError, SessionError
 from session.events.builders import (
     model_message,
     step_end,
     step_start,
-    tool_call,
-    tool_result_message,
     turn_end,
     turn_start,
     user_message,
 )
+from session.events.header import now_ms
+from session.events.parked import parked_calls
 from session.events.turns import next_turn_number
 from session.events.types import (
     ASSISTANT_CHUNK,
@@ -42,8 +43,6 @@ from session.events.types import (
     REQUEST_HEADER,
     STEP_END,
     STEP_START,
-    TOOL_CALL,
-    TOOL_RESULT,
     TURN_END,
     TURN_START,
     USER_MESSAGE,
@@ -118,15 +117,41 @@ class Agent:
     async def run_turn(self, message: str | Mapping[str, Any]) -> dict[str, Any]:
         """Send ``message`` (text or a user message) and run one turn to its end; return the
         turn's end reason. The turn is flushed before this returns (a failed final flush
-        raises)."""
+        raises). A turn parked for an approval returns ``{"kind": "awaiting-approval",
+        "approvals": [...]}`` instead (:mod:`agent_loop.parking`), durable and still open.
+
+        Raises:
+            ApprovalPendingError: The session's turn is parked (nothing is logged).
+        """
+        parked = parked_calls(self.session.events)
+        if parked:
+            ids = ", ".join(f'"{c.call_id}" (tool "{c.tool_name}")' for c in parked)
+            raise ApprovalPendingError(
+                f'session "{self.session.id}" is parked awaiting approval of {ids}: decide '
+                "it (agent-session approve / reject), then call agent.resume()"
+            )
         self.followup(message)
         return await self._turn()
 
     async def resume(self) -> dict[str, Any] | None:
-        """Finish the job a crash interrupted, in a turn that needs no user message: settle
-        the interrupted calls by their tools' effects (:mod:`agent_loop.settle`), then go on
-        with the next model request. Returns that turn's end reason, or ``None`` when there is
-        nothing to finish (the last turn was not interrupted, or the model had answered)."""
+        """Finish the job a crash or a parked approval left: carry out the decisions on the
+        parked calls and go on with the parked turn (:mod:`agent_loop.parking`), or settle
+        the calls a crash interrupted by their tools' effects (:mod:`agent_loop.settle`) in
+        a turn that needs no user message. Returns that turn's end reason; the
+        ``awaiting-approval`` value, without writing anything, while a parked call is
+        undecided and not expired; ``None`` when there is nothing to finish.
+
+        Raises:
+            ApprovalMismatchError: A call was approved for other arguments than the
+                recorded ones (nothing is run).
+        """
+        parked = parked_calls(self.session.events)
+        if parked:
+            now = now_ms()
+            if any(c.decision is None and not c.expired(now) for c in parked):
+                return awaiting(self.session)
+            check_runnable(self.session, parked)
+            return await self._turn(parked=(parked[0].turn, parked[0].step))
         settlement = plan(self.session)
         if settlement is None or not settlement.continues:
             return None
@@ -161,7 +186,9 @@ class Agent:
         self.session.append(INBOX_SPLICED, data)
         items[start : start + removed] = inserted
 
-    async def _turn(self, settlement: Plan | None = None) -> dict[str, Any]:
+    async def _turn(
+        self, settlement: Plan | None = None, parked: tuple[Any, Any] | None = None
+    ) -> dict[str, Any]:
         """Run one turn: ``turn/start``, steps until the model answers without calls (or
         ``max-tokens``) and no steering message waits, ``turn/end``, then a flush.
 
@@ -171,45 +198,54 @@ class Agent:
         opened step gets its ``step/end``; the log is durable when this returns (a failed
         final flush raises). A teardown (task cancellation, Ctrl-C) re-raises after the
         closing events were appended and a flush was tried. A continuation (``settlement``)
-        needs no user message: its first step settles the interrupted calls, if any."""
+        needs no user message: its first step settles the interrupted calls, if any. A
+        parked approval leaves the step and the turn open, flushed; ``parked`` (the parked
+        turn and step) goes on with that open turn, its first step carrying out the
+        decisions."""
         session = self.session
         self.runtime.check_checkpoints()
-        turn = next_turn_number(session.events)
-        session.append(TURN_START, turn_start(turn))
+        if parked is None:
+            turn, step = next_turn_number(session.events), 0
+            session.append(TURN_START, turn_start(turn))
+        else:
+            turn, step = parked[0], parked[1] - 1
         cancel = self._cancel = CancelSignal()
         reason: dict[str, Any] = {"kind": "completed"}
-        torn_down = False
+        torn_down = parking = False
         try:
-            step, outcome = 0, None
+            outcome = None
             while True:
                 step += 1
-                claimed = self._claim(first=step == 1)
-                if not claimed and ((step == 1 and not settlement) or outcome is not None):
+                resuming = parked is not None and step == parked[1]
+                claimed = [] if resuming else self._claim(first=step == 1)
+                first_empty = step == 1 and not settlement
+                if not claimed and not resuming and (first_empty or outcome is not None):
                     break
                 context = StepContext(self, session, turn, step, claimed)
-                await self._hooks_chain(AGENT_PRE_STEP, context)
-                if cancel.cancelled:
-                    raise Cancelled
-                session.append(STEP_START, step_start(turn, step))
-                for message in context.messages:
-                    session.append(USER_MESSAGE, message, surface_op="append")
-                runtime_context = context_message(self)
-                if runtime_context is not None:  # (first step, or the context changed)
-                    session.append(USER_MESSAGE, runtime_context, surface_op="append")
+                if not resuming:
+                    await self._open_step(context, cancel)
                 try:
-                    if step == 1 and settlement is not None and settlement.settles:
+                    if resuming:
+                        await carry_out(self, turn, step, cancel)
+                    elif step == 1 and settlement is not None and settlement.settles:
                         await settle_step(self, turn, step, settlement, cancel)
                     else:
                         outcome = await self._step(turn, step, cancel)
                     await self._hooks_chain(AGENT_POST_STEP, StepContext(self, session, turn, step))
+                except Parked:
+                    parking = True
+                    raise
                 finally:
-                    session.append(STEP_END, step_end(turn, step))
+                    if not parking:
+                        session.append(STEP_END, step_end(turn, step))
                 if outcome == "max-tokens":
                     reason = {"kind": "max-tokens"}
                 if cancel.cancelled:
                     raise Cancelled
                 if outcome is not None and not self._next_step:
                     break
+        except Parked:
+            pass
         except Cancelled:
             reason = {"kind": "aborted", "reason": cancel.reason}
         except LlmError as e:
@@ -218,18 +254,31 @@ class Agent:
             reason = {"kind": "error", "error": {"message": _error_chain(e), "code": "UNKNOWN"}}
             log.warning('agent on session "%s": turn %d failed: %s', session.id, turn, e)
         except BaseException as e:
-            # Torn down from outside (task cancellation, a deadline, Ctrl-C, exit): end the
-            # turn as a cancel would, then let the exception go on.
+            # Torn down from outside: end the turn as a cancel would, then let it go on.
             reason = {"kind": "aborted", "reason": {"kind": "user", "reason": type(e).__name__}}
             torn_down = True
             raise
         finally:
             self._cancel = None
-            session.append(TURN_END, turn_end(turn, reason))
+            if not parking:
+                session.append(TURN_END, turn_end(turn, reason))
             if torn_down:
                 await self._flush_quietly()
         await self.runtime.sessions.flush(session)
-        return reason
+        return awaiting(session) if parking else reason
+
+    async def _open_step(self, context: StepContext, cancel: CancelSignal) -> None:
+        """The pre-step hooks, ``step/start``, the claimed messages, the runtime context."""
+        session = self.session
+        await self._hooks_chain(AGENT_PRE_STEP, context)
+        if cancel.cancelled:
+            raise Cancelled
+        session.append(STEP_START, step_start(context.turn, context.step))
+        for message in context.messages:
+            session.append(USER_MESSAGE, message, surface_op="append")
+        runtime_context = context_message(self)
+        if runtime_context is not None:  # (first step, or the context changed)
+            session.append(USER_MESSAGE, runtime_context, surface_op="append")
 
     async def _flush_quietly(self) -> None:
         """Try to make a torn-down turn durable before its exception goes on; a failure is
@@ -339,106 +388,11 @@ class Agent:
         calls = [b for b in content if b["type"] == "tool-call"]
         if not calls:
             return "max-tokens" if kind == "max-tokens" else "completed"
-        await self._run_tools(turn, step, calls, cancel)
+        await run_tools(self, turn, step, calls, cancel)
         return None
 
     def _assistant(self, content: list[dict[str, Any]]) -> dict[str, Any]:
         return model_message(content, provider=self.provider, model=self.model)
-
-    # --- tools ------------------------------------------------------------------------------
-
-    async def _run_tools(
-        self, turn: int, step: int, calls: list[dict[str, Any]], cancel: CancelSignal
-    ) -> None:
-        """Start calls in model order (a rolling pool of parallel calls, exclusive calls
-        alone), commit results strictly in model order."""
-        started: list[tuple[dict[str, Any], int, asyncio.Future[ToolResult]]] = []
-        committed = 0
-
-        def commit_ready() -> None:
-            nonlocal committed
-            while committed < len(started) and started[committed][2].done():
-                block, call_seq, task = started[committed]
-                self._record_result(turn, step, block["id"], call_seq, task.result())
-                committed += 1
-
-        not_started = list(calls)
-        try:
-            await self._dispatch(turn, step, cancel, started, not_started, commit_ready)
-        except BaseException:
-            # Torn down from outside: stop the bodies still running and answer every call
-            # before the exception goes on (the results that exist, else unknown outcome).
-            for _, _, task in started[committed:]:
-                task.cancel()
-            for block, call_seq, task in started[committed:]:
-                self._record_result(turn, step, block["id"], call_seq, torn_down_result(task))
-            committed = len(started)
-            raise
-        finally:
-            for block in not_started:  # never dispatched: a synthetic pair each
-                call_seq = self._record_call(turn, step, block)
-                self._record_result(turn, step, block["id"], call_seq, aborted_before_dispatch())
-
-    async def _dispatch(
-        self,
-        turn: int,
-        step: int,
-        cancel: CancelSignal,
-        started: list[tuple[dict[str, Any], int, asyncio.Future[ToolResult]]],
-        not_started: list[dict[str, Any]],
-        commit_ready: Callable[[], None],
-    ) -> None:
-        """Start ``not_started`` calls in order (popping each), and wait for every started one
-        to finish, committing results as they become ready."""
-        session, tools = self.session, self.runtime.tools
-        while not_started and not cancel.cancelled:
-            block = not_started[0]
-            running = [t for _, _, t in started if not t.done()]
-            # An exclusive call starts alone and runs alone; parallel ones share a pool.
-            alone = tools.exclusive(block["name"]) or (
-                bool(started) and tools.exclusive(started[-1][0]["name"])
-            )
-            if running and (alone or len(running) >= self.max_parallel_tools):
-                await asyncio.wait(
-                    running,
-                    return_when=asyncio.ALL_COMPLETED if alone else asyncio.FIRST_COMPLETED,
-                )
-                commit_ready()
-                continue
-            not_started.pop(0)
-            call_seq = self._record_call(turn, step, block)
-            call = ToolCall(
-                block["id"], block["name"], block["arguments"], session, self, None, cancel
-            )
-            refused = await pre_execute(self, call)  # the next call waits for this verdict
-            task: asyncio.Future[ToolResult]
-            if refused is None:
-                task = asyncio.ensure_future(tools.execute(call))
-            else:
-                task = asyncio.get_running_loop().create_future()
-                task.set_result(refused)
-            started.append((block, call_seq, task))
-            await asyncio.sleep(0)  # let the body start before the next call is considered
-            commit_ready()
-        if started:
-            await asyncio.wait([t for _, _, t in started])
-        commit_ready()
-
-    def _record_call(self, turn: int, step: int, block: Mapping[str, Any]) -> int:
-        """Log ``tool/call`` for a tool-call block; return its seq."""
-        data = tool_call(turn, step, block["id"], block["name"], block["arguments"])
-        return self.session.append(TOOL_CALL, data).seq
-
-    def _record_result(
-        self, turn: int, step: int, call_id: str, call_seq: int, result: ToolResult
-    ) -> None:
-        message = tool_result_message(call_id, result.content, is_error=result.is_error)
-        data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
-        if result.error is not None:
-            data["error"] = dict(result.error)
-        if result.meta is not None:
-            data["meta"] = result.meta
-        self.session.append(TOOL_RESULT, data, surface_op="append", source_event_seqs=[call_seq])
 
 
 def _error_chain(error: BaseException) -> str:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent_loop.cancel import CancelSignal
+from agent_loop.dispatch import record_call, record_result
 from agent_loop.effects import Applied, Effect, NotApplied, Reconcile
 from agent_loop.tools import ToolCall, ToolResult, as_result, outcome_unknown
 from session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
@@ -144,7 +145,7 @@ async def settle_step(
     session.append(ASSISTANT_MESSAGE, data, surface_op=replace, source_event_seqs=shadowed)
     for pending in interrupted.calls:
         block = pending.block
-        call_seq = agent._record_call(turn, step, block)
+        call_seq = record_call(session, turn, step, block)
         if pending.answer == "kept":
             kept = pending.result
             result = ToolResult(
@@ -171,7 +172,7 @@ async def settle_step(
             result = ToolResult(
                 result.content, result.is_error, result.error, _meta(how, result.meta)
             )
-        agent._record_result(turn, step, block["id"], call_seq, result)
+        record_result(session, turn, step, block["id"], call_seq, result)
 
 
 async def settlement(

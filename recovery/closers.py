@@ -20,6 +20,7 @@ from session.events.outcomes import (
     TOOL_OUTCOME_UNKNOWN_NAME,
     TOOL_OUTCOME_UNKNOWN_TEXT,
 )
+from session.events.parked import parked_calls
 from session.events.turns import brackets
 from session.events.types import (
     ASSISTANT_MESSAGE,
@@ -192,9 +193,12 @@ def closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
     ``TOOL_OUTCOME_UNKNOWN`` citing the ``tool/call`` seq otherwise), then ``step/end`` if a
     step is open, then ``turn/end {kind: "interrupted"}``. Seqs continue the log; every closer
     reuses the last event's ``time``; ids and texts are the reference's.
+
+    A turn parked for an approval (:func:`session.events.parked.parked_calls`) is not
+    interrupted: it gets no closers, and stays open until a decision is carried out.
     """
     open_turn, open_step, pending = _scan(events)
-    if open_turn is None or not events:
+    if open_turn is None or not events or parked_calls(events):
         return []
     last = events[-1]
     seq, time = last.seq + 1, last.time

@@ -10,6 +10,11 @@ this library. Every message says what was wrong and where.
 from __future__ import annotations
 
 __all__ = [
+    "ApprovalError",
+    "ApprovalExpiredError",
+    "ApprovalMismatchError",
+    "ApprovalNotPendingError",
+    "ApprovalPendingError",
     "JsonValueError",
     "SessionBackendStateError",
     "SessionChangedError",
@@ -145,3 +150,26 @@ class SessionNotHeldError(SessionError):
 class SessionCopyError(SessionError):
     """A copied session would not read back byte-identical in the target; the copy was
     removed from the target."""
+
+
+class ApprovalError(SessionError):
+    """A decision on a parked tool call cannot be made or carried out; nothing was written."""
+
+
+class ApprovalNotPendingError(ApprovalError, LookupError):
+    """No parked call with that id waits for a decision in the session (never asked,
+    already decided, or already carried out); the message says which."""
+
+
+class ApprovalExpiredError(ApprovalError):
+    """The parked call's deadline passed: it was decided ``cancelled``, not as asked."""
+
+
+class ApprovalMismatchError(ApprovalError):
+    """The call's recorded arguments are not the ones its ask or its decision saw: the
+    approved call is not run."""
+
+
+class ApprovalPendingError(ApprovalError):
+    """A new turn on a session whose turn is parked for an approval: decide the parked
+    call, then resume the agent."""
