@@ -20,8 +20,11 @@ settles it in a continuation turn, in events the reference loads:
      no longer registered): the result stays ``TOOL_OUTCOME_UNKNOWN``.
 
 Every body runs through ``tools/execute``, so the checkpoint policy makes its ``tool/call``
-durable first. A crash during settlement is itself repaired and settled the same way: a call
-settled before it is kept, the others are settled again.
+durable first, and only after ``tools/pre-execute`` allowed it: a call that needs approval is
+asked again, and an ask nobody in the process decides fails closed (``unavailable``) instead
+of parking; the model reads the refusal and may ask for the call again. A crash during
+settlement is itself repaired and settled the same way: a call settled before it is kept, the
+others are settled again.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent_loop.approval import pre_execute
 from agent_loop.cancel import CancelSignal
 from agent_loop.dispatch import record_call, record_result
 from agent_loop.effects import Applied, Effect, NotApplied, Reconcile
@@ -167,8 +171,11 @@ async def settle_step(
             )
             if how == "unknown":
                 result = outcome_unknown()
-            else:
-                result = found if found is not None else await tools.execute(call)
+            elif found is not None:
+                result = found
+            else:  # a body runs: only as the approval allows (never parking here)
+                refused = await pre_execute(agent, call, may_park=False)
+                result = refused if refused is not None else await tools.execute(call)
             result = ToolResult(
                 result.content, result.is_error, result.error, _meta(how, result.meta)
             )

@@ -40,10 +40,18 @@ if TYPE_CHECKING:
     from agent_loop import (
         ToolResult as ToolResult,
     )
+    from agent_loop.approval import set_approval_policy as set_approval_policy
+    from agent_loop.approval import user_approval as user_approval
     from agent_loop.effects import Applied as Applied
     from agent_loop.effects import NotApplied as NotApplied
     from agent_loop.effects import Unknown as Unknown
     from agent_loop.effects import effect_of_mcp as effect_of_mcp
+    from agent_loop.parking import AWAITING_APPROVAL as AWAITING_APPROVAL
+    from agent_loop.parking import decide as decide
+    from agent_session.deciders import PendingApproval as PendingApproval
+    from agent_session.deciders import approve as approve
+    from agent_session.deciders import pending_approvals as pending_approvals
+    from agent_session.deciders import reject as reject
     from agent_session.integrations.openai_agents import (
         DurableRunHooks as DurableRunHooks,
     )
@@ -62,6 +70,11 @@ if TYPE_CHECKING:
     from recovery import (
         TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN,
     )
+    from session import ApprovalError as ApprovalError
+    from session import ApprovalExpiredError as ApprovalExpiredError
+    from session import ApprovalMismatchError as ApprovalMismatchError
+    from session import ApprovalNotPendingError as ApprovalNotPendingError
+    from session import ApprovalPendingError as ApprovalPendingError
     from session import (
         Interruption as Interruption,
     )
@@ -173,6 +186,8 @@ if TYPE_CHECKING:
     from session.events.builders import (
         user_message as user_message,
     )
+    from session.events.parked import ParkedCall as ParkedCall
+    from session.events.parked import arguments_digest as arguments_digest
     from session.persistence.memory import (
         MemoryPersistence as MemoryPersistence,
     )

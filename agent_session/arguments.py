@@ -51,7 +51,19 @@ _STORE_HELP = (
     "sqlite:///relative/path.db or sqlite:////absolute/path.db, or a PostgreSQL database as "
     "postgresql://user@host:port/dbname (default: $AGENT_SESSION_STORE)"
 )
-STORE_COMMANDS = ("ls", "show", "verify", "recover", "convert", "export", "import", "rm")
+STORE_COMMANDS = (
+    "ls",
+    "show",
+    "verify",
+    "recover",
+    "approvals",
+    "approve",
+    "reject",
+    "convert",
+    "export",
+    "import",
+    "rm",
+)
 _EXITS = (
     "Exit codes: 0 healthy, 1 needs recovery, 2 corrupt/unsupported/invalid, 3 not found, "
     "4 usage error, 5 I/O or permission error, 70 a defect (traceback), 130 interrupted."
@@ -62,6 +74,9 @@ EXAMPLES = {
     "show": "agent-session show ./agent-sessions chat-1",
     "verify": "agent-session verify postgresql://app@db.internal/sessions",
     "recover": "agent-session recover ./agent-sessions chat-1",
+    "approvals": "agent-session approvals sqlite:///sessions.db",
+    "approve": "agent-session approve ./agent-sessions chat-1 call_7 --reason 'as agreed'",
+    "reject": "agent-session reject ./agent-sessions chat-1 call_7 --reason 'wrong account'",
     "convert": "agent-session convert ./agent-sessions chat-1 --to zstd",
     "export": "agent-session export sqlite:///sessions.db chat-1 --format anthropic",
     "import": "agent-session import ./agent-sessions chat-2 history.json --format pydantic-ai",
@@ -186,7 +201,7 @@ def parser() -> argparse.ArgumentParser:
     ls.add_argument(
         "--state",
         action="append",
-        choices=["balanced", "open", "interrupted", "torn tail", *_PROBLEMS],
+        choices=["balanced", "open", "interrupted", "awaiting-approval", "torn tail", *_PROBLEMS],
         help="only sessions in this state (repeat for several)",
     )
     ls.add_argument("--limit", type=_count, help="at most this many rows")
@@ -196,6 +211,37 @@ def parser() -> argparse.ArgumentParser:
         help="by id, or newest first by creation or last write (default: as the store "
         "reads them, which lets --json stream)",
     )
+
+    approvals = command(
+        "approvals",
+        "list the tool calls that wait for approval",
+        "One row per parked tool call of the store (or of the sessions named): session, call "
+        "id, tool, the digest of its recorded arguments, the reason it asks, when it was "
+        "asked, its deadline, and a decision not yet carried out (read-only).",
+    )
+    approvals.add_argument("ids", nargs="*", metavar="ID", help="sessions (default: all)")
+    approvals.add_argument("--json", action="store_true", help="one JSON object per call")
+    for verb, what in (
+        ("approve", "allow a parked tool call once: the agent runs it when it resumes"),
+        ("reject", "reject a parked tool call: the model is told the user rejected it"),
+    ):
+        decide = command(
+            verb,
+            what,
+            f"{what[0].upper()}{what[1:]}. The decision is appended under the store's writer "
+            "lock, from any host; a call already decided, or one whose deadline passed, is "
+            "refused (a passed deadline is recorded as cancelled).",
+        )
+        decide.add_argument("id", help="the session id")
+        decide.add_argument("call_id", metavar="CALL_ID", help="the parked call's id")
+        decide.add_argument("--reason", help="why (kept in the decision)")
+        decide.add_argument("--by", help="who decides (default: user@host)")
+        if verb == "approve":
+            decide.add_argument(
+                "--digest",
+                help="the arguments' digest as listed (sha256:...): refuse if the recorded "
+                "arguments differ",
+            )
 
     show = command(
         "show",

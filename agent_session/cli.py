@@ -121,7 +121,12 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from agent_session.copy import copy
 
         return await copy(args)
+    from agent_session import approval_commands
+
     handlers = {
+        "approvals": approval_commands.approvals,
+        "approve": approval_commands.decide,
+        "reject": approval_commands.decide,
         "rm": commands.rm,
         "convert": commands.convert,
         "ls": commands.ls,

@@ -18,7 +18,7 @@ from agent_session.exits import CORRUPT, OK, STATUS_CODES, NotFound, UserError
 from agent_session.output import Progress, json_line
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import AsyncIterator, Iterable
 
     from agent_session.inventory import SessionRow, Verdict
     from agent_session.stores import StoreSpec
@@ -98,21 +98,58 @@ def _created(ms: int | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _listed(found: Iterable[SessionRow], args: argparse.Namespace) -> Iterator[SessionRow]:
-    """The rows ``ls`` shows: those in ``--state``, in ``--sort`` order (as the store reads
-    them without one, so they stream), at most ``--limit``."""
-    chosen: Iterable[SessionRow] = (
-        row for row in found if not args.state or row.state in args.state
-    )
-    if args.sort == "id":
-        chosen = sorted(chosen, key=lambda row: row.id)
-    elif args.sort is not None:  # created or updated, newest first; unknown times last
-        field = "created_at" if args.sort == "created" else "updated_at"
-        chosen = sorted(chosen, key=lambda row: -(getattr(row, field) or -1))
-    for count, row in enumerate(chosen):
+async def _listed(
+    found: Iterable[SessionRow], args: argparse.Namespace, reader: _Reader
+) -> AsyncIterator[SessionRow]:
+    """The rows ``ls`` shows: each with an open last turn read to say more of it
+    (:func:`agent_session.inventory.refine`), those in ``--state``, in ``--sort`` order (as
+    the store reads them without one, so they stream), at most ``--limit``."""
+    from agent_session.inventory import refine
+
+    async def chosen() -> AsyncIterator[SessionRow]:
+        for row in found:
+            if row.state in ("interrupted", "open"):
+                await refine(await reader.open(), row)
+            if not args.state or row.state in args.state:
+                yield row
+
+    rows: AsyncIterator[SessionRow] = chosen()
+    if args.sort is not None:
+        if args.sort == "id":
+            key: Any = lambda row: row.id  # noqa: E731
+        else:  # created or updated, newest first; unknown times last
+            field = "created_at" if args.sort == "created" else "updated_at"
+            key = lambda row: -(getattr(row, field) or -1)  # noqa: E731
+        ordered = sorted([row async for row in rows], key=key)
+
+        async def replay() -> AsyncIterator[SessionRow]:
+            for row in ordered:
+                yield row
+
+        rows = replay()
+    count = 0
+    async for row in rows:
         if args.limit is not None and count >= args.limit:
             return
+        count += 1
         yield row
+
+
+class _Reader:
+    """A read-only backend opened on first use (only sessions with an open turn need it)."""
+
+    def __init__(self, store: StoreSpec) -> None:
+        self.store = store
+        self.backend: SessionPersistence | None = None
+
+    async def open(self) -> SessionPersistence:
+        if self.backend is None:
+            self.backend = open_backend(self.store, read_only=True)
+        return self.backend
+
+    async def aclose(self) -> None:
+        if self.backend is not None:
+            await self.backend.aclose()
 
 
 async def ls(args: argparse.Namespace) -> int:
@@ -124,13 +161,9 @@ async def ls(args: argparse.Namespace) -> int:
     table: list[list[str]] = []
     problems: list[str] = []
     check_exists(args.store)
-    reader: SessionPersistence | None = None
+    reader = _Reader(args.store)
     try:
-        for row in _listed(rows(args.store, max_log_bytes()), args):
-            if row.state == "interrupted":  # (few: only these are read whole)
-                reader = reader or open_backend(args.store, read_only=True)
-                if await _settleable(reader, row.id):
-                    row.flags.append("settleable")
+        async for row in _listed(rows(args.store, max_log_bytes()), args, reader):
             bad = row.problem_flag
             if bad is not None:
                 worst = max(worst, STATUS_CODES.get(bad, CORRUPT))
@@ -144,8 +177,7 @@ async def ls(args: argparse.Namespace) -> int:
             size = "-" if row.size is None else str(row.size)
             table.append([*cells, backend, size, ", ".join(row.flags)])
     finally:
-        if reader is not None:
-            await reader.aclose()
+        await reader.aclose()
     if args.json:
         return worst
     if not table:
@@ -172,18 +204,6 @@ async def ls(args: argparse.Namespace) -> int:
     return worst
 
 
-async def _settleable(reader: SessionPersistence, id: str) -> bool:
-    """Whether resuming the agent could settle calls of the session's interrupted turn (read
-    with the repair in memory only; an entry that cannot be read is not)."""
-    from agent_session.inventory import settleable
-    from session import SessionError
-
-    try:
-        return bool(settleable((await reader.inspect(id)).events))
-    except (SessionError, OSError):
-        return False
-
-
 async def diagnose(store: SessionPersistence, where: StoreSpec, id: str) -> Diagnosis:
     """What ``store.examine`` says of a session (raises :class:`NotFound` naming the
     store)."""
@@ -198,7 +218,9 @@ async def diagnose(store: SessionPersistence, where: StoreSpec, id: str) -> Diag
 async def show(args: argparse.Namespace) -> int:
     """The transcript, the raw events, or (``--json``) the stored header line then the
     events."""
+    from agent_session.inventory import waiting
     from agent_session.transcript import render
+    from session.events.parked import parked_calls
 
     store = backend(args.store, read_only=True)
     try:
@@ -219,6 +241,12 @@ async def show(args: argparse.Namespace) -> int:
         print(f"\n(session {args.id} is open: its last turn is still running in a live writer)")
         return OK
     print(render(inspected.events, pending_from=pending))
+    parked = parked_calls(inspected.events)
+    if parked:
+        print(
+            f"\n(session {args.id} is awaiting-approval: {waiting(parked)}; decide with "
+            f"`agent-session approve|reject {args.store.shown} {args.id} CALL_ID`)"
+        )
     if pending is not None:
         print(
             f"\n(session {args.id} is interrupted: the closers above are not on disk yet; "

@@ -47,6 +47,7 @@ STDOUT_CLOSED: Final = 141
 STATUS_CODES: Final = {
     "balanced": OK,
     "open": OK,
+    "awaiting-approval": OK,
     "interrupted": NEEDS_RECOVERY,
     "torn tail": NEEDS_RECOVERY,
     "not found": NOT_FOUND,

@@ -11,6 +11,7 @@ from agent_session.export import TranscriptError, check_transcript
 from agent_session.stores import StoreSpec, require_postgres
 from session import (
     Session,
+    SessionError,
     SessionEvent,
     SessionFormatUnsupportedError,
     SessionNotFoundError,
@@ -18,23 +19,31 @@ from session import (
 )
 from session.events.header import version_problem
 from session.events.interruption import interruption
+from session.events.parked import ParkedCall, parked_calls
 from session.persistence.api import ListedSession
 from session.persistence.service import SessionPersistence
 
 __all__ = [
+    "AWAITING_APPROVAL",
     "PROBLEM_FLAGS",
     "SessionRow",
     "Status",
     "Verdict",
+    "refine",
     "rows",
     "settleable",
     "status_of",
     "transcript_problem",
+    "waiting",
 ]
+
+AWAITING_APPROVAL: Final = "awaiting-approval"
+"""The state of a session whose last turn is parked until a tool call is decided."""
 
 Status = str
 """``balanced``, ``interrupted``, ``torn tail``, ``invalid`` (balanced, but not a history a
-provider accepts), ``open`` (its last turn is running in a live writer), ``corrupt``,
+provider accepts), ``open`` (its last turn is running in a live writer),
+``awaiting-approval`` (its last turn is parked until a tool call is decided), ``corrupt``,
 ``unsupported``, ``unreadable`` (the operating system refused to read it) or ``not
 found``."""
 
@@ -53,7 +62,8 @@ class SessionRow:
     state: Status
     """As ``verify`` words it, from what a listing can see: ``balanced``; ``open`` (a live
     writer holds the session, the turn is still running); ``interrupted`` (open with no
-    writer: it needs recovery); ``torn tail``; or, for an entry that is not a readable
+    writer: it needs recovery); ``awaiting-approval`` (open and parked until a tool call is
+    decided: nothing to recover); ``torn tail``; or, for an entry that is not a readable
     session, its problem (``corrupt``, ``unsupported``, ``unreadable``)."""
     size: int | None
     """Bytes of its log file; ``None`` for a session in a database (reading every row's data
@@ -228,6 +238,10 @@ async def status_of(backend: SessionPersistence, id: str) -> Verdict:
     except OSError as e:
         return "unreadable", str(e)
     count, closers = examined.stored_events, examined.closers
+    parked = parked_calls(examined.session.events)
+    if parked:
+        torn = "; torn tail" if examined.torn_tail else ""
+        return AWAITING_APPROVAL, f"{count} events; {waiting(parked)}{torn}"
     if closers and examined.writer_elsewhere:
         return "open", f"{count} events; the last turn is still running in a live writer"
     could_settle = settleable(examined.session.events)
@@ -242,6 +256,39 @@ async def status_of(backend: SessionPersistence, id: str) -> Verdict:
     if problem is not None:
         return "invalid", f"{count} events; {problem}"
     return "balanced", f"{count} events{could_settle}"
+
+
+def waiting(parked: Sequence[ParkedCall]) -> str:
+    """What the parked calls of a session wait for, in one line."""
+    parts = []
+    for call in parked:
+        what = f'call "{call.call_id}" (tool "{call.tool_name}", arguments {call.arguments_digest})'
+        if call.decision is None:
+            why = f": {call.reason}" if call.reason else ""
+            parts.append(f"{what} awaits approval{why}")
+        else:
+            by = f" by {call.decision.by}" if call.decision.by else ""
+            parts.append(
+                f"{what} is decided {call.decision.outcome}{by}; the agent carries it out "
+                "when it resumes"
+            )
+    return "; ".join(parts)
+
+
+async def refine(reader: SessionPersistence, row: SessionRow) -> None:
+    """Read a listed session whose last turn is open (few are) and say more of it: a parked
+    turn is ``awaiting-approval``; an interrupted one that resuming could settle gets the
+    ``settleable`` flag. An entry that cannot be read is left as listed."""
+    if row.state not in ("interrupted", "open"):
+        return
+    try:
+        events = (await reader.inspect(row.id)).events
+    except (SessionError, OSError):
+        return
+    if parked_calls(events):
+        row.state = AWAITING_APPROVAL
+    elif row.state == "interrupted" and settleable(events):
+        row.flags.append("settleable")
 
 
 def settleable(events: Sequence[SessionEvent]) -> str:

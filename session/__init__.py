@@ -4,6 +4,11 @@ and the ``flush`` durability barrier."""
 import importlib.metadata as _metadata
 
 from session.errors import (
+    ApprovalError,
+    ApprovalExpiredError,
+    ApprovalMismatchError,
+    ApprovalNotPendingError,
+    ApprovalPendingError,
     JsonValueError,
     SessionBackendStateError,
     SessionChangedError,
@@ -57,6 +62,11 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "SESSION_FORMAT_VERSION",
     "SURFACE_EVENT_TYPES",
+    "ApprovalError",
+    "ApprovalExpiredError",
+    "ApprovalMismatchError",
+    "ApprovalNotPendingError",
+    "ApprovalPendingError",
     "Disposer",
     "EventLog",
     "FrozenDict",
