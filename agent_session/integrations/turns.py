@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recovery.closers import closers
+from session.errors import ApprovalPendingError
 from session.events.builders import tool_call
 from session.events.eventlog import LazyRun, iter_parts
+from session.events.parked import parked_calls
 from session.events.turns import Brackets, brackets, next_turn_number
 from session.events.types import (
     ASSISTANT_MESSAGE,
@@ -135,6 +137,13 @@ def start_turn(
     """Open a new turn and its first step, after closing ``stale`` (the turn an earlier run
     left open) with crash repair's closers (``marks``: the log's brackets, when known)."""
     if stale is not None:
+        parked = parked_calls(session.events[stale.start :])
+        if parked:
+            ids = ", ".join(f'"{c.call_id}" (tool "{c.tool_name}")' for c in parked)
+            raise ApprovalPendingError(
+                f'session "{session.id}" is parked awaiting approval of {ids}: decide it '
+                "(agent-session approve / reject), then resume the run"
+            )
         close_stale(session, stale)
     last = marks.start_number if marks is not None else None
     number = last + 1 if type(last) is int else next_turn_number(session.events)

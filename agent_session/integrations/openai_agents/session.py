@@ -34,6 +34,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from agent_session.integrations.home_loop import HomeLoop
+from agent_session.integrations.openai_agents.approvals import decided_in_process, parked_calls
 from agent_session.integrations.openai_agents.history import HistoryIndex, history
 from agent_session.integrations.openai_agents.items import (
     item_kind,
@@ -345,5 +346,7 @@ class EventLogSession(ItemWriter):
             session = await self._live()
             turn = self._turn(session)
             if call_id is not None and turn is not None and call_id in turn.calls:
+                if any(c.call_id == call_id for c in parked_calls(session.events)):
+                    decided_in_process(session, turn, call_id, "allowed-once")
                 record_call(session, turn, call_id)
             await self.runtime.sessions.flush(session)

@@ -78,17 +78,31 @@ async def settle_run(agent: Agent[Any], session: EventLogSession, *, context: An
 async def resume_run(
     agent: Agent[Any], session: EventLogSession, *, context: Any = None, **run: Any
 ) -> RunResult | None:
-    """:func:`settle_run`, then ``Runner.run(agent, [], session=session, ...)`` with
-    :class:`DurableRunHooks` (unless ``hooks`` is given among ``run``); ``None`` when there
-    was nothing to finish."""
+    """Finish the session's last run: carry out the decisions on its parked approvals
+    (:mod:`.approvals`), or settle the calls a crash interrupted (:func:`settle_run`); then
+    ``Runner.run(agent, [], session=session, ...)`` with :class:`DurableRunHooks` (unless
+    ``hooks`` is given among ``run``), parking what that run stops for in turn. ``None``
+    when there was nothing to finish, or a parked call is still undecided.
+
+    Raises:
+        ApprovalMismatchError: A call was approved for other arguments than the recorded
+            ones (nothing runs).
+    """
     from agents import Runner
 
+    from agent_session.integrations.openai_agents.approvals import carry_out, park_run
     from agent_session.integrations.openai_agents.hooks import DurableRunHooks
 
-    if not await settle_run(agent, session, context=context):
+    carried = await carry_out(agent, session, context)
+    if carried is False:
+        return None
+    if carried is None and not await settle_run(agent, session, context=context):
         return None
     run.setdefault("hooks", DurableRunHooks(session))
-    return await Runner.run(agent, [], session=session, context=context, **run)
+    result = await Runner.run(agent, [], session=session, context=context, **run)
+    if result.interruptions:
+        await park_run(result, session)
+    return result
 
 
 async def _plan(session: EventLogSession) -> Plan | None:
@@ -161,7 +175,7 @@ async def _settle(
         return how, _again(pending.result)
     if found is not None:
         return how, _output(block["id"], "".join(b.get("text", "") for b in found.content))
-    return how, await _run(tool, block, context)
+    return how, await run_tool(tool, block, context)
 
 
 def _declared(tool: Any) -> tuple[Effect, Reconcile | None]:
@@ -177,8 +191,9 @@ def _declared(tool: Any) -> tuple[Effect, Reconcile | None]:
     return "unsafe", None
 
 
-async def _run(tool: Any, block: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    """The tool's body, as the SDK would run it; its output as the call's result."""
+async def run_tool(tool: Any, block: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """The tool's body, as the SDK would run it; its output as the call's result (turn and
+    step filled in later)."""
     from agents.tool_context import ToolContext
 
     wrapper = ToolContext(

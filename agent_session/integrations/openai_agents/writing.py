@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agent_session.integrations.openai_agents.approvals import decided_in_process, parked_calls
 from agent_session.integrations.openai_agents.history import HistoryIndex
 from agent_session.integrations.openai_agents.items import (
     assistant_data,
@@ -145,6 +146,8 @@ class ItemWriter:
                 f'session "{session.id}": function_call_output for call {call_id!r} arrived '
                 "after the turn that asked for it ended"
             )
+        if any(c.call_id == call_id for c in parked_calls(session.events)):
+            decided_in_process(session, turn, call_id, "rejected")  # (the SDK's RunState)
         call_seq = record_call(session, turn, call_id)  # saved after its body ran: now
         data = tool_result_data(item, turn.number, turn.calls[call_id][0])
         session.append(TOOL_RESULT, data, surface_op="append", source_event_seqs=[call_seq])
