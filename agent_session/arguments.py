@@ -34,6 +34,16 @@ class _Formatter(argparse.HelpFormatter):
         )
 
 
+class _CommandList(argparse.HelpFormatter):
+    """argparse's help, measuring the command names at the indent they are shown at (argparse
+    measures them one indent short, and wraps the longest)."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            self._action_max_length += self._indent_increment
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -123,11 +133,13 @@ def parser() -> argparse.ArgumentParser:
     )
     parser = _Parser(
         prog="agent-session",
-        description="Run the crash-safe session stack; inspect, verify, recover, export, "
+        description="Run the crash-safe session stack; inspect, verify, recover, decide the "
+        "parked tool calls of, export, "
         "import, delete and copy the sessions of a store: a directory of JSONL logs, a SQLite "
         "database (sqlite:///path.db) or a PostgreSQL database (postgresql://...). Every "
         "command takes the store first, or as --store.",
         epilog=_EXITS,
+        formatter_class=_CommandList,
     )
     parser.add_argument("--version", action="version", version=f"agent-session {_version()}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
@@ -212,37 +224,6 @@ def parser() -> argparse.ArgumentParser:
         "reads them, which lets --json stream)",
     )
 
-    approvals = command(
-        "approvals",
-        "list the tool calls that wait for approval",
-        "One row per parked tool call of the store (or of the sessions named): session, call "
-        "id, tool, the digest of its recorded arguments, the reason it asks, when it was "
-        "asked, its deadline, and a decision not yet carried out (read-only).",
-    )
-    approvals.add_argument("ids", nargs="*", metavar="ID", help="sessions (default: all)")
-    approvals.add_argument("--json", action="store_true", help="one JSON object per call")
-    for verb, what in (
-        ("approve", "allow a parked tool call once: the agent runs it when it resumes"),
-        ("reject", "reject a parked tool call: the model is told the user rejected it"),
-    ):
-        decide = command(
-            verb,
-            what,
-            f"{what[0].upper()}{what[1:]}. The decision is appended under the store's writer "
-            "lock, from any host; a call already decided, or one whose deadline passed, is "
-            "refused (a passed deadline is recorded as cancelled).",
-        )
-        decide.add_argument("id", help="the session id")
-        decide.add_argument("call_id", metavar="CALL_ID", help="the parked call's id")
-        decide.add_argument("--reason", help="why (kept in the decision)")
-        decide.add_argument("--by", help="who decides (default: user@host)")
-        if verb == "approve":
-            decide.add_argument(
-                "--digest",
-                help="the arguments' digest as listed (sha256:...): refuse if the recorded "
-                "arguments differ",
-            )
-
     show = command(
         "show",
         "print a session's transcript",
@@ -281,6 +262,45 @@ def parser() -> argparse.ArgumentParser:
             "ids", nargs="*", metavar="ID", help=f"sessions to {verb} (default: all)"
         )
         judge.add_argument("--json", action="store_true", help="one JSON object per session")
+
+    approvals = command(
+        "approvals",
+        "list the tool calls that wait for approval",
+        "One row per parked tool call of the store (or of the sessions named): session, call "
+        "id, tool, the digest of its recorded arguments, the reason it asks, when it was "
+        "asked, its deadline, and a decision not yet carried out (read-only).",
+    )
+    approvals.add_argument("ids", nargs="*", metavar="ID", help="sessions (default: all)")
+    approvals.add_argument("--json", action="store_true", help="one JSON object per call")
+    for verb, what, effect in (
+        (
+            "approve",
+            "allow a parked tool call once",
+            "the agent runs it, with its recorded arguments, when it resumes",
+        ),
+        (
+            "reject",
+            "reject a parked tool call",
+            "when the agent resumes, the model reads that the user rejected it",
+        ),
+    ):
+        decide = command(
+            verb,
+            what,
+            f"{what[0].upper()}{what[1:]}: {effect}. The decision is appended under the store's "
+            "writer lock, from any host; a call already decided, or one whose deadline passed, "
+            "is refused (a passed deadline is recorded as cancelled).",
+        )
+        decide.add_argument("id", help="the session id")
+        decide.add_argument("call_id", metavar="CALL_ID", help="the parked call's id")
+        decide.add_argument("--reason", help="why (kept in the decision)")
+        decide.add_argument("--by", help="who decides (default: user@host)")
+        if verb == "approve":
+            decide.add_argument(
+                "--digest",
+                help="the arguments' digest as listed (sha256:...): refuse if the recorded "
+                "arguments differ",
+            )
 
     convert = command(
         "convert",

@@ -16,7 +16,21 @@ from tests.test_cli import cli, crashed_store
 
 pytestmark = pytest.mark.process
 
-COMMANDS = ["demo", "ls", "show", "verify", "recover", "convert", "export", "import", "rm", "copy"]
+COMMANDS = [
+    "demo",
+    "ls",
+    "show",
+    "verify",
+    "recover",
+    "approvals",
+    "approve",
+    "reject",
+    "convert",
+    "export",
+    "import",
+    "rm",
+    "copy",
+]
 
 
 def test_every_command_has_an_example_in_its_help() -> None:
