@@ -149,7 +149,14 @@ this process (a service mounted with ``park=True`` only; otherwise it is ``unava
 
 class Parked(Exception):
     """A call's approval was parked: its ask is durable and waits for a decision. Raised
-    through the step to the turn, which stays open and returns ``awaiting-approval``."""
+    through the step to the turn, which stays open and returns ``awaiting-approval``; or,
+    when the turn was torn down from outside while an answerer of the process was still
+    thinking (``teardown``: task cancellation, Ctrl-C, exit), re-raises that."""
+
+    def __init__(self, call_id: str, teardown: BaseException | None = None) -> None:
+        super().__init__(call_id)
+        self.call_id = call_id
+        self.teardown = teardown
 
 
 TOOLS_PRE_EXECUTE: Final = "tools/pre-execute"
@@ -239,7 +246,12 @@ class ApprovalService:
     ) -> Outcome | None:
         """:meth:`request` for a recorded call whose ``arguments`` are given: with
         ``park=True`` the ask is durable (flushed) before any answerer is asked, and
-        ``None`` means it was parked (no decision is logged)."""
+        ``None`` means it was parked (no decision is logged).
+
+        Raises:
+            Parked: With ``park=True``, the turn was torn down from outside while an answerer
+                was thinking: the ask stays undecided (``teardown`` is the exception).
+        """
         if brackets(session.events).open_turn is None:
             raise SessionEventError(OUTSIDE_TURN)
         id = str(uuid.uuid4())
@@ -257,7 +269,13 @@ class ApprovalService:
         if durable and self._flush is not None:
             await self._flush(session)
         request = ApprovalRequest(session, tool_name, call_id, reason)
-        outcome = await self._decide(request, cancel, durable)
+        try:
+            outcome = await self._decide(request, cancel, durable)
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as e:
+            if not durable:
+                raise
+            # A shutdown or a deploy while the question waits: it stays asked, durably.
+            raise Parked(str(call_id), teardown=e) from None
         if outcome is None:
             return None
         session.append(APPROVAL_DECIDED, {"id": id, "outcome": outcome})

@@ -54,25 +54,32 @@ async def run_tools(
     parked = False
     try:
         await _dispatch(agent, turn, step, cancel, started, not_started, commit_ready)
-    except Parked:
+    except Parked as stop:
         parked = True
-        if started:
-            await asyncio.wait([t for _, _, t in started])
-        commit_ready()
+        if stop.teardown is None:  # the calls before it finish and are answered
+            if started:
+                await asyncio.wait([t for _, _, t in started])
+            commit_ready()
+            raise
+        _answer_torn_down(session, turn, step, started[committed:])
         raise
     except BaseException:
-        # Torn down from outside: stop the bodies still running and answer every call
-        # before the exception goes on (the results that exist, else unknown outcome).
-        for _, _, task in started[committed:]:
-            task.cancel()
-        for block, call_seq, task in started[committed:]:
-            record_result(session, turn, step, block["id"], call_seq, torn_down_result(task))
+        _answer_torn_down(session, turn, step, started[committed:])
         committed = len(started)
         raise
     finally:
         for block in [] if parked else not_started:  # never dispatched: a synthetic pair
             call_seq = record_call(session, turn, step, block)
             record_result(session, turn, step, block["id"], call_seq, aborted_before_dispatch())
+
+
+def _answer_torn_down(session: Session, turn: int, step: int, running: Started) -> None:
+    """Torn down from outside: stop the bodies still running and answer each call before
+    the exception goes on (the results that exist, else unknown outcome)."""
+    for _, _, task in running:
+        task.cancel()
+    for block, call_seq, task in running:
+        record_result(session, turn, step, block["id"], call_seq, torn_down_result(task))
 
 
 async def _dispatch(

@@ -199,8 +199,9 @@ class Agent:
         final flush raises). A teardown (task cancellation, Ctrl-C) re-raises after the
         closing events were appended and a flush was tried. A continuation (``settlement``)
         needs no user message: its first step settles the interrupted calls, if any. A
-        parked approval leaves the step and the turn open, flushed; ``parked`` (the parked
-        turn and step) goes on with that open turn, its first step carrying out the
+        parked approval leaves the step and the turn open, flushed (a teardown while an
+        answerer of the process was thinking parks it too, then re-raises); ``parked`` (the
+        parked turn and step) goes on with that open turn, its first step carrying out the
         decisions."""
         session = self.session
         self.runtime.check_checkpoints()
@@ -212,6 +213,7 @@ class Agent:
         cancel = self._cancel = CancelSignal()
         reason: dict[str, Any] = {"kind": "completed"}
         torn_down = parking = False
+        teardown: BaseException | None = None
         try:
             outcome = None
             while True:
@@ -244,8 +246,8 @@ class Agent:
                     raise Cancelled
                 if outcome is not None and not self._next_step:
                     break
-        except Parked:
-            pass
+        except Parked as stop:
+            teardown = stop.teardown
         except Cancelled:
             reason = {"kind": "aborted", "reason": cancel.reason}
         except LlmError as e:
@@ -264,6 +266,9 @@ class Agent:
                 session.append(TURN_END, turn_end(turn, reason))
             if torn_down:
                 await self._flush_quietly()
+        if teardown is not None:  # parked by a shutdown: durable as far as it can be, then on
+            await self._flush_quietly()
+            raise teardown
         await self.runtime.sessions.flush(session)
         return awaiting(session) if parking else reason
 

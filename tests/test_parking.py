@@ -5,6 +5,7 @@ and every store: ``tests/test_parking_crash.py``.)"""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -317,3 +318,33 @@ async def test_an_answerer_may_leave_the_decision_to_a_decider_outside() -> None
     await rt.__aexit__(None, None, None)
     assert reason["kind"] == "awaiting-approval"
     assert asked == ["c-pay"]
+
+
+async def test_a_shutdown_while_an_answerer_thinks_leaves_the_call_parked() -> None:
+    world = World()
+    rt = runtime(world, first_turn())
+    asking = asyncio.Event()
+
+    async def a_person_thinking(request: Any, downstream: Any) -> str:
+        asking.set()
+        await asyncio.Event().wait()  # never answers: the process is shut down meanwhile
+        raise AssertionError("unreachable")
+
+    rt.hooks.wrap(APPROVAL_REQUEST, a_person_thinking)
+    session = rt.sessions.create("s")
+    turn = asyncio.ensure_future(rt.agent(session, model="m/x").run_turn("Pay 5."))
+    await asking.wait()
+    turn.cancel()  # a deploy, Ctrl-C, a supervisor's cancel
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    await rt.__aexit__(None, None, None)
+    events = world.restart()
+    assert [call.call_id for call in parked_calls(events)] == ["c-pay"]
+    assert "approval/decided" not in [e.type for e in events]
+    assert closers(events) == []
+
+    rt, session, agent = await reopened(world, after_decision())
+    decide(session, "c-pay", "allowed-once")
+    assert (await agent.resume()) == {"kind": "completed"}
+    await rt.__aexit__(None, None, None)
+    assert world.effects == ["pay:c-pay", "notify:c-notify"]

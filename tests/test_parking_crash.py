@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from session import Session
 from session.persistence.failpoints import FAILPOINT_ENV
 from tests.backends import fresh_database
 from tests.test_cli import cli
+from tests.test_reference_interop import run_reference
 
 pytestmark = pytest.mark.process
 
@@ -79,10 +81,12 @@ def results(log: list[Any]) -> dict[str, Any]:
     return out
 
 
-def check_invariants(log: list[Any], outbox: Path) -> None:
+def check_invariants(log: list[Any], outbox: Path, store: str) -> None:
     """What no window may break: ``pay`` ran at most once, and only after an ``allowed-once``;
     it is answered ``TOOL_OUTCOME_UNKNOWN`` only if its approved body had started (its
-    ``tool/call`` was recorded again after the decision)."""
+    ``tool/call`` was recorded again after the decision); the reference loads the log as it
+    is (a JSONL or SQLite store)."""
+    reference_agrees(store, log)
     pays = effects(outbox).count("pay c-pay")
     assert pays <= 1
     decided = [e for e in log if e.type == "approval/decided"]
@@ -100,6 +104,23 @@ def check_invariants(log: list[Any], outbox: Path) -> None:
             ]
             assert allowed, "an unapproved parked call was answered TOOL_OUTCOME_UNKNOWN"
             assert starts[-1] > allowed[0]
+
+
+def reference_agrees(store: str, log: list[Any]) -> None:
+    """The reference loads the stored session (on a copy: its load may write) with exactly
+    the events ``log`` holds."""
+    if store.startswith("postgresql://"):
+        return  # (the reference has no PostgreSQL backend)
+    with tempfile.TemporaryDirectory() as scratch:
+        if store.startswith("sqlite:///"):
+            copy = Path(scratch, "sessions.db")
+            shutil.copy(store.removeprefix("sqlite:///"), copy)
+            theirs = run_reference("load-sqlite.mjs", str(copy), "job")
+        else:
+            shutil.copytree(store, Path(scratch, "s"))
+            theirs = run_reference("load.mjs", str(Path(scratch, "s")), "job", "none")
+    assert "error" not in theirs, theirs["error"]
+    assert theirs["events"] == [e.to_json() for e in log]
 
 
 def park(store: str, outbox: Path, die: str, *extra: str) -> None:
@@ -155,7 +176,7 @@ async def test_killed_while_parked_listed_approved_elsewhere_and_resumed_in_a_th
     ]
     assert resume(store, outbox) is None  # nothing left to do
     log = await stored(store)
-    check_invariants(log, outbox)
+    check_invariants(log, outbox, store)
     assert results(log) == {"c-look": "found a", "c-pay": "paid 5", "c-notify": "notified"}
     [decision] = [e.data for e in log if e.type == "approval/decided"]
     assert (decision["decidedBy"], decision["reason"]) == ("alice", "checked")
@@ -173,7 +194,7 @@ async def test_parked_at_a_clean_exit_rejected_elsewhere_and_resumed(
     assert resume(store, outbox) == {"kind": "completed"}
     assert effects(outbox) == ["request 0", "lookup c-look", "notify c-notify", "request 1"]
     log = await stored(store)
-    check_invariants(log, outbox)
+    check_invariants(log, outbox, store)
     assert results(log)["c-pay"] == 'Error: the user rejected tool "pay"'
 
 
@@ -188,7 +209,7 @@ async def test_a_passed_deadline_is_cancelled_and_the_body_never_runs(
     assert "decided cancelled" in cli("approvals", store).stdout
     assert resume(store, outbox) == {"kind": "completed"}
     log = await stored(store)
-    check_invariants(log, outbox)
+    check_invariants(log, outbox, store)
     assert "pay c-pay" not in effects(outbox)
     assert results(log)["c-pay"] == 'Error: approval for tool "pay" was cancelled'
 
@@ -217,7 +238,7 @@ async def test_two_deciders_at_once_one_wins_and_the_other_is_told(
     log = await stored(store)
     [decision] = [e.data for e in log if e.type == "approval/decided"]
     assert resume(store, outbox) == {"kind": "completed"}
-    check_invariants(await stored(store), outbox)
+    check_invariants(await stored(store), outbox, store)
     won = "approve" if finished[0][0] == 0 else "reject"
     assert decision["outcome"] == ("allowed-once" if won == "approve" else "rejected")
     assert effects(outbox).count("pay c-pay") == (1 if won == "approve" else 0)
@@ -233,7 +254,7 @@ async def test_a_kill_before_the_ask_is_durable_never_runs_the_call(
     reason = resume(store, outbox)  # settles the crash: pay is asked again, fails closed
     assert reason == {"kind": "completed"}
     log = await stored(store)
-    check_invariants(log, outbox)
+    check_invariants(log, outbox, store)
     assert "pay c-pay" not in effects(outbox)
     assert effects(outbox).count("notify c-notify") == 1
 
@@ -248,7 +269,7 @@ async def test_a_kill_while_an_answerer_in_process_thinks_leaves_the_call_parked
     assert pending["callId"] == "c-pay"
     cli("approve", store, "job", "c-pay")
     assert resume(store, outbox) == {"kind": "completed"}
-    check_invariants(await stored(store), outbox)
+    check_invariants(await stored(store), outbox, store)
     assert effects(outbox).count("pay c-pay") == 1
     assert [e for e in effects(outbox) if e.startswith("request")] == ["request 0", "request 1"]
 
@@ -277,7 +298,7 @@ async def test_a_decider_killed_while_appending_leaves_one_decision_or_none(
     assert again.returncode in (0, 3), again.stderr  # decided now, or the first one landed
     assert resume(store, outbox) == {"kind": "completed"}
     log = await stored(store)
-    check_invariants(log, outbox)
+    check_invariants(log, outbox, store)
     assert len([e for e in log if e.type == "approval/decided"]) == 1
     assert effects(outbox).count("pay c-pay") == 1
 
@@ -295,7 +316,7 @@ async def test_a_kill_while_carrying_out_an_approval_never_runs_it_twice(
     assert cli("approvals", store).stdout.strip() == "no tool call waits for approval"
     assert resume(store, outbox) == {"kind": "completed"}  # settles: pay is unsafe
     log = await stored(store)
-    check_invariants(log, outbox)
+    check_invariants(log, outbox, store)
     assert effects(outbox).count("pay c-pay") == (1 if die == "effect" else 0)
     assert results(log)["c-pay"] == "TOOL_OUTCOME_UNKNOWN"
     assert [e for e in effects(outbox) if e.startswith("request")] == ["request 0", "request 1"]
@@ -315,15 +336,6 @@ async def test_an_answer_in_process_writes_the_reference_s_pair(
     assert effects(outbox).count("pay c-pay") == (1 if answer == "allowed-once" else 0)
 
 
-INTEROP = ROOT / "tests" / "interop"
-
-
-def reference(script: str, *args: str) -> dict[str, Any]:
-    from tests.test_reference_interop import run_reference
-
-    return run_reference(script, *args)
-
-
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
 async def test_the_reference_loads_parked_and_resumed_logs(tmp_path: Path, kind: str) -> None:
     """The reference reads a parked turn as one a crash interrupted: it closes it as its crash
@@ -337,10 +349,10 @@ async def test_the_reference_loads_parked_and_resumed_logs(tmp_path: Path, kind:
         shutil.rmtree(copy, ignore_errors=True)
         if kind == "jsonl":
             shutil.copytree(tmp_path / "sessions", copy)
-            return reference("load.mjs", str(copy), "job", "none")
+            return run_reference("load.mjs", str(copy), "job", "none")
         copy.mkdir()
         shutil.copy(tmp_path / "sessions.db", copy / "sessions.db")
-        return reference("load-sqlite.mjs", str(copy / "sessions.db"), "job")
+        return run_reference("load-sqlite.mjs", str(copy / "sessions.db"), "job")
 
     ours = [e.to_json() for e in await stored(store)]
     theirs = reference_load()
