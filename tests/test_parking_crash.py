@@ -24,23 +24,15 @@ from agent_session import arguments_digest, open_store
 from agent_session.export import check_transcript
 from session import Session
 from session.persistence.failpoints import FAILPOINT_ENV
-from tests.backends import fresh_database
 from tests.test_cli import cli
 from tests.test_reference_interop import run_reference
+from tests.test_settle_crash import store_of
 
 pytestmark = pytest.mark.process
 
 KINDS = ["jsonl", "sqlite", "postgres"]
 ROOT = Path(__file__).parent.parent
 DIGEST = arguments_digest('{"amount": 5}')
-
-
-def store_of(kind: str, tmp_path: Path) -> str:
-    if kind == "jsonl":
-        return str(tmp_path / "sessions")
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path}/sessions.db"
-    return fresh_database()
 
 
 def child(store: str, outbox: Path, *args: str) -> subprocess.CompletedProcess[str]:
