@@ -39,6 +39,8 @@ from session.events.types import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     INBOX_SPLICED,
+    LLM_RETRY,
+    LLM_RETRY_STARTED,
     REQUEST_CONTEXT,
     REQUEST_HEADER,
     STEP_END,
@@ -57,6 +59,9 @@ if TYPE_CHECKING:
 __all__ = ["AGENT_POST_STEP", "AGENT_PRE_STEP", "Agent", "LlmError", "StepContext"]
 
 log = logging.getLogger("agent_loop")
+
+_RETRY_CHUNKS: Final = frozenset({"retry", "retry-started"})
+"""Chunks an adapter yields to announce a retry of a failed attempt (not the reference's)."""
 
 AGENT_PRE_STEP: Final = "agent/pre-step"
 """Middleware ``async (StepContext, next)`` before a step's ``step/start``."""
@@ -355,6 +360,9 @@ class Agent:
         stream = self.runtime.models.stream(request)
         try:
             async for chunk in until_cancelled(stream, cancel):
+                if chunk.get("type") in _RETRY_CHUNKS:  # an adapter retries a failed attempt
+                    await self._retrying(turn, step, chunk)
+                    continue
                 seqs.append(
                     session.append(
                         ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}
@@ -395,6 +403,16 @@ class Agent:
             return "max-tokens" if kind == "max-tokens" else "completed"
         await run_tools(self, turn, step, calls, cancel)
         return None
+
+    async def _retrying(self, turn: int, step: int, chunk: Mapping[str, Any]) -> None:
+        """Record an adapter's retry (``llm/retry`` before its wait, ``llm/retry-started``
+        after it) and make it durable before the next attempt is made."""
+        data = {k: v for k, v in chunk.items() if k != "type"}
+        kind = LLM_RETRY if chunk["type"] == "retry" else LLM_RETRY_STARTED
+        self.session.append(
+            kind, {"retryId": data.pop("retryId"), "turn": turn, "step": step, **data}
+        )
+        await self.runtime.sessions.flush(self.session)
 
     def _assistant(self, content: list[dict[str, Any]]) -> dict[str, Any]:
         return model_message(content, provider=self.provider, model=self.model)

@@ -1,0 +1,166 @@
+"""What every provider adapter shares: attempts with retries, and how a failure is told.
+
+An adapter turns one provider response into reference chunks (:meth:`ProviderModel._attempt`).
+This base runs attempts: a rate limit (429), a server error (5xx, 529), a timeout or a dropped
+connection **before any output** is retried after a back-off (the provider's ``Retry-After``
+when it gives one, else exponential with jitter), up to ``max_retries`` times. Each retry is
+announced to the loop as a ``retry`` chunk, which the loop records as ``llm/retry`` (and
+``llm/retry-started`` after the wait) and makes durable before the next attempt. A failure
+after output has streamed, or one that is not retryable, ends the response with
+``finish {kind: "error", failure}``: the loop's model-error path, never a second partial
+message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+
+from agent_loop.models import ModelRequest
+from agent_session.providers.blocks import Blocks, finish
+
+__all__ = ["RETRY", "ProviderFailure", "ProviderModel", "missing_extra"]
+
+RETRY: Final = "retry"
+"""The chunk type an adapter yields to announce a retry (not a reference chunk: the loop
+records it as ``llm/retry``)."""
+RETRY_STARTED: Final = "retry-started"
+
+
+class ProviderFailure(Exception):
+    """A failed attempt: its ``LlmFailure``, whether trying again may help, the provider's
+    ``Retry-After`` (ms) and what kind of failure it is (``rate-limit``, ``server-error``,
+    ``network``, ``error``)."""
+
+    def __init__(
+        self,
+        failure: dict[str, Any],
+        retryable: bool,
+        retry_after_ms: int | None = None,
+        policy: str = "error",
+    ) -> None:
+        super().__init__(failure.get("message"))
+        self.failure = failure
+        self.retryable = retryable
+        self.retry_after_ms = retry_after_ms
+        self.policy = policy
+
+
+def missing_extra(package: str, extra: str) -> ImportError:
+    """The error for a provider SDK that is not installed."""
+    return ImportError(
+        f"the {package!r} package is not installed: pip install 'agent-session-runtime[{extra}]'"
+    )
+
+
+class ProviderModel:
+    """A model adapter over a provider SDK (see the module docstring); subclasses implement
+    :meth:`_attempt` and :meth:`_classify`."""
+
+    provider: str = "provider"
+
+    def __init__(
+        self,
+        *,
+        max_retries: int = 3,
+        base_delay: float = 0.5,
+        max_delay: float = 30.0,
+        sleep: Any = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError("max_retries must be 0 or more")
+        self.max_retries = max_retries
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._sleep = sleep or asyncio.sleep
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[dict[str, Any]]:
+        """The response's chunks, retrying a failed attempt that produced no output."""
+        retry = 0
+        while True:
+            blocks = Blocks()
+            try:
+                async for chunk in self._attempt(request, blocks):
+                    yield chunk
+                return
+            except Exception as error:
+                failed = error if isinstance(error, ProviderFailure) else self._classify(error)
+            if blocks.started or not failed.retryable or retry >= self.max_retries:
+                yield finish("error", failed.failure)
+                return
+            retry += 1
+            delay = self._delay(retry, failed.retry_after_ms)
+            retry_id = str(uuid.uuid4())
+            yield {
+                "type": RETRY,
+                "retryId": retry_id,
+                "provider": self.provider,
+                "mode": "stream",
+                "policyKey": failed.policy,
+                "retry": retry,
+                "maxRetries": self.max_retries,
+                "delayMs": delay,
+                "failure": failed.failure,
+            }
+            await self._sleep(delay / 1000)
+            yield {"type": RETRY_STARTED, "retryId": retry_id, "retry": retry}
+
+    def _delay(self, retry: int, retry_after_ms: int | None) -> int:
+        """Milliseconds before retry number ``retry``: the provider's ``Retry-After`` if it
+        gave one (capped at ``max_delay``), else exponential with full jitter."""
+        cap = self.max_delay * 1000
+        if retry_after_ms is not None:
+            return int(min(retry_after_ms, cap))
+        ceiling = min(cap, self.base_delay * 1000 * 2 ** (retry - 1))
+        return int(random.uniform(ceiling / 2, ceiling))
+
+    def _attempt(self, request: ModelRequest, blocks: Blocks) -> AsyncIterator[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _classify(self, error: Exception) -> ProviderFailure:
+        raise NotImplementedError
+
+
+def status_failure(
+    status: int | None,
+    message: str,
+    *,
+    kind: str | None,
+    headers: Mapping[str, str] | None,
+    request_id: str | None,
+) -> ProviderFailure:
+    """A failure from an HTTP status (``None``: the connection failed or timed out)."""
+    from agent_session.providers.blocks import failure
+
+    retry_after = _retry_after_ms(headers)
+    if status is None:
+        code, retryable, policy = "NETWORK", True, "network"
+    elif status == 429:
+        code, retryable, policy = "RATE_LIMITED", True, "rate-limit"
+    elif status >= 500:
+        code, retryable, policy = "SERVER_ERROR", True, "server-error"
+    elif status in (401, 403):
+        code, retryable, policy = "UNAUTHORIZED", False, "error"
+    else:
+        code, retryable, policy = "BAD_REQUEST", False, "error"
+    text = f"{kind}: {message}" if kind else message
+    failed = failure(text, code, status=status, retry_after_ms=retry_after, request_id=request_id)
+    return ProviderFailure(failed, retryable, retry_after, policy)
+
+
+def _retry_after_ms(headers: Mapping[str, str] | None) -> int | None:
+    """``retry-after-ms``, or ``retry-after`` in seconds, when the provider sent one."""
+    if not headers:
+        return None
+    for name, scale in (("retry-after-ms", 1.0), ("retry-after", 1000.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0, int(float(value) * scale))
+        except ValueError:
+            continue
+    return None
