@@ -33,6 +33,9 @@ class Assembler:
         such an index is not assembled (the first one stays)."""
         self.usage: Any = None
         self.finish: Any = None
+        self.replay_state: Any = None
+        """What the ``finish`` chunk's ``replayState`` says the provider needs to replay the
+        answer (signed reasoning, say), kept in the message's source."""
 
     def feed(self, chunk: Mapping[str, Any]) -> None:
         kind = chunk.get("type")
@@ -70,6 +73,7 @@ class Assembler:
             self.usage = chunk["usage"]
         elif kind == "finish":
             self.finish = chunk["reason"]
+            self.replay_state = chunk.get("replayState")
 
     def content(self) -> list[dict[str, Any]]:
         return [self.blocks[i] for i in sorted(self.blocks)]

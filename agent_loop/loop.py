@@ -394,7 +394,8 @@ class Agent:
         content = assembler.content()
         if kind == "max-tokens":
             content = [b for b in content if b["type"] != "tool-call"]
-        data = {"turn": turn, "step": step, "message": self._assistant(content)}
+        message = self._assistant(content, assembler.replay_state)
+        data = {"turn": turn, "step": step, "message": message}
         if assembler.usage is not None:
             data["usage"] = assembler.usage
         session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=seqs)
@@ -414,8 +415,8 @@ class Agent:
         )
         await self.runtime.sessions.flush(self.session)
 
-    def _assistant(self, content: list[dict[str, Any]]) -> dict[str, Any]:
-        return model_message(content, provider=self.provider, model=self.model)
+    def _assistant(self, content: list[dict[str, Any]], replay: Any = None) -> dict[str, Any]:
+        return model_message(content, provider=self.provider, model=self.model, replay_state=replay)
 
 
 def _error_chain(error: BaseException) -> str:

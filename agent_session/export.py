@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from session.json.lossless import thaw
+
 __all__ = ["TranscriptError", "check_transcript", "to_anthropic", "to_openai", "tool_calls"]
 
 
@@ -115,6 +117,16 @@ def _arguments(raw: str) -> Any:
     return value if isinstance(value, dict) else {"_value": value}
 
 
+def _replayed(message: Mapping[str, Any], provider: str) -> list[dict[str, Any]]:
+    """The provider's own blocks an assistant message keeps for replay (``replayState``
+    ``{"provider", "blocks"}`` in its source: signed or redacted thinking), verbatim."""
+    source = message.get("source")
+    state = source.get("replayState") if isinstance(source, Mapping) else None
+    if not isinstance(state, Mapping) or state.get("provider") != provider:
+        return []
+    return [thaw(block) for block in state.get("blocks") or () if isinstance(block, Mapping)]
+
+
 def to_anthropic(messages: Sequence[Mapping[str, Any]], system: str | None) -> dict[str, Any]:
     """Messages API ``{system?, messages}``."""
     merged: list[dict[str, Any]] = []
@@ -122,7 +134,7 @@ def to_anthropic(messages: Sequence[Mapping[str, Any]], system: str | None) -> d
         content = message.get("content", ())
         if message.get("role") == "assistant":
             role = "assistant"
-            blocks = [
+            blocks = _replayed(message, "anthropic") + [
                 {"type": "text", "text": b["text"]}
                 for b in content
                 if b.get("type") == "text" and b.get("text")

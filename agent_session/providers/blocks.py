@@ -83,6 +83,11 @@ class Blocks:
         if index is not None:
             self._blocks[index].update(fields)
 
+    def block(self, key: Hashable) -> dict[str, Any] | None:
+        """The block (as it stands) the provider's ``key`` names, if it started."""
+        index = self._index.get(key)
+        return None if index is None else self._blocks[index]
+
     def end(self, key: Hashable) -> list[Chunk]:
         """End one block (nothing when it is not open)."""
         index = self._index.get(key)

@@ -106,15 +106,19 @@ def assistant_message(
 
 
 def model_message(
-    content: Sequence[dict[str, Any]], *, provider: str, model: str, id: str | None = None
+    content: Sequence[dict[str, Any]],
+    *,
+    provider: str,
+    model: str,
+    id: str | None = None,
+    replay_state: Any = None,
 ) -> dict[str, Any]:
-    """The message of an ``assistant/message``, from its content blocks."""
-    return {
-        "role": "assistant",
-        "content": list(content),
-        "source": {"kind": "model", "provider": provider, "model": model},
-        "id": _id(id),
-    }
+    """The message of an ``assistant/message``, from its content blocks (``replay_state``:
+    what the provider needs to replay it, kept in its source)."""
+    source: dict[str, Any] = {"kind": "model", "provider": provider, "model": model}
+    if replay_state is not None:
+        source["replayState"] = replay_state
+    return {"role": "assistant", "content": list(content), "source": source, "id": _id(id)}
 
 
 def tool_call(turn: int, step: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:

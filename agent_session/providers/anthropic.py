@@ -1,0 +1,230 @@
+"""The Anthropic Messages API as a model adapter, on the official ``anthropic`` SDK (extra
+``[anthropic]``)::
+
+    runtime.models.register("anthropic", AnthropicModel(AsyncAnthropic()))
+    agent = runtime.agent(session, model="anthropic/claude-sonnet-4-5")
+
+The request is the session's surface in the shape ``agent-session export --format anthropic``
+writes (the same mapping), with the registry's tools. The stream maps to reference chunks:
+text, thinking (as reasoning), tool uses with their streamed input JSON (the provider's
+``tool_use`` id is the log's ``callId``), usage (cache reads and writes) and the stop reason
+(``end_turn``/``stop_sequence``/``refusal``/``pause_turn`` → ``stop``, ``max_tokens`` →
+``max-tokens``, ``tool_use`` → ``tool-calls``). Thinking and redacted thinking blocks are kept
+verbatim, signatures included, in the message's ``replayState`` and sent back as they came,
+so multi-turn reasoning with tools works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from agent_loop.models import ModelRequest
+from agent_session.export import to_anthropic
+from agent_session.providers.base import (
+    ProviderFailure,
+    ProviderModel,
+    missing_extra,
+    status_failure,
+)
+from agent_session.providers.blocks import Blocks, failure, finish, usage
+from session.json.lossless import thaw
+
+__all__ = ["AnthropicModel", "messages_request"]
+
+
+def messages_request(
+    request: ModelRequest, max_tokens: int, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The Messages API request body of ``request`` (streamed)."""
+    mapped = to_anthropic(request.messages, request.system)
+    body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens}
+    if "system" in mapped:
+        body["system"] = mapped["system"]
+    body["messages"] = mapped["messages"]
+    if request.tools:
+        body["tools"] = [
+            {
+                "name": tool["name"],
+                "description": tool.get("description", ""),
+                "input_schema": thaw(tool.get("parameters") or {"type": "object"}),
+            }
+            for tool in request.tools
+        ]
+    body["stream"] = True
+    return {**body, **(extra or {})}
+
+
+class AnthropicModel(ProviderModel):
+    """Messages over an ``anthropic.AsyncAnthropic`` client (one is made from the environment
+    when none is given: ``ANTHROPIC_API_KEY``). ``max_tokens`` is required by the API;
+    ``extra_body`` adds fields (``{"thinking": {"type": "enabled", "budget_tokens": 2048}}``).
+    Retries are this adapter's (the client's own are turned off)."""
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        max_tokens: int = 4096,
+        extra_body: Mapping[str, Any] | None = None,
+        **retries: Any,
+    ) -> None:
+        super().__init__(**retries)
+        try:
+            import anthropic
+        except ImportError:
+            raise missing_extra("anthropic", "anthropic") from None
+        if client is None:
+            try:
+                client = anthropic.AsyncAnthropic()
+            except anthropic.AnthropicError as e:
+                raise ValueError(
+                    f"no Anthropic client: {e} (set ANTHROPIC_API_KEY, or pass "
+                    "client=AsyncAnthropic(...))"
+                ) from None
+            if client.api_key is None and client.auth_token is None:
+                raise ValueError(
+                    "no Anthropic client: ANTHROPIC_API_KEY is not set (or pass "
+                    "client=AsyncAnthropic(...))"
+                )
+        self.client = client.with_options(max_retries=0)
+        self.max_tokens = max_tokens
+        self.extra_body = dict(extra_body or {})
+
+    async def _attempt(
+        self, request: ModelRequest, blocks: Blocks
+    ) -> AsyncIterator[dict[str, Any]]:
+        body = messages_request(request, self.max_tokens, self.extra_body)
+        stream = await self.client.messages.create(**body)
+        replay: dict[int, dict[str, Any]] = {}
+        kinds: dict[int, str] = {}
+        counts: dict[str, int | None] = {}
+        stop: str | None = None
+        async for event in stream:
+            kind = event.type
+            if kind == "message_start":
+                counts.update(_counts(event.message.usage))
+            elif kind == "content_block_start":
+                out, block = _started(blocks, event.index, event.content_block, replay)
+                kinds[event.index] = block
+                for chunk in out:
+                    yield chunk
+            elif kind == "content_block_delta":
+                for chunk in _delta(blocks, event.index, event.delta, replay):
+                    yield chunk
+            elif kind == "content_block_stop":
+                if kinds.get(event.index) == "tool_use":
+                    _complete_call(blocks, event.index)
+                for chunk in blocks.end(event.index):
+                    yield chunk
+            elif kind == "message_delta":
+                stop = event.delta.stop_reason or stop
+                counts.update({k: v for k, v in _counts(event.usage).items() if v is not None})
+        for chunk in blocks.end_all():
+            yield chunk
+        if counts:
+            yield usage(
+                counts.get("input"),
+                counts.get("output"),
+                cache_read=counts.get("cache_read"),
+                cache_write=counts.get("cache_write"),
+            )
+        end = _finish(stop, blocks)
+        if replay:
+            end["replayState"] = {
+                "provider": "anthropic",
+                "blocks": [replay[index] for index in sorted(replay)],
+            }
+        yield end
+
+    def _classify(self, error: Exception) -> ProviderFailure:
+        import anthropic
+
+        if isinstance(error, anthropic.APIStatusError):
+            body = error.body if isinstance(error.body, Mapping) else {}
+            detail = body.get("error", body)
+            kind = detail.get("type") if isinstance(detail, Mapping) else None
+            message = detail.get("message") if isinstance(detail, Mapping) else None
+            return status_failure(
+                error.status_code,
+                str(message or error.message),
+                kind=str(kind) if kind else None,
+                headers=error.response.headers,
+                request_id=error.request_id,
+            )
+        if isinstance(error, anthropic.APIConnectionError):
+            text = str(error)
+            return status_failure(
+                None, text, kind=type(error).__name__, headers=None, request_id=None
+            )
+        return ProviderFailure(failure(f"{type(error).__name__}: {error}", "UNKNOWN"), False)
+
+
+def _counts(counted: Any) -> dict[str, int | None]:
+    return {
+        "input": getattr(counted, "input_tokens", None),
+        "output": getattr(counted, "output_tokens", None),
+        "cache_read": getattr(counted, "cache_read_input_tokens", None),
+        "cache_write": getattr(counted, "cache_creation_input_tokens", None),
+    }
+
+
+def _started(
+    blocks: Blocks, index: int, block: Any, replay: dict[int, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str]:
+    """A block starts: text, thinking (reasoning, kept for replay), redacted thinking (kept
+    only for replay) or a tool use."""
+    kind = block.type
+    if kind == "text":
+        return blocks.text(index, "text", block.text or ""), kind
+    if kind == "thinking":
+        replay[index] = {
+            "type": "thinking",
+            "thinking": block.thinking or "",
+            "signature": block.signature or "",
+        }
+        return blocks.text(index, "reasoning", block.thinking or ""), kind
+    if kind == "redacted_thinking":
+        replay[index] = {"type": "redacted_thinking", "data": block.data}
+        return [], kind
+    if kind == "tool_use":
+        return blocks.call(index, block.id, block.name, ""), kind
+    return [], kind
+
+
+def _delta(
+    blocks: Blocks, index: int, delta: Any, replay: dict[int, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    kind = delta.type
+    if kind == "text_delta":
+        return blocks.text(index, "text", delta.text)
+    if kind == "thinking_delta":
+        if index in replay:
+            replay[index]["thinking"] += delta.thinking
+        return blocks.text(index, "reasoning", delta.thinking)
+    if kind == "signature_delta":
+        if index in replay:
+            replay[index]["signature"] += delta.signature
+        return []
+    if kind == "input_json_delta":
+        return blocks.call(index, None, None, delta.partial_json)
+    return []
+
+
+def _complete_call(blocks: Blocks, index: int) -> None:
+    """A tool use whose input streamed nothing has the input ``{}``."""
+    block = blocks.block(index)
+    if block is not None and not block["arguments"].strip():
+        blocks.replace(index, arguments="{}")
+
+
+def _finish(stop: str | None, blocks: Blocks) -> dict[str, Any]:
+    if stop in ("max_tokens", "model_context_window_exceeded"):
+        return finish("max-tokens")
+    if stop == "tool_use" or (stop is None and blocks.has_calls()):
+        return finish("tool-calls")
+    if stop is None:
+        return finish("error", failure("the stream ended without a stop reason", "STREAM_ENDED"))
+    return finish("stop")
