@@ -1,7 +1,9 @@
 """The derived message history in provider request shapes, after a validity check.
 
 ``openai``: Chat Completions ``messages`` (``tool_calls`` on assistant messages, one
-``role: "tool"`` message per result). ``anthropic``: Messages API ``{system, messages}`` with
+``role: "tool"`` message per result); the Responses API's ``input`` items. Provider blocks an
+answer keeps for replay (``replayState``: signed thinking, encrypted reasoning) go back
+verbatim to that provider. ``anthropic``: Messages API ``{system, messages}`` with
 ``tool_use``/``tool_result`` blocks and consecutive same-role messages merged (tool results
 first in their user message), as that API requires.
 """
@@ -14,7 +16,14 @@ from typing import Any
 
 from session.json.lossless import thaw
 
-__all__ = ["TranscriptError", "check_transcript", "to_anthropic", "to_openai", "tool_calls"]
+__all__ = [
+    "TranscriptError",
+    "check_transcript",
+    "to_anthropic",
+    "to_openai",
+    "to_responses",
+    "tool_calls",
+]
 
 
 class TranscriptError(ValueError):
@@ -107,6 +116,38 @@ def to_openai(messages: Sequence[Mapping[str, Any]], system: str | None) -> list
         else:
             out.append({"role": "user", "content": _text(content)})
     return out
+
+
+def to_responses(messages: Sequence[Mapping[str, Any]], system: str | None) -> dict[str, Any]:
+    """Responses API ``{instructions?, input}``: messages, ``function_call`` and
+    ``function_call_output`` items, and the reasoning items an answer keeps for replay."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content", ())
+        if message.get("role") == "assistant":
+            items += _replayed(message, "openai-responses")
+            text = _text(content)
+            if text:
+                items.append({"role": "assistant", "content": text})
+            items += [
+                {"type": "function_call", "call_id": id, "name": name, "arguments": arguments}
+                for id, name, arguments in tool_calls(message)
+            ]
+        elif _is_tool_result(message):
+            block = _result_block(message)
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": block["toolCallId"],
+                    "output": _text(block.get("content", ())),
+                }
+            )
+        else:
+            items.append(
+                {"role": "user", "content": [{"type": "input_text", "text": _text(content)}]}
+            )
+    request: dict[str, Any] = {"input": items}
+    return {"instructions": system, **request} if system else request
 
 
 def _arguments(raw: str) -> Any:

@@ -5,12 +5,15 @@ surface, retries what is retryable before any output, and says clearly what is m
 from agent_session.providers.anthropic import AnthropicModel, messages_request
 from agent_session.providers.base import ProviderFailure, ProviderModel
 from agent_session.providers.openai_chat import OpenAIChatModel, chat_request
+from agent_session.providers.openai_responses import OpenAIResponsesModel, responses_request
 
 __all__ = [
     "AnthropicModel",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "ProviderFailure",
     "ProviderModel",
     "chat_request",
     "messages_request",
+    "responses_request",
 ]
