@@ -233,7 +233,7 @@ async def test_an_incomplete_answer_is_max_tokens_and_a_failed_one_an_error() ->
         ),
     )
     served = Served([Reply([*function_call(0, "call_a", '{"q"'), cut], done=False)])
-    session, agent, ran = stack(served)
+    _, agent, ran = stack(served)
     assert await agent.run_turn("Go.") == {"kind": "max-tokens"}
     assert ran == []
 
