@@ -22,6 +22,8 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     done: bool = True
     """Whether an SSE stream ends with ``data: [DONE]`` (Chat Completions)."""
+    drop: bool = False
+    """The connection drops instead (a timeout as the client sees one)."""
 
 
 def sse(events: Sequence[tuple[str | None, Any]], done: bool) -> bytes:
@@ -48,6 +50,8 @@ class Served:
         if not self.replies:
             return httpx2.Response(500, json={"error": {"message": "no reply scripted"}})
         reply = self.replies.pop(0)
+        if reply.drop:
+            raise httpx2.ReadTimeout("the provider did not answer in time", request=request)
         if reply.status != 200:
             return httpx2.Response(reply.status, json=reply.body, headers=dict(reply.headers))
         return httpx2.Response(

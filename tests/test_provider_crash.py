@@ -6,6 +6,7 @@ must finish."""
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
@@ -39,6 +40,16 @@ def valid_for(adapter: str, body: dict[str, Any]) -> list[Any]:
     """Check ``body`` with the provider SDK's own request types (the whole body, and its
     message list item by item: pydantic reads an ``Iterable`` field lazily); return the
     messages."""
+    whole, items, key = _types(adapter)
+    whole.validate_python(body)
+    messages: list[Any] = items.validate_python(body[key])
+    return messages
+
+
+@functools.cache
+def _types(adapter: str) -> tuple[pydantic.TypeAdapter[Any], pydantic.TypeAdapter[Any], str]:
+    """The request type of ``adapter``'s API, the type of its message list, and the list's
+    key."""
     if adapter == "anthropic":
         from anthropic.types import MessageParam
         from anthropic.types.message_create_params import MessageCreateParamsStreaming
@@ -54,9 +65,7 @@ def valid_for(adapter: str, body: dict[str, Any]) -> list[Any]:
         from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
 
         whole, items, key = CompletionCreateParamsStreaming, ChatCompletionMessageParam, "messages"
-    pydantic.TypeAdapter(whole).validate_python(body)
-    messages: list[Any] = pydantic.TypeAdapter(list[items]).validate_python(body[key])  # type: ignore[valid-type]
-    return messages
+    return pydantic.TypeAdapter(whole), pydantic.TypeAdapter(list[items]), key  # type: ignore[valid-type]
 
 
 def repaired_result(adapter: str, body: dict[str, Any]) -> str | None:

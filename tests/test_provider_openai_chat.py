@@ -351,3 +351,14 @@ def test_a_missing_key_says_which_variable(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
         OpenAIChatModel()
+
+
+async def test_a_timeout_then_success_is_retried_as_a_dropped_connection() -> None:
+    served = Served(
+        [Reply(drop=True), Reply([chunk({"role": "assistant", "content": "Ok."}, "stop")])]
+    )
+    _, session, agent, _ = stack(served, timeout=5)
+    assert await agent.run_turn("Go.") == {"kind": "completed"}
+    [retry] = logged(session, "llm/retry")
+    assert retry["policyKey"] == "network"
+    assert retry["failure"]["code"] == "NETWORK"

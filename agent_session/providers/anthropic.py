@@ -59,7 +59,8 @@ class AnthropicModel(ProviderModel):
     """Messages over an ``anthropic.AsyncAnthropic`` client (one is made from the environment
     when none is given: ``ANTHROPIC_API_KEY``). ``max_tokens`` is required by the API;
     ``extra_body`` adds fields (``{"thinking": {"type": "enabled", "budget_tokens": 2048}}``).
-    Retries are this adapter's (the client's own are turned off)."""
+    Retries are this adapter's (the client's own are turned off); ``timeout`` (seconds)
+    bounds each attempt."""
 
     provider = "anthropic"
 
@@ -69,6 +70,7 @@ class AnthropicModel(ProviderModel):
         *,
         max_tokens: int = 4096,
         extra_body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
         **retries: Any,
     ) -> None:
         super().__init__(**retries)
@@ -89,7 +91,10 @@ class AnthropicModel(ProviderModel):
                     "no Anthropic client: ANTHROPIC_API_KEY is not set (or pass "
                     "client=AsyncAnthropic(...))"
                 )
-        self.client = client.with_options(max_retries=0)
+        options: dict[str, Any] = {"max_retries": 0}
+        if timeout is not None:  # (a timeout is retried as a dropped connection is)
+            options["timeout"] = timeout
+        self.client = client.with_options(**options)
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
 

@@ -60,12 +60,18 @@ def chat_request(request: ModelRequest) -> dict[str, Any]:
 class OpenAIChatModel(ProviderModel):
     """Chat Completions over an ``openai.AsyncOpenAI`` client (one is made from the
     environment when none is given: ``OPENAI_API_KEY``). Retries are this adapter's (the
-    client's own are turned off), so each one is recorded in the log."""
+    client's own are turned off), so each one is recorded in the log; ``timeout`` (seconds)
+    bounds each attempt; ``extra_body`` adds request fields."""
 
     provider = "openai"
 
     def __init__(
-        self, client: Any = None, *, extra_body: Mapping[str, Any] | None = None, **retries: Any
+        self,
+        client: Any = None,
+        *,
+        extra_body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        **retries: Any,
     ) -> None:
         super().__init__(**retries)
         try:
@@ -79,7 +85,10 @@ class OpenAIChatModel(ProviderModel):
                 raise ValueError(
                     f"no OpenAI client: {e} (set OPENAI_API_KEY, or pass client=AsyncOpenAI(...))"
                 ) from None
-        self.client = client.with_options(max_retries=0)
+        options: dict[str, Any] = {"max_retries": 0}
+        if timeout is not None:  # (a timeout is retried as a dropped connection is)
+            options["timeout"] = timeout
+        self.client = client.with_options(**options)
         self.extra_body = dict(extra_body or {})
 
     async def _attempt(
