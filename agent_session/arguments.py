@@ -200,6 +200,13 @@ def parser() -> argparse.ArgumentParser:
         help="a JSONL store: write the log plain (session.jsonl, the default) or as the "
         "reference's default session.jsonl.zstd",
     )
+    demo.add_argument(
+        "--model",
+        metavar="PROVIDER/NAME",
+        help="a real model instead of the script: openai/NAME (Responses), openai-chat/NAME "
+        "(Chat Completions) or anthropic/NAME; the key comes from OPENAI_API_KEY or "
+        "ANTHROPIC_API_KEY",
+    )
     demo.add_argument("--no-recover", action="store_true", help="stop after the crash")
     demo.add_argument("--json", action="store_true", help="print a JSON summary instead")
 

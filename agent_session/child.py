@@ -1,8 +1,10 @@
 """The crash child: runs the reference stack and SIGKILLs itself at a named failpoint.
 
 ``python -m agent_session.child ROOT SESSION_ID --mode MODE [--turns N] [--no-policy]
-[--window MS] [--compression {none,zstd}]`` runs ``N`` complete turns, then one more turn
-that dies at ``MODE``:
+[--window MS] [--compression {none,zstd}] [--model PROVIDER/NAME]`` runs ``N`` complete
+turns, then one more turn that dies at ``MODE`` (with ``--model``, a real model is asked to
+read and write files, and ``failpoint-missed`` is printed if its last turn never reached
+``MODE``):
 
 - ``request``: inside the model adapter, after the request checkpoint, before any output;
 - ``tool``: inside a ``write_file`` body (the only call of the step);
@@ -29,8 +31,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_loop.loop import AGENT_POST_STEP, StepContext
+from agent_loop.models import LLM_STREAM
 from agent_loop.tools import ToolCall
 from agent_session.commands import open_backend
+from agent_session.real_model import real_adapter, task
 from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
 from agent_session.stores import parse_store
 from session import Session, SessionNotFoundError
@@ -78,6 +82,7 @@ async def run(
     policy: bool,
     window_ms: int,
     compression: str = "none",
+    model: str | None = None,
 ) -> None:
     crash_turn = turns + 1
     calls = {"tool": ("write_file",), "parallel-tool": ("read_file", "write_file")}
@@ -99,7 +104,7 @@ async def run(
 
     stack = open_stack(
         root,
-        script,
+        script if model is None else [],
         policy=policy,
         window_ms=window_ms,
         tool_hook=tool_hook,
@@ -128,6 +133,18 @@ async def run(
             die(mode)
 
     stack.model.on_chunk = on_chunk
+    if model is not None:
+        provider, adapter = real_adapter(model)
+        runtime.models.register(provider, adapter)
+
+        async def failing(request: Any, downstream: Any) -> Any:  # (inside the checkpoint)
+            if crashing and mode == "request":
+                die(mode)
+            async for chunk in downstream(request):
+                await on_chunk(1, request, chunk)
+                yield chunk
+
+        runtime.hooks.wrap(LLM_STREAM, failing)
 
     async def post_step(context: StepContext, downstream: Any) -> None:
         if crashing and mode == "post-step":
@@ -135,11 +152,13 @@ async def run(
         await downstream(context)
 
     runtime.hooks.wrap(AGENT_POST_STEP, post_step)  # after the policy: inside its checkpoint
-    agent = runtime.agent(session, model=MODEL, system=SYSTEM)
+    agent = runtime.agent(session, model=model or MODEL, system=SYSTEM)
     for turn in range(1, crash_turn + 1):
         crashing = turn == crash_turn
         print(f"turn {turn}", flush=True)
-        await agent.run_turn(f"task {turn}")
+        await agent.run_turn(f"task {turn}" if model is None else task(turn))
+    if mode != "none":
+        print("failpoint-missed", flush=True)
     await stack.close()
 
 
@@ -153,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-policy", action="store_true")
     parser.add_argument("--window", type=int, default=200, help="batching window in ms")
     parser.add_argument("--compression", choices=["none", "zstd"], default="none")
+    parser.add_argument("--model", help="a real model (provider/name) instead of the script")
     args = parser.parse_args(argv)
     asyncio.run(
         run(
@@ -163,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             not args.no_policy,
             args.window,
             args.compression,
+            args.model,
         )
     )
     return 0

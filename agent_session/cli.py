@@ -108,6 +108,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
             recover=not args.no_recover,
             as_json=args.json,
             compression=args.compression,
+            model=args.model,
         )
     if args.command == "recover":
         from agent_session.recover import recover

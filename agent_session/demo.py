@@ -23,6 +23,7 @@ from agent_loop.scripted import ScriptedCall, ScriptedStep
 from agent_session.commands import check_exists, open_backend
 from agent_session.exits import CORRUPT, INTERRUPTED, IO_ERROR, UserError
 from agent_session.output import Progress
+from agent_session.real_model import real_adapter
 from agent_session.stack import MODEL, SYSTEM, open_stack
 from agent_session.stores import parse_store
 from agent_session.transcript import render
@@ -75,8 +76,12 @@ async def run_demo(
     recover: bool,
     as_json: bool,
     compression: str = "none",
+    model: str | None = None,
 ) -> int:
-    """Run the demo (its log written plain or compressed); return the exit code."""
+    """Run the demo (its log written plain or compressed; ``model``: a real model instead of
+    the script); return the exit code."""
+    if model is not None:
+        real_adapter(model)  # a missing key or extra is said before anything runs
     store = parse_store(root)
     if os.path.exists(store.path):
         check_exists(store)  # a file as a JSONL root, a directory as a database
@@ -104,10 +109,8 @@ async def run_demo(
             "or --store"
         )
     say(f"Session {session_id!r} in {named}")
-    say(
-        f"A scripted agent runs {turns} turn(s); each asks for read_file and write_file, then "
-        "answers."
-    )
+    who = "A scripted agent" if model is None else f"An agent on {model}"
+    say(f"{who} runs {turns} turn(s); each asks for read_file and write_file, then answers.")
     kind = {
         "none": "a JSONL file",
         "zstd": "a zstd-compressed JSONL file",
@@ -120,7 +123,7 @@ async def run_demo(
     )
     say()
     try:
-        _run_child(say, root, session_id, crash, turns, compression)
+        _run_child(say, root, session_id, crash, turns, compression, model)
     except KeyboardInterrupt:
         print(
             f"agent-session: interrupted; the agent child was stopped and session "
@@ -146,7 +149,7 @@ async def run_demo(
         )
     else:
         say("3. Nothing to recover: a cold load found every turn closed and wrote nothing.")
-    await _resume(say, root, session_id, examined)
+    await _resume(say, root, session_id, examined, model)
     command, shown = _command(), store.shown
     say()
     say("Next, look at what was written:")
@@ -170,14 +173,26 @@ def _command() -> str:
 
 
 def _run_child(
-    say: _Narrator, root: str, session_id: str, crash: str, turns: int, compression: str
+    say: _Narrator,
+    root: str,
+    session_id: str,
+    crash: str,
+    turns: int,
+    compression: str,
+    model: str | None,
 ) -> None:
     """Run the agent in a child process that is SIGKILLed at the ``crash`` point, with a
     progress line on a terminal; tell what it did. Raises :class:`UserError` with the
     child's own error when it failed otherwise, and ``KeyboardInterrupt`` (the child
     stopped) on Ctrl-C."""
-    durable = _checkpoints(say, root, session_id, crash, turns, compression)
+    durable = _checkpoints(say, root, session_id, crash, turns, compression, model)
     killed = durable.returncode == -signal.SIGKILL
+    if durable.missed and not killed:
+        raise UserError(
+            f"the model never reached the {crash!r} failpoint (it did not call write_file, or "
+            f"never streamed text), so nothing crashed; session {session_id!r} is complete. "
+            "Try --crash request"
+        )
     report = say.report
     report.update(
         killed=killed,
@@ -209,13 +224,21 @@ class _ChildRun:
         self.counts: list[int] = []
         self.returncode = 0
         self.cause = ""
+        self.missed = False
+        """The last turn ended without reaching the failpoint (a real model's choice)."""
 
 
 def _checkpoints(
-    say: _Narrator, root: str, session_id: str, crash: str, turns: int, compression: str
+    say: _Narrator,
+    root: str,
+    session_id: str,
+    crash: str,
+    turns: int,
+    compression: str,
+    model: str | None,
 ) -> _ChildRun:
     with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: it never fills up
-        run = _watch_child(say, root, session_id, crash, turns, compression, errors)
+        run = _watch_child(say, root, session_id, crash, turns, compression, model, errors)
         errors.seek(0)
         run.cause = scrub(_cause(errors.read()), root) or f"exit status {run.returncode}"
     return run
@@ -242,10 +265,13 @@ def _watch_child(
     crash: str,
     turns: int,
     compression: str,
+    model: str | None,
     errors: IO[str],
 ) -> _ChildRun:
     command = [sys.executable, "-m", "agent_session.child", root, session_id]
     command += ["--mode", crash, "--turns", str(turns - 1)]
+    if model is not None:
+        command += ["--model", model]
     if compression in ("none", "zstd"):  # (a database has no per-log encoding)
         command += ["--compression", compression]
     run = _ChildRun()
@@ -267,6 +293,8 @@ def _watch_child(
                 run.counts.append(int(line.split()[1]))
             elif line.startswith("turn "):
                 progress.step(int(line.split()[1]))
+            elif line.startswith("failpoint-missed"):
+                run.missed = True
         run.returncode = child.wait()
     finally:
         timer.cancel()
@@ -312,9 +340,11 @@ def _show_disk(say: _Narrator, examined: Diagnosis) -> None:
         say("   Every turn is closed; nothing to repair.")
 
 
-async def _resume(say: _Narrator, root: str, session_id: str, examined: Diagnosis) -> None:
+async def _resume(
+    say: _Narrator, root: str, session_id: str, examined: Diagnosis, model: str | None
+) -> None:
     """Resume the repaired session and run one more turn, which checks the write whose
-    outcome is unknown."""
+    outcome is unknown (``model``: asked of a real model instead of the script)."""
     inspected = examined.session
     closers = inspected.events[examined.stored_events :]
     next_turn = next_turn_number(inspected.events)
@@ -327,9 +357,11 @@ async def _resume(say: _Narrator, root: str, session_id: str, examined: Diagnosi
     if unknown:  # the resumed model verifies the write whose outcome is unknown
         call = inspected.events[unknown[0].source_event_seqs[0]]  # type: ignore[index]
         check = json.loads(call.data["arguments"]).get("path", "")
-    stack = open_stack(root, resume_script(next_turn, check))
+    stack = open_stack(root, resume_script(next_turn, check) if model is None else [])
+    if model is not None:
+        stack.runtime.models.register(*real_adapter(model))
     session = await stack.runtime.sessions.resume(session_id)
-    agent = stack.runtime.agent(session, model=MODEL, system=SYSTEM)
+    agent = stack.runtime.agent(session, model=model or MODEL, system=SYSTEM)
     reason = await agent.run_turn(
         "Please check whether the interrupted write happened, then continue."
     )
