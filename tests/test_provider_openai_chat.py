@@ -6,6 +6,7 @@ success."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import openai
@@ -362,3 +363,52 @@ async def test_a_timeout_then_success_is_retried_as_a_dropped_connection() -> No
     [retry] = logged(session, "llm/retry")
     assert retry["policyKey"] == "network"
     assert retry["failure"]["code"] == "NETWORK"
+
+
+async def test_the_log_is_durable_before_every_attempt() -> None:
+    """When the second attempt reaches the provider, the stored log already holds the
+    request's step and both retry events (the checkpoint policy and the loop's flushes)."""
+    from agent_session import MemoryPersistence, MemoryStore, checkpoint_policy
+    from recovery import closers
+
+    store = MemoryStore()
+    seen: list[list[str]] = []
+
+    class Watching(Served):
+        def handle(self, request: Any) -> Any:
+            log = store.logs.get("s")
+            seen.append([] if log is None else [json.loads(line)["type"] for line in log.lines])
+            return super().handle(request)
+
+    failing = Reply(status=503, body={"error": {"message": "busy"}})
+    served = Watching([failing, Reply([chunk({"role": "assistant", "content": "Ok."}, "stop")])])
+    runtime = AgentRuntime()
+    runtime.install(MemoryPersistence(store, repair=closers))
+    runtime.install(checkpoint_policy)
+    client = openai.AsyncOpenAI(
+        api_key="k", base_url="http://provider/v1", http_client=served.client()
+    )
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    runtime.models.register("openai", OpenAIChatModel(client, sleep=sleep))
+    session = runtime.sessions.create("s")
+    assert await runtime.agent(session, model="openai/m").run_turn("Go.") == {"kind": "completed"}
+    await runtime.__aexit__(None, None, None)
+    first, second = seen
+    assert first[-1] == "request/context"  # the step, durable before the first attempt
+    assert second[-2:] == ["llm/retry", "llm/retry-started"]  # and the retry before the next
+
+
+def test_a_missing_extra_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from agent_session.providers import AnthropicModel
+
+    monkeypatch.setitem(sys.modules, "openai", None)
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    with pytest.raises(ImportError, match=r"pip install 'agent-session-runtime\[openai\]'"):
+        OpenAIChatModel()
+    with pytest.raises(ImportError, match=r"pip install 'agent-session-runtime\[anthropic\]'"):
+        AnthropicModel()

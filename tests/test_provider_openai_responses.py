@@ -262,3 +262,40 @@ async def test_a_429_then_success_is_retried_and_recorded() -> None:
     [retry] = logged(session, "llm/retry")
     assert retry["delayMs"] == 1500
     assert retry["failure"]["providerRetryAfterMs"] == 1500
+
+
+async def test_a_refusal_is_text_and_an_error_event_ends_the_step() -> None:
+    item = {
+        "id": "msg_0",
+        "type": "message",
+        "role": "assistant",
+        "status": "in_progress",
+        "content": [],
+    }
+    refused = [
+        ev("response.output_item.added", output_index=0, item=item),
+        ev(
+            "response.refusal.delta",
+            item_id="msg_0",
+            output_index=0,
+            content_index=0,
+            delta="I can't help.",
+        ),
+        completed([], counts(1, 1)),
+    ]
+    served = Served([Reply(refused, done=False)])
+    session, agent, _ = stack(served)
+    await agent.run_turn("Do harm.")
+    [answer] = logged(session, "assistant/message")
+    assert answer["message"]["content"] == [{"type": "text", "text": "I can't help."}]
+
+    broken = [
+        *message(0, "Half")[:2],
+        ev("error", code="server_error", message="The stream broke.", param=None),
+    ]
+    served = Served([Reply(broken, done=False)])
+    session, agent, _ = stack(served)
+    reason = await agent.run_turn("Go.")
+    assert reason["kind"] == "error"
+    assert len(served.requests) == 1
+    assert logged(session, "assistant/message") == []
