@@ -25,7 +25,8 @@ from agent_session.providers.base import (
     ProviderFailure,
     ProviderModel,
     missing_extra,
-    status_failure,
+    sdk_failure,
+    without_retries,
 )
 from agent_session.providers.blocks import Blocks, failure, finish, usage
 from session.json.lossless import thaw
@@ -91,10 +92,7 @@ class AnthropicModel(ProviderModel):
                     "no Anthropic client: ANTHROPIC_API_KEY is not set (or pass "
                     "client=AsyncAnthropic(...))"
                 )
-        options: dict[str, Any] = {"max_retries": 0}
-        if timeout is not None:  # (a timeout is retried as a dropped connection is)
-            options["timeout"] = timeout
-        self.client = client.with_options(**options)
+        self.client = without_retries(client, timeout)
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
 
@@ -147,24 +145,7 @@ class AnthropicModel(ProviderModel):
     def _classify(self, error: Exception) -> ProviderFailure:
         import anthropic
 
-        if isinstance(error, anthropic.APIStatusError):
-            body = error.body if isinstance(error.body, Mapping) else {}
-            detail = body.get("error", body)
-            kind = detail.get("type") if isinstance(detail, Mapping) else None
-            message = detail.get("message") if isinstance(detail, Mapping) else None
-            return status_failure(
-                error.status_code,
-                str(message or error.message),
-                kind=str(kind) if kind else None,
-                headers=error.response.headers,
-                request_id=error.request_id,
-            )
-        if isinstance(error, anthropic.APIConnectionError):
-            text = str(error)
-            return status_failure(
-                None, text, kind=type(error).__name__, headers=None, request_id=None
-            )
-        return ProviderFailure(failure(f"{type(error).__name__}: {error}", "UNKNOWN"), False)
+        return sdk_failure(error, anthropic.APIStatusError, anthropic.APIConnectionError)
 
 
 def _counts(counted: Any) -> dict[str, int | None]:

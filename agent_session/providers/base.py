@@ -22,7 +22,14 @@ from typing import Any, Final
 from agent_loop.models import ModelRequest
 from agent_session.providers.blocks import Blocks, finish
 
-__all__ = ["RETRY", "ProviderFailure", "ProviderModel", "missing_extra"]
+__all__ = [
+    "RETRY",
+    "ProviderFailure",
+    "ProviderModel",
+    "missing_extra",
+    "sdk_failure",
+    "without_retries",
+]
 
 RETRY: Final = "retry"
 """The chunk type an adapter yields to announce a retry (not a reference chunk: the loop
@@ -164,3 +171,38 @@ def _retry_after_ms(headers: Mapping[str, str] | None) -> int | None:
         except ValueError:
             continue
     return None
+
+
+def without_retries(client: Any, timeout: float | None) -> Any:
+    """The SDK client with its own retries off (the adapter's are recorded) and, when given,
+    a per-attempt timeout (retried as a dropped connection is)."""
+    options: dict[str, Any] = {"max_retries": 0}
+    if timeout is not None:
+        options["timeout"] = timeout
+    return client.with_options(**options)
+
+
+def sdk_failure(error: Exception, status_error: type, connection_error: type) -> ProviderFailure:
+    """The failure an official SDK's exception says (both SDKs share these shapes): a status
+    error's code, the body's error type and message, ``Retry-After`` and request id; a
+    connection error or timeout; anything else, not retryable."""
+    from agent_session.providers.blocks import failure
+
+    if isinstance(error, status_error):
+        body = getattr(error, "body", None)
+        body = body if isinstance(body, Mapping) else {}
+        detail = body.get("error", body)
+        kind = detail.get("type") if isinstance(detail, Mapping) else None
+        message = detail.get("message") if isinstance(detail, Mapping) else None
+        return status_failure(
+            getattr(error, "status_code", None),
+            str(message or getattr(error, "message", error)),
+            kind=str(kind) if kind else None,
+            headers=error.response.headers,  # type: ignore[attr-defined]
+            request_id=getattr(error, "request_id", None),
+        )
+    if isinstance(error, connection_error):
+        return status_failure(
+            None, str(error), kind=type(error).__name__, headers=None, request_id=None
+        )
+    return ProviderFailure(failure(f"{type(error).__name__}: {error}", "UNKNOWN"), False)

@@ -24,7 +24,8 @@ from agent_session.providers.base import (
     ProviderFailure,
     ProviderModel,
     missing_extra,
-    status_failure,
+    sdk_failure,
+    without_retries,
 )
 from agent_session.providers.blocks import Blocks, failure, finish, usage
 from session.json.lossless import thaw
@@ -85,10 +86,7 @@ class OpenAIChatModel(ProviderModel):
                 raise ValueError(
                     f"no OpenAI client: {e} (set OPENAI_API_KEY, or pass client=AsyncOpenAI(...))"
                 ) from None
-        options: dict[str, Any] = {"max_retries": 0}
-        if timeout is not None:  # (a timeout is retried as a dropped connection is)
-            options["timeout"] = timeout
-        self.client = client.with_options(**options)
+        self.client = without_retries(client, timeout)
         self.extra_body = dict(extra_body or {})
 
     async def _attempt(
@@ -132,23 +130,7 @@ class OpenAIChatModel(ProviderModel):
     def _classify(self, error: Exception) -> ProviderFailure:
         import openai
 
-        if isinstance(error, openai.APIStatusError):
-            body = error.body if isinstance(error.body, Mapping) else {}
-            detail = body.get("error", body) if isinstance(body, Mapping) else {}
-            kind = detail.get("type") if isinstance(detail, Mapping) else None
-            message = detail.get("message") if isinstance(detail, Mapping) else None
-            return status_failure(
-                error.status_code,
-                str(message or error.message),
-                kind=str(kind) if kind else None,
-                headers=error.response.headers,
-                request_id=error.request_id,
-            )
-        if isinstance(error, openai.APIConnectionError):  # (a timeout is one too)
-            return status_failure(
-                None, str(error), kind=type(error).__name__, headers=None, request_id=None
-            )
-        return ProviderFailure(failure(f"{type(error).__name__}: {error}", "UNKNOWN"), False)
+        return sdk_failure(error, openai.APIStatusError, openai.APIConnectionError)
 
 
 def _usage(counted: Any) -> dict[str, Any]:
