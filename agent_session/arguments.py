@@ -69,6 +69,7 @@ STORE_COMMANDS = (
     "approvals",
     "approve",
     "reject",
+    "stats",
     "convert",
     "export",
     "import",
@@ -85,6 +86,7 @@ EXAMPLES = {
     "verify": "agent-session verify postgresql://app@db.internal/sessions",
     "recover": "agent-session recover ./agent-sessions chat-1",
     "approvals": "agent-session approvals sqlite:///sessions.db",
+    "stats": "agent-session stats ./agent-sessions chat-1 --json",
     "approve": "agent-session approve ./agent-sessions chat-1 call_7 --reason 'as agreed'",
     "reject": "agent-session reject ./agent-sessions chat-1 call_7 --reason 'wrong account'",
     "convert": "agent-session convert ./agent-sessions chat-1 --to zstd",
@@ -230,6 +232,17 @@ def parser() -> argparse.ArgumentParser:
         help="by id, or newest first by creation or last write (default: as the store "
         "reads them, which lets --json stream)",
     )
+
+    figures = command(
+        "stats",
+        "a session's figures: steps, model and tool time, tokens",
+        "The reference's session statistics (turns, steps, model time, time to first token, "
+        "decode time and tokens, tool time) over the log as a load returns it, and what they "
+        "do not count: the crash points and what repair answered, calls settled on resume, "
+        "approvals (read-only).",
+    )
+    figures.add_argument("id", help="the session id")
+    figures.add_argument("--json", action="store_true", help="one JSON object")
 
     show = command(
         "show",

@@ -122,10 +122,11 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from agent_session.copy import copy
 
         return await copy(args)
-    from agent_session import approval_commands
+    from agent_session import approval_commands, stats
 
     handlers = {
         "approvals": approval_commands.approvals,
+        "stats": stats.stats,
         "approve": approval_commands.decide,
         "reject": approval_commands.decide,
         "rm": commands.rm,

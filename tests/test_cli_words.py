@@ -19,6 +19,7 @@ pytestmark = pytest.mark.process
 COMMANDS = [
     "demo",
     "ls",
+    "stats",
     "show",
     "verify",
     "recover",

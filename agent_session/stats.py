@@ -1,0 +1,126 @@
+"""``agent-session stats STORE ID [--json]``: a session's figures in the reference's terms
+(:func:`session.events.stats.session_stats`, over the log as a load returns it) and what the
+reference does not count: where crashes cut turns and what repair answered, how calls were
+settled, and the approvals asked and decided. Read-only."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agent_session.exits import OK
+from agent_session.output import json_line
+
+__all__ = ["beyond", "stats"]
+
+_REPAIRED = ("TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED")
+
+
+def beyond(events: Sequence[Any]) -> dict[str, Any]:
+    """What the reference's figures do not say: ``crashes`` (per turn a crash cut: the turn,
+    the seq and time of its last durable event, and the calls repair answered, by code),
+    ``settled`` (calls settled on resume, by how), ``approvals`` (asked, decided by outcome,
+    and still parked)."""
+    from session.events.outcomes import SETTLEMENT
+    from session.events.parked import parked_calls
+
+    crashes: list[dict[str, Any]] = []
+    settled: Counter[str] = Counter()
+    asked, decided = 0, Counter[str]()
+    answered: dict[str, list[str]] = {code: [] for code in _REPAIRED}
+    for event in events:
+        data = event.data if isinstance(event.data, Mapping) else {}
+        if event.type == "tool/result":
+            code = (data.get("error") or {}).get("code")
+            message_id = str((data.get("message") or {}).get("id", ""))
+            if code in answered and message_id.startswith("interrupted-tool-result-"):
+                answered[code].append(data["message"]["source"]["callId"])
+            how = (data.get("meta") or {}).get(SETTLEMENT)
+            if isinstance(how, str):
+                settled[how] += 1
+        elif event.type == "turn/end" and (data.get("reason") or {}).get("kind") == "interrupted":
+            last = _last_durable(events, event.seq)
+            crashes.append(
+                {
+                    "turn": data.get("turn"),
+                    "lastDurableSeq": last.seq,
+                    "time": last.time,
+                    "outcomeUnknown": answered["TOOL_OUTCOME_UNKNOWN"],
+                    "notStarted": answered["TOOL_NOT_STARTED"],
+                }
+            )
+            answered = {code: [] for code in _REPAIRED}
+        elif event.type == "approval/asked":
+            asked += 1
+        elif event.type == "approval/decided":
+            decided[str(data.get("outcome"))] += 1
+    approvals = {"asked": asked, "decided": dict(decided), "parked": len(parked_calls(events))}
+    return {"crashes": crashes, "settled": dict(settled), "approvals": approvals}
+
+
+def _last_durable(events: Sequence[Any], turn_end: int) -> Any:
+    """The last event before the closers that end at ``turn_end`` (the crash point)."""
+    seq = turn_end - 1
+    while seq > 0:
+        event = events[seq]
+        data = event.data if isinstance(event.data, Mapping) else {}
+        closer = event.type == "step/end" or (
+            event.type == "tool/result"
+            and str((data.get("message") or {}).get("id", "")).startswith(
+                "interrupted-tool-result-"
+            )
+        )
+        if not closer:
+            break
+        seq -= 1
+    return events[seq]
+
+
+async def stats(args: argparse.Namespace) -> int:
+    """Print the figures of one session."""
+    from agent_session.commands import backend, diagnose
+    from session.events.stats import SessionStats
+
+    store = backend(args.store, read_only=True)
+    try:
+        examined = await diagnose(store, args.store, args.id)
+    finally:
+        await store.aclose()
+    events = examined.session.events  # (closers added in memory, as a load returns it)
+    folded = SessionStats().fold(events)
+    figures, more = folded.value(), beyond(events)
+    if args.json:
+        print(
+            json_line({"id": args.id, "sessionStats": figures, "asOfSeq": folded.as_of_seq, **more})
+        )
+        return OK
+    f = figures
+    per = f" ({f['ttftMs'] / f['ttftSteps']:.0f} ms per step)" if f["ttftSteps"] else ""
+    rate = f", {f['decodeTokens'] / f['decodeMs'] * 1000:.0f} tokens/s" if f["decodeMs"] else ""
+    lines = [
+        f"{args.id}: {f['turns']} turn(s), {f['steps']} step(s), through seq {folded.as_of_seq}",
+        f"  model: {f['llmMs']} ms; first token {f['ttftMs']} ms over {f['ttftSteps']} "
+        f"step(s){per}",
+        f"  decode: {f['decodeMs']} ms for {f['decodeTokens']} output tokens{rate}",
+        f"  tools: {f['toolMs']} ms (the sum of each call's span)",
+    ]
+    for crash in more["crashes"]:
+        codes = (("outcomeUnknown", "TOOL_OUTCOME_UNKNOWN"), ("notStarted", "TOOL_NOT_STARTED"))
+        repaired = ", ".join(f"{len(crash[k])} {name}" for k, name in codes if crash[k])
+        answered = f"; repair answered {repaired}" if repaired else ""
+        cut = crash["lastDurableSeq"]
+        lines.append(f"  crash: turn {crash['turn']} cut after seq {cut}{answered}")
+    if more["settled"]:
+        done = ", ".join(f"{n} {how}" for how, n in sorted(more["settled"].items()))
+        lines.append(f"  settled on resume: {done}")
+    approvals = more["approvals"]
+    if approvals["asked"]:
+        outcomes = ", ".join(f"{n} {o}" for o, n in sorted(approvals["decided"].items())) or "none"
+        lines.append(
+            f"  approvals: {approvals['asked']} asked; decided: {outcomes}; "
+            f"parked: {approvals['parked']}"
+        )
+    print("\n".join(lines))
+    return OK

@@ -1,0 +1,58 @@
+"""``agent-session stats`` on real stores: the reference's figures for a crashed session, and
+what they do not count (the crash point and what repair answered, settled calls, approvals)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import cli
+from tests.test_parking_crash import child as park_child
+from tests.test_settle_crash import child as settle_child
+
+pytestmark = pytest.mark.process
+
+
+def stats(store: str, id: str) -> dict:
+    return json.loads(cli("stats", store, id, "--json").stdout)
+
+
+def test_a_crashed_session_shows_its_crash_point_and_repair(tmp_path: Path) -> None:
+    store = str(tmp_path / "s")
+    cli("demo", "--store", store, "--session-id", "c", "--crash", "tool", "--no-recover")
+    shown = stats(store, "c")
+    events = [json.loads(line) for line in cli("show", store, "c", "--events").stdout.splitlines()]
+    assert shown["sessionStats"]["steps"] == sum(e["type"] == "step/end" for e in events)
+    assert shown["asOfSeq"] == events[-1]["seq"]
+    [crash] = shown["crashes"]
+    stored = len(cli("show", store, "c", "--json").stdout.splitlines()) - 1 - 3  # 3 closers
+    assert crash["lastDurableSeq"] == stored - 1
+    assert crash["outcomeUnknown"] == ["call-2-1"]
+    text = cli("stats", store, "c").stdout
+    assert "crash: turn 2 cut after seq" in text
+    assert "repair answered 1 TOOL_OUTCOME_UNKNOWN" in text
+
+
+def test_a_settled_job_shows_how_its_calls_were_settled(tmp_path: Path) -> None:
+    store, outbox = str(tmp_path / "s"), tmp_path / "outbox"
+    assert settle_child(store, outbox, "unsafe-probe", "tool-after").returncode == -signal.SIGKILL
+    assert settle_child(store, outbox, "unsafe-probe", "tool-after").returncode == 0
+    shown = stats(store, "job")
+    assert shown["settled"] == {"reconciled": 1, "dispatched": 1}
+    assert "settled on resume: 1 dispatched, 1 reconciled" in cli("stats", store, "job").stdout
+
+
+def test_a_parked_session_shows_its_approvals(tmp_path: Path) -> None:
+    store, outbox = str(tmp_path / "s"), tmp_path / "outbox"
+    assert park_child(store, outbox, "--die", "parked").returncode == -signal.SIGKILL
+    assert stats(store, "job")["approvals"] == {"asked": 1, "decided": {}, "parked": 1}
+    cli("approve", store, "job", "c-pay")
+    assert park_child(store, outbox).returncode == 0
+    assert stats(store, "job")["approvals"] == {
+        "asked": 1,
+        "decided": {"allowed-once": 1},
+        "parked": 0,
+    }
