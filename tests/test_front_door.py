@@ -104,6 +104,7 @@ EXPORTED = [
     "open_store",
     "pending_approvals",
     "reject",
+    "session_stats",
     "set_approval_policy",
     "step_end",
     "step_start",
