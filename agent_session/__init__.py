@@ -187,8 +187,8 @@ if TYPE_CHECKING:
         user_message as user_message,
     )
     from session.events.parked import ParkedCall as ParkedCall
-    from session.events.stats import session_stats as session_stats
     from session.events.parked import arguments_digest as arguments_digest
+    from session.events.stats import session_stats as session_stats
     from session.persistence.memory import (
         MemoryPersistence as MemoryPersistence,
     )

@@ -1,15 +1,27 @@
 """The human transcript of a session: who said what, tool calls with their arguments, tool
-results, and which results were written by crash repair."""
+results, and which results were written by crash repair; when each turn started (UTC, and
+since the session's first event), each step's model time, time to first token and usage, and
+each call's time from its ``tool/call`` to its result."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from session import SessionEvent
 from session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
-from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, TURN_END, TURN_START, USER_MESSAGE
+from session.events.types import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
 
 __all__ = ["REPAIR_CODES", "render"]
 
@@ -33,14 +45,49 @@ def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in text.splitlines() or [""])
 
 
+def _when(ms: int, origin: int) -> str:
+    """``2026-12-02 03:10:59.123 UTC, +1.234 s``: absolute, and since ``origin``."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return f"{moment:%Y-%m-%d %H:%M:%S}.{ms % 1000:03d} UTC, +{(ms - origin) / 1000:.3f} s"
+
+
+def _step_line(data: Mapping[str, Any], time: int, step: tuple[int, int | None] | None) -> str:
+    """``(model 47 ms, first token 12 ms, 100 in / 20 out tokens)`` for a step's answer."""
+    parts = []
+    if step is not None:
+        start, first = step
+        parts.append(f"model {max(0, time - start)} ms")
+        if first is not None:
+            parts.append(f"first token {max(0, first - start)} ms")
+    usage = data.get("usage")
+    if isinstance(usage, Mapping):
+        parts.append(
+            f"{usage.get('inputTokens', 0)} in / {usage.get('outputTokens', 0)} out tokens"
+        )
+    return f"  ({', '.join(parts)})" if parts else ""
+
+
 def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -> str:
     """The transcript. Events from ``pending_from`` on are closers not yet on disk."""
     lines: list[str] = []
+    origin: int | None = None
+    step: tuple[int, int | None] | None = None  # the open step's start and first token
+    called: dict[Any, int] = {}
     for event in events:
         data = event.data
+        origin = event.time if origin is None else origin
         pending = pending_from is not None and event.seq >= pending_from
-        if event.type == TURN_START:
-            lines.append(f"── turn {data['turn']} ──")
+        if event.type == STEP_START:
+            step = (event.time, None)
+        elif event.type == ASSISTANT_CHUNK:
+            chunk = data.get("chunk")
+            delta = isinstance(chunk, Mapping) and str(chunk.get("type", "")).endswith("-delta")
+            if step is not None and step[1] is None and delta:
+                step = (step[0], event.time)
+        elif event.type == TOOL_CALL:
+            called[data.get("callId")] = event.time
+        elif event.type == TURN_START:
+            lines.append(f"── turn {data['turn']} ── {_when(event.time, origin)}")
         elif event.type == USER_MESSAGE:
             lines.append(f"user: {_text(data.get('content', ()))}")
         elif event.type == ASSISTANT_MESSAGE:
@@ -52,6 +99,10 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
                 lines.append("(settling the calls a crash interrupted, asked again:)")
                 lines += [f"assistant → {call}" for call in calls]
                 continue
+            timing = _step_line(data, event.time, step)
+            if timing:
+                lines.append(timing)
+            step = None
             for block in message.get("content", ()):
                 if block.get("type") == "reasoning":
                     lines.append(f"assistant (thinking): {block.get('text', '')}")
@@ -73,7 +124,9 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
                 mark = f"[{flag}: {code}]"
             else:
                 mark = "[error]" if block.get("isError") else "[ok]"
-            lines.append(f"tool {block['toolCallId']} {mark}")
+            started = called.pop(block["toolCallId"], None)
+            took = f" ({max(0, event.time - started)} ms)" if started is not None else ""
+            lines.append(f"tool {block['toolCallId']} {mark}{took}")
             lines.append(_indent(_text(block.get("content", ()))))
         elif event.type == TURN_END:
             reason = data["reason"]

@@ -56,3 +56,37 @@ def test_a_parked_session_shows_its_approvals(tmp_path: Path) -> None:
         "decided": {"allowed-once": 1},
         "parked": 0,
     }
+
+
+def test_show_says_when_each_turn_started_and_how_long_steps_and_calls_took(
+    tmp_path: Path,
+) -> None:
+    import datetime
+    import re
+
+    store = str(tmp_path / "s")
+    cli("demo", "--store", store, "--session-id", "c", "--crash", "none", "--turns", "1")
+    events = [json.loads(line) for line in cli("show", store, "c", "--events").stdout.splitlines()]
+    shown = cli("show", store, "c").stdout.splitlines()
+    first = events[0]["time"]
+    start = next(e for e in events if e["type"] == "turn/start")
+    moment = datetime.datetime.fromtimestamp(start["time"] / 1000, tz=datetime.UTC)
+    stamp = f"{moment:%Y-%m-%d %H:%M:%S}.{start['time'] % 1000:03d} UTC"
+    assert shown[0] == f"── turn 1 ── {stamp}, +{(start['time'] - first) / 1000:.3f} s"
+    step = next(e for e in events if e["type"] == "step/start")
+    answer = next(e for e in events if e["type"] == "assistant/message")
+    token = next(
+        e
+        for e in events
+        if e["type"] == "assistant/chunk" and e["data"]["chunk"]["type"].endswith("-delta")
+    )
+    usage = answer["data"]["usage"]
+    assert (
+        f"  (model {answer['time'] - step['time']} ms, first token {token['time'] - step['time']} ms, "
+        f"{usage['inputTokens']} in / {usage['outputTokens']} out tokens)"
+    ) in shown
+    calls = {e["data"]["callId"]: e["time"] for e in events if e["type"] == "tool/call"}
+    for result in (e for e in events if e["type"] == "tool/result"):
+        call = result["data"]["message"]["source"]["callId"]
+        line = next(s for s in shown if s.startswith(f"tool {call} "))
+        assert re.fullmatch(rf"tool {call} \[ok\] \({result['time'] - calls[call]} ms\)", line)
