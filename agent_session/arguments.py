@@ -70,6 +70,7 @@ STORE_COMMANDS = (
     "approve",
     "reject",
     "stats",
+    "search",
     "convert",
     "export",
     "import",
@@ -87,6 +88,7 @@ EXAMPLES = {
     "recover": "agent-session recover ./agent-sessions chat-1",
     "approvals": "agent-session approvals sqlite:///sessions.db",
     "stats": "agent-session stats ./agent-sessions chat-1 --json",
+    "search": "agent-session search ./agent-sessions 'invoice 7' --type tool",
     "approve": "agent-session approve ./agent-sessions chat-1 call_7 --reason 'as agreed'",
     "reject": "agent-session reject ./agent-sessions chat-1 call_7 --reason 'wrong account'",
     "convert": "agent-session convert ./agent-sessions chat-1 --to zstd",
@@ -243,6 +245,26 @@ def parser() -> argparse.ArgumentParser:
     )
     figures.add_argument("id", help="the session id")
     figures.add_argument("--json", action="store_true", help="one JSON object")
+
+    finder = command(
+        "search",
+        "find a phrase in what the sessions said",
+        "Full-text search over the surface of every session of the store (user messages, the "
+        "model's text, reasoning and tool calls, tool results); each match names its session, "
+        "seq and turn. The index is an SQLite FTS5 file outside the store, brought up to date "
+        "before each search from what was appended since; the store is never written.",
+    )
+    finder.add_argument("phrase", help="the words to find, in this order")
+    finder.add_argument(
+        "--type",
+        action="append",
+        choices=["user", "assistant", "reasoning", "call", "tool"],
+        help="only this kind of text (repeat for several)",
+    )
+    finder.add_argument("--limit", type=_count, default=20, help="at most this many (default 20)")
+    finder.add_argument("--index", help="the index file (default: under $XDG_CACHE_HOME)")
+    finder.add_argument("--rebuild", action="store_true", help="build the index afresh")
+    finder.add_argument("--json", action="store_true", help="one JSON object per match")
 
     show = command(
         "show",

@@ -122,11 +122,12 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from agent_session.copy import copy
 
         return await copy(args)
-    from agent_session import approval_commands, stats
+    from agent_session import approval_commands, search, stats
 
     handlers = {
         "approvals": approval_commands.approvals,
         "stats": stats.stats,
+        "search": search.search,
         "approve": approval_commands.decide,
         "reject": approval_commands.decide,
         "rm": commands.rm,

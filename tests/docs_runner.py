@@ -74,7 +74,7 @@ def run_page(page: Path, workdir: Path, extra_env: dict[str, str] | None = None)
     """Run every block of ``page`` in ``workdir``; return how many ran. Raises
     ``AssertionError`` naming the page and line of the first block that does not do what
     the page says."""
-    env = environment(extra_env or {})
+    env = environment({"XDG_CACHE_HOME": str(workdir / ".cache"), **(extra_env or {})})
     found = blocks(page)
     ran = 0
     for index, block in enumerate(found):

@@ -20,6 +20,7 @@ COMMANDS = [
     "demo",
     "ls",
     "stats",
+    "search",
     "show",
     "verify",
     "recover",
