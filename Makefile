@@ -47,7 +47,9 @@ interop: $(INTEROP)
 # uses yours when AGENT_SESSION_PG_DSN is set), on every core: every test has its own
 # directories, databases and child processes. On two cores the tests took 10-14.5 minutes
 # one at a time, 5.5-8 minutes in parallel.
+# The browser tests drive Debian's Chromium (scripts/ensure-chromium installs it as root).
 pytest: $(STAMP) $(INTEROP)
+	scripts/ensure-chromium
 	scripts/with-postgres $(BIN)/pytest -q -n auto
 
 test: lint typecheck pytest

@@ -71,6 +71,7 @@ STORE_COMMANDS = (
     "reject",
     "stats",
     "search",
+    "view",
     "convert",
     "export",
     "import",
@@ -89,6 +90,7 @@ EXAMPLES = {
     "approvals": "agent-session approvals sqlite:///sessions.db",
     "stats": "agent-session stats ./agent-sessions chat-1 --json",
     "search": "agent-session search ./agent-sessions 'invoice 7' --type tool",
+    "view": "agent-session view ./agent-sessions chat-1 -o chat-1.html",
     "approve": "agent-session approve ./agent-sessions chat-1 call_7 --reason 'as agreed'",
     "reject": "agent-session reject ./agent-sessions chat-1 call_7 --reason 'wrong account'",
     "convert": "agent-session convert ./agent-sessions chat-1 --to zstd",
@@ -265,6 +267,16 @@ def parser() -> argparse.ArgumentParser:
     finder.add_argument("--index", help="the index file (default: under $XDG_CACHE_HOME)")
     finder.add_argument("--rebuild", action="store_true", help="build the index afresh")
     finder.add_argument("--json", action="store_true", help="one JSON object per match")
+
+    page = command(
+        "view",
+        "write a session's timeline as one HTML page",
+        "One self-contained HTML file (no server, no network; it opens from a file URL): the "
+        "session as a timeline of turns, steps, messages and tool calls with their times, and "
+        "the crash points, repaired and settled calls and approvals marked (read-only).",
+    )
+    page.add_argument("id", help="the session id")
+    page.add_argument("-o", "--output", help="the file to write (default: ID.html here)")
 
     show = command(
         "show",

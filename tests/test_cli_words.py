@@ -21,6 +21,7 @@ COMMANDS = [
     "ls",
     "stats",
     "search",
+    "view",
     "show",
     "verify",
     "recover",

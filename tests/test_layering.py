@@ -82,3 +82,18 @@ def test_no_module_outside_tests_is_over_450_lines() -> None:
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_every_package_of_the_library_is_in_the_distribution() -> None:
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for package in PACKAGES
+        if package != "bench"  # (measures the library; not shipped)
+        for init in (ROOT / package).rglob("__init__.py")
+    }
+    assert found == listed

@@ -1,0 +1,103 @@
+"use strict";
+(function () {
+  const data = JSON.parse(document.getElementById("data").textContent);
+  const rows = data.rows;
+  const ROW = 26;
+  const list = document.getElementById("list");
+  const holder = document.getElementById("rows");
+  const detail = document.getElementById("detail");
+  const detailText = document.getElementById("detail-text");
+  const longest = rows.reduce((m, r) => (r.k === "call" && r.end !== undefined ? Math.max(m, r.end - r.t) : m), 1);
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined) node.textContent = String(text);
+    return node;
+  }
+  function ms(value) { return value === undefined || value === null ? "" : `${value} ms`; }
+  function seconds(value) { return `+${(value / 1000).toFixed(3)} s`; }
+
+  const head = document.getElementById("head");
+  head.appendChild(el("strong", "", `session ${data.id}`));
+  head.appendChild(el("span", "", ` — ${data.events} events, ${rows.length} rows`));
+  if (data.parent) head.appendChild(el("div", "fork", `forked from session ${data.parent}`));
+  const marks = el("div", "marks");
+  const crashes = rows.filter((r) => r.k === "crash").length;
+  const repaired = rows.filter((r) => r.repaired).length;
+  const settled = rows.filter((r) => r.settled).length;
+  const asked = rows.filter((r) => r.k === "asked").length;
+  marks.appendChild(el("span", crashes ? "flag" : "", `crashes: ${crashes}`));
+  marks.appendChild(el("span", repaired ? "flag" : "", `repaired calls: ${repaired}`));
+  marks.appendChild(el("span", "", `settled calls: ${settled}`));
+  marks.appendChild(el("span", "", `approvals asked: ${asked}`));
+  head.appendChild(marks);
+
+  function describe(r) {
+    switch (r.k) {
+      case "turn": return `turn ${r.turn} — ${new Date(r.at).toISOString()}`;
+      case "step": {
+        const parts = [`step ${r.step}`];
+        if (r.modelMs !== undefined) parts.push(`model ${ms(r.modelMs)}`);
+        if (r.firstToken !== undefined && r.firstToken !== null) parts.push(`first token ${ms(r.firstToken - r.t)}`);
+        if (r.usage) parts.push(`${r.usage.inputTokens ?? 0} in / ${r.usage.outputTokens ?? 0} out tokens`);
+        return parts.join(", ");
+      }
+      case "call": {
+        let text = `${r.name}(${r.args}) [${r.id}]`;
+        if (r.end !== undefined) text += ` ${ms(r.end - r.t)}`;
+        if (r.repaired) text += ` REPAIRED: ${r.repaired}`;
+        if (r.settled) text += ` SETTLED: ${r.settled}`;
+        return text;
+      }
+      case "crash": return `CRASH — turn ${r.turn} cut after seq ${r.seq}`;
+      case "asked": return `approval asked for ${r.text}`;
+      case "decided": return `approval decided: ${r.text}`;
+      case "end": return `end of turn ${r.turn}: ${r.text}`;
+      default: return r.text;
+    }
+  }
+
+  function show(r) {
+    detail.hidden = false;
+    detailText.textContent =
+      `${r.name} [${r.id}]\n\narguments:\n${r.args}\n\nresult${r.error ? " (error)" : ""}:\n${r.result ?? "(none)"}` +
+      (r.repaired ? `\n\nrepaired: ${r.repaired}` : "") + (r.settled ? `\n\nsettled: ${r.settled}` : "");
+  }
+
+  function row(r, index) {
+    const classes = ["row", r.k];
+    if (r.repaired) classes.push("repaired");
+    if (r.settled) classes.push("settled");
+    if (r.error) classes.push("error");
+    const node = el("div", classes.join(" "));
+    node.style.top = `${index * ROW}px`;
+    node.dataset.index = String(index);
+    node.appendChild(el("span", "t", seconds(r.t)));
+    if (r.k === "call") {
+      const bar = el("span", "bar");
+      const span = r.end === undefined ? 0 : r.end - r.t;
+      bar.style.width = `${Math.max(3, Math.round((span / longest) * 160))}px`;
+      node.appendChild(bar);
+      node.addEventListener("click", () => show(r));
+    }
+    node.appendChild(el("span", "what", describe(r)));
+    return node;
+  }
+
+  holder.style.height = `${rows.length * ROW}px`;
+  let shown = [-1, -1];
+  function paint() {
+    const first = Math.max(0, Math.floor(list.scrollTop / ROW) - 10);
+    const last = Math.min(rows.length, Math.ceil((list.scrollTop + list.clientHeight) / ROW) + 10);
+    if (first === shown[0] && last === shown[1]) return;
+    shown = [first, last];
+    const fragment = document.createDocumentFragment();
+    for (let i = first; i < last; i++) fragment.appendChild(row(rows[i], i));
+    holder.replaceChildren(fragment);
+  }
+  list.addEventListener("scroll", paint, { passive: true });
+  window.addEventListener("resize", paint);
+  paint();
+  document.body.dataset.ready = "1";
+})();

@@ -1,0 +1,170 @@
+"""``agent-session view STORE ID [-o FILE]``: a session as one self-contained HTML timeline.
+
+No server, no network, no CDN: the page's CSS and script are inline, allowed by a strict
+Content-Security-Policy (``default-src 'none'``, the script and the style by their hashes), and
+it opens from a file URL. The session travels as JSON in a non-executable ``<script
+type="application/json">`` whose ``<``, ``>`` and ``&`` are escaped, and the page shows every
+piece of content with ``textContent``, never as markup: event contents are untrusted.
+
+What it shows, one row per thing that happened (streamed deltas are in their answer): turns
+and steps with their model time, time to first token and usage; user messages, the model's
+text and reasoning; each tool call as a bar from its ``tool/call`` to its result, with its
+arguments and result on click; and, marked so nobody misses them, the crash points, the
+repair's answers (``TOOL_OUTCOME_UNKNOWN``, ``TOOL_NOT_STARTED``), settled calls, approvals and
+the parent a fork came from. The list is virtualized: only the rows in view exist in the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from agent_session.exits import OK
+
+__all__ = ["page", "rows", "view"]
+
+
+def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
+    """The timeline's rows (see the module docstring), times relative to the first event."""
+    from agent_session.stats import beyond
+    from session.events.eventlog import LazyRun, iter_parts
+
+    out: list[dict[str, Any]] = []
+    origin = events[0].time if len(events) else 0
+    step: dict[str, Any] | None = None
+    calls: dict[Any, dict[str, Any]] = {}
+    cut = {c["lastDurableSeq"]: c for c in beyond(events)["crashes"]}
+    for event in iter_parts(events):
+        if type(event) is LazyRun:
+            if step is not None and step.get("firstToken") is None:
+                step["firstToken"] = event[0].time - origin
+            continue
+        data = event.data if isinstance(event.data, Mapping) else {}
+        t, kind = event.time - origin, event.type
+        if kind == "turn/start":
+            out.append({"k": "turn", "turn": data.get("turn"), "t": t, "at": event.time})
+        elif kind == "step/start":
+            step = {"k": "step", "turn": data.get("turn"), "step": data.get("step"), "t": t}
+            out.append(step)
+        elif kind == "assistant/chunk" and step is not None and step.get("firstToken") is None:
+            chunk = data.get("chunk")
+            if isinstance(chunk, Mapping) and str(chunk.get("type", "")).endswith("-delta"):
+                step["firstToken"] = t
+        elif kind == "user/message":
+            out.append({"k": "user", "t": t, "text": _text(data.get("content"))})
+        elif kind == "assistant/message":
+            if step is not None:
+                step["modelMs"] = t - step["t"]
+                step["usage"] = data.get("usage")
+            message = _mapping(data.get("message"))
+            for block in message.get("content") or ():
+                if isinstance(block, Mapping) and block.get("type") in ("text", "reasoning"):
+                    out.append({"k": block["type"], "t": t, "text": str(block.get("text", ""))})
+        elif kind == "tool/call":
+            call = {"k": "call", "t": t, "id": data.get("callId"), "name": data.get("name")}
+            call["args"] = str(data.get("arguments", ""))
+            calls[data.get("callId")] = call
+            out.append(call)
+        elif kind == "tool/result":
+            _result(out, calls, data, t)
+        elif kind in ("approval/asked", "approval/decided"):
+            what = data.get("toolName") if kind == "approval/asked" else data.get("outcome")
+            out.append({"k": kind.split("/")[1], "t": t, "text": str(what)})
+        elif kind == "turn/end":
+            reason = _mapping(data.get("reason"))
+            out.append(
+                {"k": "end", "t": t, "turn": data.get("turn"), "text": str(reason.get("kind"))}
+            )
+        if event.seq in cut:
+            crash = cut[event.seq]
+            out.append({"k": "crash", "t": t, "turn": crash["turn"], "seq": event.seq})
+    return out
+
+
+def _result(
+    out: list[dict[str, Any]], calls: dict[Any, dict[str, Any]], data: Mapping[str, Any], t: int
+) -> None:
+    message = _mapping(data.get("message"))
+    source = _mapping(message.get("source"))
+    call_id = source.get("callId")
+    blocks = [b for b in message.get("content") or () if isinstance(b, Mapping)]
+    text = _text(blocks[0].get("content")) if blocks else ""
+    code = _mapping(data.get("error")).get("code")
+    how = _mapping(data.get("meta")).get("settlement")
+    call = calls.pop(call_id, None)
+    if call is None:  # a result without its call in view (a repair's not-started answer)
+        call = {"k": "call", "t": t, "id": call_id, "name": "", "args": ""}
+        out.append(call)
+    call.update(end=t, result=text, error=bool(blocks and blocks[0].get("isError")))
+    if code in ("TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"):
+        call["repaired"] = code
+    if isinstance(how, str):
+        call["settled"] = how
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(content: Any) -> str:
+    blocks = content if isinstance(content, list | tuple) else ()
+    return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, Mapping))
+
+
+def page(header: Mapping[str, Any], events: Sequence[Any]) -> str:
+    """The HTML of the session's timeline (see the module docstring)."""
+    assets = resources.files("agent_session") / "assets"
+    style = (assets / "view.css").read_text(encoding="utf-8")
+    script = (assets / "view.js").read_text(encoding="utf-8")
+    data = {
+        "id": header.get("id"),
+        "parent": header.get("parentSession"),
+        "createdAt": header.get("createdAt"),
+        "events": len(events),
+        "rows": rows(events),
+    }
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    for char, escaped in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e")):
+        payload = payload.replace(char, escaped)
+    policy = (
+        "default-src 'none'; "
+        f"style-src '{_hash(style)}'; script-src '{_hash(script)}'; img-src data:; "
+        "base-uri 'none'; form-action 'none'"
+    )
+    title = str(header.get("id", "session")).replace("&", "&amp;").replace("<", "&lt;")
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n'
+        f"<title>session {title}</title>\n<style>{style}</style></head>\n<body>\n"
+        '<header id="head"></header><main><div id="list" tabindex="0"><div id="rows"></div>'
+        '</div><aside id="detail" hidden><pre id="detail-text"></pre></aside></main>\n'
+        f'<script type="application/json" id="data">{payload}</script>\n'
+        f"<script>{script}</script>\n</body></html>\n"
+    )
+
+
+def _hash(text: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+
+
+async def view(args: argparse.Namespace) -> int:
+    """Write the session's timeline page and say where."""
+    from agent_session.commands import backend, diagnose
+
+    store = backend(args.store, read_only=True)
+    try:
+        examined = await diagnose(store, args.store, args.id)
+    finally:
+        await store.aclose()
+    header = examined.session.header.to_json()
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.id).lstrip(".")
+    target = Path(args.output or f"{safe or 'session'}.html")
+    target.write_text(page(header, examined.session.events), encoding="utf-8")
+    print(f"wrote {target} ({target.stat().st_size:,} bytes); open it in a browser")
+    return OK

@@ -1,0 +1,167 @@
+"""``agent-session view``: one self-contained HTML timeline, opened from a file URL in a real
+Chromium: the crash point, the repaired calls and each tool bar are there and clickable, no
+console errors, hostile content runs nothing, a 100,000-event log's first screen renders within
+2 s, and the page is not blank."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_session.view import page
+from bench.workload import append_step
+from persistence_jsonl import JsonlPersistence
+from session import Runtime, Session
+from tests.browser import chromium, distinct_pixels
+from tests.corpus import case_bytes, cases
+from tests.test_cli import cli
+
+pytestmark = pytest.mark.process
+
+ROOT = Path(__file__).parent.parent
+SCREENSHOT = ROOT / "docs" / "images" / "timeline.png"
+
+
+async def opened(browser: Any, path: Path) -> tuple[Any, list[str]]:
+    """The page of ``path`` (a file URL), ready, with the console errors it logged."""
+    tab = await browser.new_page(viewport={"width": 1200, "height": 700})
+    errors: list[str] = []
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    await tab.goto(path.as_uri())
+    await tab.wait_for_selector("body[data-ready='1']")
+    return tab, errors
+
+
+async def test_a_crashed_and_repaired_session_is_marked_and_its_calls_open(tmp_path: Path) -> None:
+    store = str(tmp_path / "s")
+    cli("demo", "--store", store, "--session-id", "chat-7", "--crash", "tool")
+    out = tmp_path / "chat-7.html"
+    cli("view", store, "chat-7", "-o", str(out))
+    async with chromium() as browser:
+        tab, errors = await opened(browser, out)
+        crash = tab.locator(".row.crash")
+        assert await crash.count() == 1
+        assert "CRASH — turn 2 cut after seq 71" in await crash.inner_text()
+        repaired = tab.locator(".row.call.repaired")
+        assert await repaired.count() == 1
+        assert "REPAIRED: TOOL_OUTCOME_UNKNOWN" in await repaired.inner_text()
+        bars = tab.locator(".row.call .bar")
+        assert await bars.count() == 4  # turn 1: read and write; 2: write; 3: read
+        await repaired.click()
+        shown = await tab.locator("#detail-text").inner_text()
+        assert "write_file [call-2-1]" in shown
+        assert '"path":"notes-2-1.txt"' in shown
+        assert "Its outcome is unknown" in shown
+        assert "crashes: 1" in await tab.locator("#head").inner_text()
+        picture = await tab.screenshot()
+        assert errors == []
+    assert distinct_pixels(picture) > 20  # a rendered page, not a blank one
+    if os.environ.get("AGENT_SESSION_WRITE_SCREENSHOT"):
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        SCREENSHOT.write_bytes(picture)
+
+
+HOSTILE = [
+    "</script><script>window.pwned = 1</script>",
+    '<img src=x onerror="window.pwned = 1">',
+    "javascript:window.pwned = 1",
+    "\u202egnp.exe",
+    "]]><!-- & &amp; <b>bold</b>",
+]
+
+
+async def test_hostile_content_runs_nothing_and_shows_as_text(tmp_path: Path) -> None:
+    runtime = Runtime()
+    session = runtime.sessions.create("x\"'../<s>")
+    session.append("turn/start", {"turn": 1})
+    session.append("step/start", {"turn": 1, "step": 1})
+    for index, text in enumerate([*HOSTILE, "A" * 4_000_000]):
+        message = {
+            "role": "user",
+            "content": [{"type": "text", "text": text}],
+            "source": {"kind": "user"},
+            "id": f"u{index}",
+        }
+        session.append("user/message", message, surface_op="append")
+    html = page(session.header.to_json(), session.events)
+    assert html.count("<script") == 2  # the data and the page's own script, nothing else
+    assert "</script><script>window" not in html
+    out = tmp_path / "hostile.html"
+    out.write_text(html, encoding="utf-8")
+    async with chromium() as browser:
+        tab, errors = await opened(browser, out)
+        assert await tab.evaluate("window.pwned") is None
+        text = await tab.locator("#rows").inner_text()
+        assert HOSTILE[0] in text
+        assert HOSTILE[1] in text
+        assert await tab.locator("#rows img").count() == 0
+        assert errors == []
+
+
+async def test_a_100k_event_log_renders_its_first_screen_within_2_s(tmp_path: Path) -> None:
+    backend = JsonlPersistence(tmp_path / "s")
+    async with Runtime() as runtime:
+        runtime.install(backend)
+        session = runtime.sessions.create("big")
+        session.append("turn/start", {"turn": 1})
+        step = 0
+        while len(session.events) < 100_000:
+            step += 1
+            append_step(session, step, 20)
+        await runtime.sessions.flush(session)
+    log = next((tmp_path / "s").rglob("session.jsonl"))
+    out = tmp_path / "big.html"
+    cli("view", str(tmp_path / "s"), "big", "-o", str(out))
+    assert out.stat().st_size < 3 * log.stat().st_size
+    async with chromium() as browser:
+        tab = await browser.new_page(viewport={"width": 1200, "height": 700})
+        start = time.perf_counter()
+        await tab.goto(out.as_uri())
+        await tab.wait_for_selector("body[data-ready='1']")
+        elapsed = time.perf_counter() - start
+        assert await tab.locator(".row").count() < 200  # virtualized: only what is in view
+        await tab.locator("#list").evaluate("list => { list.scrollTop = list.scrollHeight; }")
+        await tab.wait_for_function("document.querySelector('.row.end') !== null")
+    assert elapsed < 2.0, f"first screen after {elapsed:.2f} s"
+
+
+async def test_the_conformance_corpus_renders_without_errors(tmp_path: Path) -> None:
+    chosen: dict[str, dict[str, Any]] = {}
+    for case in cases("upstream-v0"):  # the longest log of each scenario that loads
+        if "error" in case["load"]:
+            continue
+        known = chosen.get(case["scenario"])
+        if known is None or len(case_bytes(case)) > len(case_bytes(known)):
+            chosen[case["scenario"]] = case
+    async with chromium() as browser:
+        for scenario, case in chosen.items():
+            root = tmp_path / scenario.replace(":", "_")
+            path = root / case["path"]
+            path.parent.mkdir(parents=True)
+            path.write_bytes(case_bytes(case))
+            backend = JsonlPersistence(root)
+            try:
+                inspected = await backend.inspect(case["session_id"])
+            finally:
+                await backend.aclose()
+            events, header = inspected.events, inspected.header.to_json()
+            out = root / "view.html"
+            out.write_text(page(header, events), encoding="utf-8")
+            tab, errors = await opened(browser, out)
+            assert errors == [], scenario
+            rows = json.loads(await tab.locator("#data").text_content() or "{}")["rows"]
+            assert rows, scenario
+            assert 0 < await tab.locator(".row").count() <= len(rows)
+            await tab.close()
+    assert len(chosen) == 4
+
+
+def test_a_session_object_is_what_page_takes() -> None:
+    session = Session.create("s")
+    assert "session s" in page(session.header.to_json(), session.events)
