@@ -9,6 +9,7 @@ import os
 import sys
 from typing import NoReturn
 
+from agent_session.arguments_looking import add_looking, count
 from agent_session.exits import USAGE
 
 __all__ = ["EXAMPLES", "MAX_DEMO_TURNS", "STORE_COMMANDS", "parser", "resolve_store"]
@@ -72,6 +73,7 @@ STORE_COMMANDS = (
     "stats",
     "search",
     "view",
+    "serve",
     "convert",
     "export",
     "import",
@@ -91,6 +93,7 @@ EXAMPLES = {
     "stats": "agent-session stats ./agent-sessions chat-1 --json",
     "search": "agent-session search ./agent-sessions 'invoice 7' --type tool",
     "view": "agent-session view ./agent-sessions chat-1 -o chat-1.html",
+    "serve": "agent-session serve sqlite:///sessions.db --port 8765",
     "approve": "agent-session approve ./agent-sessions chat-1 call_7 --reason 'as agreed'",
     "reject": "agent-session reject ./agent-sessions chat-1 call_7 --reason 'wrong account'",
     "convert": "agent-session convert ./agent-sessions chat-1 --to zstd",
@@ -113,16 +116,6 @@ def _turns(text: str) -> int:
 
 
 _PROBLEMS = ("corrupt", "unsupported", "unreadable")
-
-
-def _count(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {count}")
-    return count
 
 
 def _session_id(text: str) -> str:
@@ -229,7 +222,7 @@ def parser() -> argparse.ArgumentParser:
         choices=["balanced", "open", "interrupted", "awaiting-approval", "torn tail", *_PROBLEMS],
         help="only sessions in this state (repeat for several)",
     )
-    ls.add_argument("--limit", type=_count, help="at most this many rows")
+    ls.add_argument("--limit", type=count, help="at most this many rows")
     ls.add_argument(
         "--sort",
         choices=["id", "created", "updated"],
@@ -237,46 +230,7 @@ def parser() -> argparse.ArgumentParser:
         "reads them, which lets --json stream)",
     )
 
-    figures = command(
-        "stats",
-        "a session's figures: steps, model and tool time, tokens",
-        "The reference's session statistics (turns, steps, model time, time to first token, "
-        "decode time and tokens, tool time) over the log as a load returns it, and what they "
-        "do not count: the crash points and what repair answered, calls settled on resume, "
-        "approvals (read-only).",
-    )
-    figures.add_argument("id", help="the session id")
-    figures.add_argument("--json", action="store_true", help="one JSON object")
-
-    finder = command(
-        "search",
-        "find a phrase in what the sessions said",
-        "Full-text search over the surface of every session of the store (user messages, the "
-        "model's text, reasoning and tool calls, tool results); each match names its session, "
-        "seq and turn. The index is an SQLite FTS5 file outside the store, brought up to date "
-        "before each search from what was appended since; the store is never written.",
-    )
-    finder.add_argument("phrase", help="the words to find, in this order")
-    finder.add_argument(
-        "--type",
-        action="append",
-        choices=["user", "assistant", "reasoning", "call", "tool"],
-        help="only this kind of text (repeat for several)",
-    )
-    finder.add_argument("--limit", type=_count, default=20, help="at most this many (default 20)")
-    finder.add_argument("--index", help="the index file (default: under $XDG_CACHE_HOME)")
-    finder.add_argument("--rebuild", action="store_true", help="build the index afresh")
-    finder.add_argument("--json", action="store_true", help="one JSON object per match")
-
-    page = command(
-        "view",
-        "write a session's timeline as one HTML page",
-        "One self-contained HTML file (no server, no network; it opens from a file URL): the "
-        "session as a timeline of turns, steps, messages and tool calls with their times, and "
-        "the crash points, repaired and settled calls and approvals marked (read-only).",
-    )
-    page.add_argument("id", help="the session id")
-    page.add_argument("-o", "--output", help="the file to write (default: ID.html here)")
+    add_looking(command)
 
     show = command(
         "show",

@@ -122,13 +122,14 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from agent_session.copy import copy
 
         return await copy(args)
-    from agent_session import approval_commands, search, stats, view
+    from agent_session import approval_commands, search, serve, stats, view
 
     handlers = {
         "approvals": approval_commands.approvals,
         "stats": stats.stats,
         "search": search.search,
         "view": view.view,
+        "serve": serve.serve,
         "approve": approval_commands.decide,
         "reject": approval_commands.decide,
         "rm": commands.rm,

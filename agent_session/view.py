@@ -27,7 +27,7 @@ from typing import Any
 
 from agent_session.exits import OK
 
-__all__ = ["page", "rows", "view"]
+__all__ = ["page", "rows", "timeline", "view"]
 
 
 def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
@@ -117,25 +117,32 @@ def _text(content: Any) -> str:
     return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, Mapping))
 
 
-def page(header: Mapping[str, Any], events: Sequence[Any]) -> str:
-    """The HTML of the session's timeline (see the module docstring)."""
-    assets = resources.files("agent_session") / "assets"
-    style = (assets / "view.css").read_text(encoding="utf-8")
-    script = (assets / "view.js").read_text(encoding="utf-8")
-    data = {
+def timeline(header: Mapping[str, Any], events: Sequence[Any]) -> dict[str, Any]:
+    """What the page shows of a session, as JSON (``agent-session serve`` serves it too)."""
+    return {
         "id": header.get("id"),
         "parent": header.get("parentSession"),
         "createdAt": header.get("createdAt"),
         "events": len(events),
         "rows": rows(events),
     }
+
+
+def page(header: Mapping[str, Any], events: Sequence[Any], *, live: str | None = None) -> str:
+    """The HTML of the session's timeline (see the module docstring); ``live``: the URL path of
+    its :func:`timeline` JSON, which the page then polls to follow a session being written."""
+    assets = resources.files("agent_session") / "assets"
+    style = (assets / "view.css").read_text(encoding="utf-8")
+    script = (assets / "view.js").read_text(encoding="utf-8")
+    data = {**timeline(header, events), "live": live}
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     for char, escaped in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e")):
         payload = payload.replace(char, escaped)
+    connect = "; connect-src 'self'" if live else ""
     policy = (
         "default-src 'none'; "
         f"style-src '{_hash(style)}'; script-src '{_hash(script)}'; img-src data:; "
-        "base-uri 'none'; form-action 'none'"
+        f"base-uri 'none'; form-action 'none'{connect}"
     )
     title = str(header.get("id", "session")).replace("&", "&amp;").replace("<", "&lt;")
     return (

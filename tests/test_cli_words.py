@@ -22,6 +22,7 @@ COMMANDS = [
     "stats",
     "search",
     "view",
+    "serve",
     "show",
     "verify",
     "recover",

@@ -1,13 +1,17 @@
 "use strict";
 (function () {
   const data = JSON.parse(document.getElementById("data").textContent);
-  const rows = data.rows;
+  let rows = data.rows;
   const ROW = 26;
   const list = document.getElementById("list");
   const holder = document.getElementById("rows");
   const detail = document.getElementById("detail");
   const detailText = document.getElementById("detail-text");
-  const longest = rows.reduce((m, r) => (r.k === "call" && r.end !== undefined ? Math.max(m, r.end - r.t) : m), 1);
+  let longest = 1;
+  function measure() {
+    longest = rows.reduce((m, r) => (r.k === "call" && r.end !== undefined ? Math.max(m, r.end - r.t) : m), 1);
+  }
+  measure();
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -19,19 +23,23 @@
   function seconds(value) { return `+${(value / 1000).toFixed(3)} s`; }
 
   const head = document.getElementById("head");
-  head.appendChild(el("strong", "", `session ${data.id}`));
-  head.appendChild(el("span", "", ` — ${data.events} events, ${rows.length} rows`));
-  if (data.parent) head.appendChild(el("div", "fork", `forked from session ${data.parent}`));
-  const marks = el("div", "marks");
-  const crashes = rows.filter((r) => r.k === "crash").length;
-  const repaired = rows.filter((r) => r.repaired).length;
-  const settled = rows.filter((r) => r.settled).length;
-  const asked = rows.filter((r) => r.k === "asked").length;
-  marks.appendChild(el("span", crashes ? "flag" : "", `crashes: ${crashes}`));
-  marks.appendChild(el("span", repaired ? "flag" : "", `repaired calls: ${repaired}`));
-  marks.appendChild(el("span", "", `settled calls: ${settled}`));
-  marks.appendChild(el("span", "", `approvals asked: ${asked}`));
-  head.appendChild(marks);
+  function heading(events) {
+    head.replaceChildren();
+    head.appendChild(el("strong", "", `session ${data.id}`));
+    head.appendChild(el("span", "", ` — ${events} events, ${rows.length} rows`));
+    if (data.parent) head.appendChild(el("div", "fork", `forked from session ${data.parent}`));
+    const marks = el("div", "marks");
+    const crashes = rows.filter((r) => r.k === "crash").length;
+    const repaired = rows.filter((r) => r.repaired).length;
+    const settled = rows.filter((r) => r.settled).length;
+    const asked = rows.filter((r) => r.k === "asked").length;
+    marks.appendChild(el("span", crashes ? "flag" : "", `crashes: ${crashes}`));
+    marks.appendChild(el("span", repaired ? "flag" : "", `repaired calls: ${repaired}`));
+    marks.appendChild(el("span", "", `settled calls: ${settled}`));
+    marks.appendChild(el("span", "", `approvals asked: ${asked}`));
+    head.appendChild(marks);
+  }
+  heading(data.events);
 
   function describe(r) {
     switch (r.k) {
@@ -100,4 +108,31 @@
   window.addEventListener("resize", paint);
   paint();
   document.body.dataset.ready = "1";
+
+  let events = data.events;
+  async function follow() {  // a served page follows a session being written
+    try {
+      const response = await fetch(data.live, { cache: "no-store" });
+      const fresh = await response.json();
+      if (fresh.events !== events) {
+        const atEnd = list.scrollTop + list.clientHeight >= holder.offsetHeight - ROW;
+        events = fresh.events;
+        rows = fresh.rows;
+        measure();
+        heading(events);
+        holder.style.height = `${rows.length * ROW}px`;
+        shown = [-1, -1];
+        if (atEnd) list.scrollTop = holder.offsetHeight;
+        paint();
+        document.body.dataset.events = String(events);
+      }
+    } catch (error) {
+      document.body.dataset.followError = String(error);
+    }
+    setTimeout(follow, 1000);
+  }
+  if (data.live) {
+    document.body.dataset.events = String(events);
+    setTimeout(follow, 1000);
+  }
 })();

@@ -1,0 +1,81 @@
+"""The grammar of the commands that look at sessions without changing them: ``stats``,
+``search``, ``view`` and ``serve`` (the rest of the command line is in
+:mod:`agent_session.arguments`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+__all__ = ["add_looking", "count"]
+
+Command = Callable[[str, str, str], argparse.ArgumentParser]
+
+
+def count(text: str) -> int:
+    """A count of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def add_looking(command: Command) -> None:
+    """Add the four commands through ``command(name, help, description)``."""
+    figures = command(
+        "stats",
+        "a session's figures: steps, model and tool time, tokens",
+        "The reference's session statistics (turns, steps, model time, time to first token, "
+        "decode time and tokens, tool time) over the log as a load returns it, and what they "
+        "do not count: the crash points and what repair answered, calls settled on resume, "
+        "approvals (read-only).",
+    )
+    figures.add_argument("id", help="the session id")
+    figures.add_argument("--json", action="store_true", help="one JSON object")
+
+    finder = command(
+        "search",
+        "find a phrase in what the sessions said",
+        "Full-text search over the surface of every session of the store (user messages, the "
+        "model's text, reasoning and tool calls, tool results); each match names its session, "
+        "seq and turn. The index is an SQLite FTS5 file outside the store, brought up to date "
+        "before each search from what was appended since; the store is never written.",
+    )
+    finder.add_argument("phrase", help="the words to find, in this order")
+    finder.add_argument(
+        "--type",
+        action="append",
+        choices=["user", "assistant", "reasoning", "call", "tool"],
+        help="only this kind of text (repeat for several)",
+    )
+    finder.add_argument("--limit", type=count, default=20, help="at most this many (default 20)")
+    finder.add_argument("--index", help="the index file (default: under $XDG_CACHE_HOME)")
+    finder.add_argument("--rebuild", action="store_true", help="build the index afresh")
+    finder.add_argument("--json", action="store_true", help="one JSON object per match")
+
+    page = command(
+        "view",
+        "write a session's timeline as one HTML page",
+        "One self-contained HTML file (no server, no network; it opens from a file URL): the "
+        "session as a timeline of turns, steps, messages and tool calls with their times, and "
+        "the crash points, repaired and settled calls and approvals marked (read-only).",
+    )
+    page.add_argument("id", help="the session id")
+    page.add_argument("-o", "--output", help="the file to write (default: ID.html here)")
+
+    web = command(
+        "serve",
+        "a read-only local web app over the store",
+        "Serve the session list (state, last write, events, size; filter by state, sort) and "
+        "each session's timeline page, which follows a session being written. Read-only; "
+        "binds to 127.0.0.1 unless --host says otherwise (a non-loopback address needs "
+        "--allow-remote). Ctrl-C stops it.",
+    )
+    web.add_argument("--port", type=int, default=8765, help="the port (0: any free one)")
+    web.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    web.add_argument(
+        "--allow-remote", action="store_true", help="allow an address other hosts can reach"
+    )

@@ -1,0 +1,142 @@
+"""``agent-session serve``: the session list and the timeline pages in a real Chromium, a page
+following a session another process writes, loopback-only by default, and an audit of every
+write-capable file operation of the server process: none touches the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from playwright.async_api import expect
+
+from tests.browser import chromium
+from tests.test_cli import cli
+
+pytestmark = pytest.mark.process
+
+ROOT = Path(__file__).parent.parent
+
+AUDITED = """
+import os, sys
+store, log = sys.argv[1], sys.argv[2]
+WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+def audit(event, args):
+    if event == "open" and args and isinstance(args[0], (str, bytes)):
+        path, mode, flags = os.fsdecode(args[0]), args[1], args[2]
+        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (flags or 0) & WRITES
+        if writes and os.path.abspath(path).startswith(store):
+            with open(log, "a") as out:
+                out.write(f"{event} {path} {mode} {flags}\\n")
+    elif event in ("os.remove", "os.rename", "os.truncate", "os.replace", "os.mkdir", "os.rmdir"):
+        if any(isinstance(a, (str, bytes)) and os.path.abspath(os.fsdecode(a)).startswith(store) for a in args):
+            with open(log, "a") as out:
+                out.write(f"{event} {args}\\n")
+
+sys.addaudithook(audit)
+from agent_session.cli import main
+sys.exit(main(["serve", store, "--port", "0"]))
+"""
+
+
+@contextmanager
+def serving(store: Path, audit: Path) -> Iterator[str]:
+    """The base URL of ``agent-session serve`` on ``store``, under the write audit."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", AUDITED, str(store), str(audit)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()  # "serving STORE at http://127.0.0.1:PORT/ ..."
+        assert " at http://127.0.0.1:" in line, server.stderr.read() if server.stderr else line
+        yield line.split(" at ")[1].split()[0].rstrip("/")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return str(response.read().decode())
+
+
+WRITER = """
+import asyncio, sys
+from agent_session import open_store
+from session import Runtime
+
+async def main():
+    async with Runtime() as runtime:
+        runtime.install(open_store(sys.argv[1]))
+        session = await runtime.sessions.resume(sys.argv[2])
+        session.append("turn/start", {"turn": 9})
+        message = {"role": "user", "content": [{"type": "text", "text": "more work"}],
+                   "source": {"kind": "user"}, "id": "late"}
+        session.append("user/message", message, surface_op="append")
+        session.append("turn/end", {"turn": 9, "reason": {"kind": "completed"}})
+        await runtime.sessions.flush(session)
+
+asyncio.run(main())
+"""
+
+
+async def test_the_list_and_a_timeline_follow_the_store_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    store, audit = tmp_path / "s", tmp_path / "audit.log"
+    cli("demo", "--store", str(store), "--session-id", "crashed", "--crash", "tool", "--no-recover")
+    cli("demo", "--store", str(store), "--session-id", "done", "--crash", "none", "--turns", "1")
+    with serving(store, audit) as base:
+        listed = get(f"{base}/")
+        assert "crashed" in listed
+        assert "done" in listed
+        only = get(f"{base}/?state=interrupted")
+        assert "crashed" in only
+        assert ">done<" not in only
+        data = json.loads(get(f"{base}/api/session/crashed"))
+        assert any(row["k"] == "crash" for row in data["rows"])
+        async with chromium() as browser:
+            tab = await browser.new_page()
+            errors: list[str] = []
+            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            await tab.goto(f"{base}/")
+            await tab.click("text=crashed")
+            await tab.wait_for_selector("body[data-ready='1']")
+            assert await tab.locator(".row.crash").count() == 1
+            await tab.goto(f"{base}/session/done")
+            await tab.wait_for_selector("body[data-ready='1']")
+            before = int(await tab.evaluate("document.body.dataset.events"))
+            wrote = subprocess.run(
+                [sys.executable, "-c", WRITER, str(store), "done"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+            )
+            assert wrote.returncode == 0, wrote.stderr
+            # (the page's strict CSP forbids the evaluated predicates of wait_for_function)
+            await expect(tab.locator("body")).not_to_have_attribute(
+                "data-events", str(before), timeout=60_000
+            )
+            assert "more work" in await tab.locator("#rows").inner_text()
+            assert errors == []
+    written = audit.read_text() if audit.exists() else ""
+    assert written == ""  # no write-capable operation of the server touched the store
+
+
+def test_a_non_loopback_address_needs_allow_remote(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    cli("demo", "--store", str(store), "--crash", "none", "--turns", "1")
+    refused = cli("serve", str(store), "--host", "0.0.0.0", "--port", "0", check_rc=4)
+    assert "--allow-remote" in refused.stderr
+    assert os.path.isdir(store)
