@@ -53,6 +53,9 @@ async def test_a_crashed_and_repaired_session_is_marked_and_its_calls_open(tmp_p
         assert "REPAIRED: TOOL_OUTCOME_UNKNOWN" in await repaired.inner_text()
         bars = tab.locator(".row.call .bar")
         assert await bars.count() == 4  # turn 1: read and write; 2: write; 3: read
+        for index in range(await bars.count()):  # every tool bar opens its call
+            await bars.nth(index).click()
+            assert "arguments:" in await tab.locator("#detail-text").inner_text()
         await repaired.click()
         shown = await tab.locator("#detail-text").inner_text()
         assert "write_file [call-2-1]" in shown

@@ -47,7 +47,10 @@
       case "step": {
         const parts = [`step ${r.step}`];
         if (r.modelMs !== undefined) parts.push(`model ${ms(r.modelMs)}`);
-        if (r.firstToken !== undefined && r.firstToken !== null) parts.push(`first token ${ms(r.firstToken - r.t)}`);
+        if (r.firstToken !== undefined && r.firstToken !== null) {
+          parts.push(`first token ${ms(r.firstToken - r.t)}`);
+          if (r.modelMs !== undefined) parts.push(`decode ${ms(r.t + r.modelMs - r.firstToken)}`);
+        }
         if (r.usage) parts.push(`${r.usage.inputTokens ?? 0} in / ${r.usage.outputTokens ?? 0} out tokens`);
         return parts.join(", ");
       }
