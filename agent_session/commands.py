@@ -31,6 +31,7 @@ __all__ = [
     "check_exists",
     "convert",
     "diagnose",
+    "examined",
     "export",
     "ls",
     "max_log_bytes",
@@ -213,6 +214,15 @@ async def diagnose(store: SessionPersistence, where: StoreSpec, id: str) -> Diag
         return await store.diagnose(id)
     except SessionNotFoundError:
         raise NotFound(f'no session "{id}" in {where.shown}') from None
+
+
+async def examined(where: StoreSpec, id: str) -> Diagnosis:
+    """A read-only look at one session of the store ``where`` (see :func:`diagnose`)."""
+    store = backend(where, read_only=True)
+    try:
+        return await diagnose(store, where, id)
+    finally:
+        await store.aclose()
 
 
 async def show(args: argparse.Namespace) -> int:

@@ -80,15 +80,12 @@ def _last_durable(events: Sequence[Any], turn_end: int) -> Any:
 
 async def stats(args: argparse.Namespace) -> int:
     """Print the figures of one session."""
-    from agent_session.commands import backend, diagnose
+    from agent_session.commands import examined
     from session.events.stats import SessionStats
 
-    store = backend(args.store, read_only=True)
-    try:
-        examined = await diagnose(store, args.store, args.id)
-    finally:
-        await store.aclose()
-    events = examined.session.events  # (closers added in memory, as a load returns it)
+    events = (
+        await examined(args.store, args.id)
+    ).session.events  # (closers added in memory, as a load returns it)
     folded = SessionStats().fold(events)
     figures, more = folded.value(), beyond(events)
     if args.json:

@@ -162,16 +162,12 @@ def _hash(text: str) -> str:
 
 async def view(args: argparse.Namespace) -> int:
     """Write the session's timeline page and say where."""
-    from agent_session.commands import backend, diagnose
+    from agent_session.commands import examined
 
-    store = backend(args.store, read_only=True)
-    try:
-        examined = await diagnose(store, args.store, args.id)
-    finally:
-        await store.aclose()
-    header = examined.session.header.to_json()
+    session = (await examined(args.store, args.id)).session
+    header = session.header.to_json()
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.id).lstrip(".")
     target = Path(args.output or f"{safe or 'session'}.html")
-    target.write_text(page(header, examined.session.events), encoding="utf-8")
+    target.write_text(page(header, session.events), encoding="utf-8")
     print(f"wrote {target} ({target.stat().st_size:,} bytes); open it in a browser")
     return OK
