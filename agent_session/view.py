@@ -6,10 +6,11 @@ it opens from a file URL. The session travels as JSON in a non-executable ``<scr
 type="application/json">`` whose ``<``, ``>`` and ``&`` are escaped, and the page shows every
 piece of content with ``textContent``, never as markup: event contents are untrusted.
 
-What it shows, one row per thing that happened (streamed deltas are in their answer): turns
-and steps with their model time, time to first token and usage; user messages, the model's
-text and reasoning; each tool call as a bar from its ``tool/call`` to its result, with its
-arguments and result on click; and, marked so nobody misses them, the crash points, the
+What it shows, one row per thing that happened (streamed deltas are in their answer), each
+turn a lane in time: its steps (model time, time to first token, decode time, usage) and its
+tool calls as bars placed where they ran in the turn (a call from its ``tool/call`` to its
+result, its arguments and result on click); user messages, the model's text and reasoning;
+and, marked so nobody misses them, the crash points, the
 repair's answers (``TOOL_OUTCOME_UNKNOWN``, ``TOOL_NOT_STARTED``), settled calls, approvals and
 the parent a fork came from. The list is virtualized: only the rows in view exist in the page.
 """

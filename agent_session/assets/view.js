@@ -7,11 +7,28 @@
   const holder = document.getElementById("rows");
   const detail = document.getElementById("detail");
   const detailText = document.getElementById("detail-text");
-  let longest = 1;
+  const TRACK = 240;
+  let lanes = [];  // per row: [its turn's start, its turn's span] (a turn is a lane in time)
   function measure() {
-    longest = rows.reduce((m, r) => (r.k === "call" && r.end !== undefined ? Math.max(m, r.end - r.t) : m), 1);
+    lanes = new Array(rows.length);
+    let first = 0;
+    const close = (end) => {
+      const start = rows[first] ? rows[first].t : 0;
+      let last = start;
+      for (let i = first; i < end; i++) last = Math.max(last, rows[i].end ?? rows[i].t);
+      for (let i = first; i < end; i++) lanes[i] = [start, Math.max(1, last - start)];
+    };
+    rows.forEach((r, i) => {
+      if (r.k === "turn" && i > first) { close(i); first = i; }
+    });
+    close(rows.length);
   }
   measure();
+  function spanOf(r) {
+    if (r.k === "call") return r.end === undefined ? 0 : r.end - r.t;
+    if (r.k === "step") return r.modelMs ?? 0;
+    return null;
+  }
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -85,13 +102,17 @@
     node.style.top = `${index * ROW}px`;
     node.dataset.index = String(index);
     node.appendChild(el("span", "t", seconds(r.t)));
-    if (r.k === "call") {
+    const span = spanOf(r);
+    if (span !== null) {  // placed on its turn's lane: where in the turn, and how long
+      const [start, width] = lanes[index];
+      const track = el("span", "track");
       const bar = el("span", "bar");
-      const span = r.end === undefined ? 0 : r.end - r.t;
-      bar.style.width = `${Math.max(3, Math.round((span / longest) * 160))}px`;
-      node.appendChild(bar);
-      node.addEventListener("click", () => show(r));
+      bar.style.left = `${Math.round(((r.t - start) / width) * TRACK)}px`;
+      bar.style.width = `${Math.max(3, Math.round((span / width) * TRACK))}px`;
+      track.appendChild(bar);
+      node.appendChild(track);
     }
+    if (r.k === "call") node.addEventListener("click", () => show(r));
     node.appendChild(el("span", "what", describe(r)));
     return node;
   }
