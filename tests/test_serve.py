@@ -140,3 +140,37 @@ def test_a_non_loopback_address_needs_allow_remote(tmp_path: Path) -> None:
     refused = cli("serve", str(store), "--host", "0.0.0.0", "--port", "0", check_rc=4)
     assert "--allow-remote" in refused.stderr
     assert os.path.isdir(store)
+
+
+async def test_the_corpus_sessions_are_served_without_errors(tmp_path: Path) -> None:
+    from tests.corpus import case_bytes, cases
+
+    store, audit = tmp_path / "s", tmp_path / "audit.log"
+    chosen: dict[str, dict] = {}
+    for case in cases("upstream-v0"):  # the longest loadable log of each scenario
+        known = chosen.get(case["session_id"])
+        if "error" not in case["load"] and (
+            known is None or len(case_bytes(case)) > len(case_bytes(known))
+        ):
+            chosen[case["session_id"]] = case
+    for case in chosen.values():
+        path = store / case["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(case_bytes(case))
+    with serving(store, audit) as base:
+        listed = get(f"{base}/")
+        async with chromium() as browser:
+            for id in chosen:
+                assert id in listed
+                tab = await browser.new_page()
+                errors: list[str] = []
+                tab.on(
+                    "console", lambda m, e=errors: e.append(m.text) if m.type == "error" else None
+                )
+                await tab.goto(f"{base}/session/{id}")
+                await tab.wait_for_selector("body[data-ready='1']")
+                assert await tab.locator(".row").count() > 0, id
+                assert errors == [], id
+                await tab.close()
+    assert len(chosen) == 4
+    assert not audit.exists() or audit.read_text() == ""
