@@ -79,6 +79,8 @@ class SessionRow:
     compression: str | None = "none"
     """A JSONL log's encoding: ``none`` (``session.jsonl``) or ``zstd``
     (``session.jsonl.zstd``); ``None`` in a database."""
+    turns: int | None = None
+    """How many turns it holds (``None`` for an entry that is not a readable session)."""
 
     @property
     def problem_flag(self) -> str | None:
@@ -156,6 +158,7 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
             problem,
             "jsonl",
             found.compression,
+            summary.turns,
         )
 
 
@@ -204,6 +207,7 @@ def _database_rows(store: StoreSpec) -> Iterator[SessionRow]:
             problem,
             kind,
             None,
+            found.turns if found.turns is not None else 0,
         )
 
 

@@ -74,6 +74,7 @@ def _list_page(store: Any, query: dict[str, list[str]]) -> str:
     body = "".join(
         f'<tr><td><a href="/session/{quote(row.id, safe="")}">{e(row.id)}</a></td>'
         f'<td class="{e(row.state)}">{e(row.state)}</td><td>{e(str(row.updated_at or "-"))}</td>'
+        f"<td>{e(str(row.turns if row.turns is not None else '-'))}</td>"
         f"<td>{row.events}</td><td>{e(str(row.size if row.size is not None else '-'))}</td></tr>"
         for row in found
     )
@@ -84,7 +85,8 @@ def _list_page(store: Any, query: dict[str, list[str]]) -> str:
         f"<title>sessions of {e(store.shown)}</title><style>{_STYLE}</style></head><body>"
         f"<h1>Sessions of {e(store.shown)}</h1><p>state: {filters}</p><table><thead><tr>"
         '<th><a href="?sort=id">session</a></th><th>state</th>'
-        '<th><a href="?sort=updated">updated (ms)</a></th><th>events</th><th>bytes</th>'
+        '<th><a href="?sort=updated">updated (ms)</a></th><th>turns</th><th>events</th>'
+        "<th>bytes</th>"
         f'</tr></thead><tbody id="sessions">{body}</tbody></table></body></html>'
     )
 

@@ -94,6 +94,7 @@ class _Scanner:
         self.count = 0
         self.committed = committed
         self.last_bracket: Literal["start", "end"] | None = None
+        self.turns = 0
         self.line_number = 1  # as an editor counts: the header is line 1
         self.defect: SessionPersistenceCorruptionError | None = None
 
@@ -123,6 +124,7 @@ class _Scanner:
         kind = bracket(entry)
         if kind is not None:
             self.last_bracket = kind
+            self.turns += kind == "start"
         if isinstance(entry, LazyRun):
             if self.keep:
                 if self.plain:
@@ -170,6 +172,8 @@ class LogSummary:
     """The last committed turn bracket: ``"start"`` when the last turn is open."""
     committed_bytes: int
     size: int
+    turns: int = 0
+    """How many turns it holds (its committed ``turn/start`` events)."""
 
     @property
     def torn(self) -> bool:
@@ -223,7 +227,9 @@ def summarize_log(chunks: Iterable[bytes], path: str) -> LogSummary:
                     scanner.feed(line, offset)
     if header is None or scanner is None:
         raise SessionPersistenceCorruptionError(f'empty or header-less session log: "{path}"')
-    return LogSummary(header, scanner.count, scanner.last_bracket, scanner.committed, size)
+    return LogSummary(
+        header, scanner.count, scanner.last_bracket, scanner.committed, size, scanner.turns
+    )
 
 
 def _sniffed(prefix: bytes) -> bytes | None:

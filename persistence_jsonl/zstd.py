@@ -262,4 +262,11 @@ def summarize_zstd_log(data: bytes, path: str, limit: int) -> LogSummary:
 
     summary = summarize_log(plaintext(), path)
     torn_start = frames.torn_start if frames.torn_start is not None else len(data)
-    return LogSummary(summary.header, summary.events, summary.last_bracket, torn_start, len(data))
+    return LogSummary(
+        summary.header,
+        summary.events,
+        summary.last_bracket,
+        torn_start,
+        len(data),
+        summary.turns,
+    )

@@ -23,6 +23,8 @@ _QUERY = f"""
 SELECT s.id, s.header, s.next_seq, (extract(epoch FROM s.updated_at) * 1000)::bigint,
   (SELECT e.type FROM agent_session_event e WHERE e.session_id = s.id
    AND e.type IN ('turn/start', 'turn/end') ORDER BY e.seq DESC LIMIT 1),
+  (SELECT (e.line::jsonb -> 'data' ->> 'turn') FROM agent_session_event e
+   WHERE e.session_id = s.id AND e.type = 'turn/start' ORDER BY e.seq DESC LIMIT 1),
   (SELECT k FROM (SELECT {KEY % "s.id"} AS k) AS key WHERE EXISTS (
      SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
      AND l.objsubid = 1 AND l.classid = ((k >> 32) & 4294967295)::oid
@@ -45,15 +47,27 @@ def survey(dsn: str) -> list[ListedSession]:
     except psycopg.Error as e:
         raise unreachable(storage.shown, e, "cannot list the sessions") from None
     out = []
-    for id, header, next_seq, updated, bracket, writing in rows:
+    for id, header, next_seq, updated, bracket, turns, writing in rows:
         last: Literal["start", "end"] | None = None
         if bracket is not None:
             last = "start" if bracket == "turn/start" else "end"
         try:
             parsed = parse_header(header.encode(), f'session "{id}" in PostgreSQL')
         except SessionError as e:
-            out.append(ListedSession(id, None, e, int(next_seq), last, bool(writing)))
+            out.append(
+                ListedSession(id, None, e, int(next_seq), last, bool(writing), turns=_int(turns))
+            )
             continue
-        listed = ListedSession(id, parsed, None, int(next_seq), last, bool(writing), int(updated))
+        listed = ListedSession(
+            id, parsed, None, int(next_seq), last, bool(writing), int(updated), _int(turns)
+        )
         out.append(listed)
     return out
+
+
+def _int(value: object) -> int | None:
+    """A turn number read from a stored line (``None`` when there is none, or it is odd)."""
+    try:
+        return int(str(value)) if value is not None else None
+    except ValueError:
+        return None

@@ -1,6 +1,7 @@
 """What a session database holds, session by session, for operator tools (``ls``): answered
-by index queries over the rows (counts and the last turn bracket), without reading or parsing
-any event's data, on a read-only connection that writes nothing."""
+by index queries over the rows (counts and the last turn bracket) and, for its number of
+turns, the number its last ``turn/start`` names (one small row per session), on a read-only
+connection that writes nothing."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ SELECT {HEADER_COLUMNS},
   (SELECT seq FROM events e WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1),
   (SELECT time FROM events e WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1),
   (SELECT type FROM events e WHERE e.session_id = s.id AND e.type IN ('turn/start', 'turn/end')
-   ORDER BY e.seq DESC LIMIT 1)
+   ORDER BY e.seq DESC LIMIT 1),
+  (SELECT json_extract(data, '$.turn') FROM events e
+   WHERE e.session_id = s.id AND e.type = 'turn/start' ORDER BY e.seq DESC LIMIT 1)
 FROM sessions s ORDER BY s.id
 """
 
@@ -52,7 +55,7 @@ def survey(path: str) -> list[ListedSession]:
 
 
 def _summary(row: tuple[object, ...], path: str) -> ListedSession:
-    last_seq, updated, bracket = row[9:]
+    last_seq, updated, bracket, turns = row[9:]
     count = last_seq + 1 if isinstance(last_seq, int) else 0
     last: Literal["start", "end"] | None = None
     if bracket is not None:
@@ -62,6 +65,11 @@ def _summary(row: tuple[object, ...], path: str) -> ListedSession:
     try:
         header = header_of(row, f'database "{path}"')
     except SessionError as e:
-        return ListedSession(id, None, e, count, last)
+        return ListedSession(id, None, e, count, last, turns=_int(turns))
     when = updated if isinstance(updated, int) else None  # the last event's time
-    return ListedSession(id, header, None, count, last, updated=when)
+    return ListedSession(id, header, None, count, last, updated=when, turns=_int(turns))
+
+
+def _int(value: object) -> int | None:
+    """A turn number read from a stored row (``None`` when there is none, or it is odd)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -144,8 +144,10 @@ def test_ls_rows_flags_and_json(tmp_path: Path) -> None:
         "problem",
         "backend",
         "compression",
+        "turns",
     }  # camelCase, as the wire format
     assert by_id["s1"]["state"] == "interrupted"
+    assert by_id["s1"]["turns"] == 2  # the demo's two turns, the second killed
     assert (by_id["s1"]["backend"], by_id["s1"]["compression"]) == ("jsonl", "none")
     assert by_id["junk"]["state"] == "corrupt"
     assert by_id["clean"]["state"] == "torn tail"

@@ -90,3 +90,13 @@ def test_show_says_when_each_turn_started_and_how_long_steps_and_calls_took(
         call = result["data"]["message"]["source"]["callId"]
         line = next(s for s in shown if s.startswith(f"tool {call} "))
         assert re.fullmatch(rf"tool {call} \[ok\] \({result['time'] - calls[call]} ms\)", line)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+def test_ls_counts_the_turns_of_every_kind_of_store(tmp_path: Path, kind: str) -> None:
+    from tests.test_settle_crash import store_of
+
+    store = store_of(kind, tmp_path)
+    cli("demo", "--store", store, "--session-id", "t", "--crash", "none", "--turns", "2")
+    [row] = [json.loads(line) for line in cli("ls", store, "--json").stdout.splitlines()]
+    assert row["turns"] == 3  # two turns, and the one the demo runs after its recovery

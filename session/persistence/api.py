@@ -61,6 +61,9 @@ class ListedSession:
     """Whether a live writer holds the session now (where the store can tell)."""
     updated: int | None = None
     """When it was last written (ms since the epoch), where the store can tell at once."""
+    turns: int | None = None
+    """How many turns it holds (the number its last ``turn/start`` names), where the store
+    can tell at once."""
 
 
 @dataclass(frozen=True, slots=True)
