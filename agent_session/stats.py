@@ -13,7 +13,7 @@ from typing import Any
 from agent_session.exits import OK
 from agent_session.output import json_line
 
-__all__ = ["beyond", "stats"]
+__all__ = ["beyond", "checkpoints", "stats"]
 
 _REPAIRED = ("TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED")
 
@@ -22,7 +22,7 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
     """What the reference's figures do not say: ``crashes`` (per turn a crash cut: the turn,
     the seq and time of its last durable event, and the calls repair answered, by code),
     ``settled`` (calls settled on resume, by how), ``approvals`` (asked, decided by outcome,
-    and still parked)."""
+    and still parked), ``checkpoints`` (:func:`checkpoints`)."""
     from session.events.outcomes import SETTLEMENT
     from session.events.parked import parked_calls
 
@@ -57,7 +57,65 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
         elif event.type == "approval/decided":
             decided[str(data.get("outcome"))] += 1
     approvals = {"asked": asked, "decided": dict(decided), "parked": len(parked_calls(events))}
-    return {"crashes": crashes, "settled": dict(settled), "approvals": approvals}
+    return {
+        "crashes": crashes,
+        "settled": dict(settled),
+        "approvals": approvals,
+        "checkpoints": checkpoints(events, [c["lastDurableSeq"] for c in crashes]),
+    }
+
+
+def checkpoints(events: Sequence[Any], cut: Sequence[int] = ()) -> dict[str, int]:
+    """The checkpoints the policy made, as far as the log shows them: one before each step's
+    model request (every step but a settlement step, which repeats an answer), one before each tool
+    body (a recorded call not refused before dispatch, nor by its approval), one after each
+    step and one at each turn's end; a crash's closers (after the seqs in ``cut``) are not
+    checkpoints."""
+    closing = {seq for crash in cut for seq in range(crash + 1, _turn_end(events, crash) + 1)}
+    requests = steps = ends = 0
+    requested = False
+    calls: set[Any] = set()
+    refused: set[Any] = set()
+    asks: dict[Any, Any] = {}
+    approved: set[Any] = set()
+    for event in events:
+        data = event.data if isinstance(event.data, Mapping) else {}
+        kind = event.type
+        if kind == "step/start":  # every step asks the model, but a settlement step
+            requests += 1
+            requested = True
+        elif kind == "assistant/message" and event.surface_op not in (None, "append"):
+            requests -= requested  # (it repeats an answer instead: a replace)
+            requested = False
+        elif kind == "tool/call":
+            calls.add(data.get("callId"))
+        elif kind == "tool/result":
+            if (data.get("error") or {}).get("code") == "ABORTED_BEFORE_DISPATCH":
+                refused.add((data.get("message") or {}).get("source", {}).get("callId"))
+        elif kind == "approval/asked":
+            asks[data.get("id")] = data.get("callId")
+        elif kind == "approval/decided" and data.get("outcome") == "allowed-once":
+            approved.add(asks.get(data.get("id")))
+        elif kind == "step/end" and event.seq not in closing:
+            steps += 1
+        elif kind == "turn/end" and event.seq not in closing:
+            ends += 1
+    bodies = len({c for c in calls - refused if c not in asks.values() or c in approved})
+    return {
+        "beforeRequests": requests,
+        "beforeToolBodies": bodies,
+        "afterSteps": steps,
+        "atTurnEnds": ends,
+        "total": requests + bodies + steps + ends,
+    }
+
+
+def _turn_end(events: Sequence[Any], after: int) -> int:
+    """The seq of the first ``turn/end`` after ``after``."""
+    for seq in range(after + 1, len(events)):
+        if events[seq].type == "turn/end":
+            return seq
+    return len(events) - 1
 
 
 def _last_durable(events: Sequence[Any], turn_end: int) -> Any:
@@ -112,6 +170,12 @@ async def stats(args: argparse.Namespace) -> int:
     if more["settled"]:
         done = ", ".join(f"{n} {how}" for how, n in sorted(more["settled"].items()))
         lines.append(f"  settled on resume: {done}")
+    points = more["checkpoints"]
+    lines.append(
+        f"  checkpoints: {points['total']} as the log shows them ({points['beforeRequests']} "
+        f"before model requests, {points['beforeToolBodies']} before tool bodies, "
+        f"{points['afterSteps']} after steps, {points['atTurnEnds']} at turn ends)"
+    )
     approvals = more["approvals"]
     if approvals["asked"]:
         outcomes = ", ".join(f"{n} {o}" for o, n in sorted(approvals["decided"].items())) or "none"

@@ -100,3 +100,17 @@ def test_ls_counts_the_turns_of_every_kind_of_store(tmp_path: Path, kind: str) -
     cli("demo", "--store", store, "--session-id", "t", "--crash", "none", "--turns", "2")
     [row] = [json.loads(line) for line in cli("ls", store, "--json").stdout.splitlines()]
     assert row["turns"] == 3  # two turns, and the one the demo runs after its recovery
+
+
+@pytest.mark.parametrize("crash", ["none", "request", "tool", "parallel-tool", "midstream"])
+def test_the_checkpoints_the_log_shows_are_the_ones_the_agent_made(
+    tmp_path: Path, crash: str
+) -> None:
+    """The demo's agent reports every flush that returned; the log, read afterwards, must
+    account for each of them."""
+    store = str(tmp_path / "s")
+    ran = cli(
+        "demo", "--store", store, "--session-id", "c", "--crash", crash, "--no-recover", "--json"
+    )
+    made = json.loads(ran.stdout.splitlines()[-1])["checkpoints"]
+    assert stats(store, "c")["checkpoints"]["total"] == made
