@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from agent_session.exits import OK, UserError
+from agent_session.view import csp_hash
 
 __all__ = ["serve"]
 
@@ -81,7 +82,7 @@ def _list_page(store: Any, query: dict[str, list[str]]) -> str:
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'\">"
+        f"style-src '{csp_hash(_STYLE)}'; base-uri 'none'; form-action 'none'\">"
         f"<title>sessions of {e(store.shown)}</title><style>{_STYLE}</style></head><body>"
         f"<h1>Sessions of {e(store.shown)}</h1><p>state: {filters}</p><table><thead><tr>"
         '<th><a href="?sort=id">session</a></th><th>state</th>'

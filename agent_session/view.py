@@ -28,7 +28,7 @@ from typing import Any
 
 from agent_session.exits import OK
 
-__all__ = ["page", "rows", "timeline", "view"]
+__all__ = ["csp_hash", "page", "rows", "timeline", "view"]
 
 
 def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
@@ -142,7 +142,7 @@ def page(header: Mapping[str, Any], events: Sequence[Any], *, live: str | None =
     connect = "; connect-src 'self'" if live else ""
     policy = (
         "default-src 'none'; "
-        f"style-src '{_hash(style)}'; script-src '{_hash(script)}'; img-src data:; "
+        f"style-src '{csp_hash(style)}'; script-src '{csp_hash(script)}'; img-src data:; "
         f"base-uri 'none'; form-action 'none'{connect}"
     )
     title = str(header.get("id", "session")).replace("&", "&amp;").replace("<", "&lt;")
@@ -157,7 +157,8 @@ def page(header: Mapping[str, Any], events: Sequence[Any], *, live: str | None =
     )
 
 
-def _hash(text: str) -> str:
+def csp_hash(text: str) -> str:
+    """The CSP source that allows exactly this inline script or style."""
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
 
 

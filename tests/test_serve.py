@@ -174,3 +174,13 @@ async def test_the_corpus_sessions_are_served_without_errors(tmp_path: Path) -> 
                 await tab.close()
     assert len(chosen) == 4
     assert not audit.exists() or audit.read_text() == ""
+
+
+def test_the_list_page_has_a_strict_policy_and_no_script(tmp_path: Path) -> None:
+    store, audit = tmp_path / "s", tmp_path / "audit.log"
+    cli("demo", "--store", str(store), "--crash", "none", "--turns", "1")
+    with serving(store, audit) as base:
+        listed = get(f"{base}/")
+    assert "<script" not in listed
+    assert "default-src 'none'; style-src 'sha256-" in listed
+    assert "unsafe-inline" not in listed
