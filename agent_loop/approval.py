@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 from agent_loop.cancel import CancelSignal
 from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
 from session.errors import SessionEventError
-from session.events.eventlog import EventLog, LazyRun, iter_parts
+from session.events.eventlog import EventLog, LazyRun
 from session.events.header import now_ms
 from session.events.parked import ARGUMENTS_DIGEST, EXPIRES_AT, arguments_digest
 from session.events.turns import brackets
@@ -106,13 +106,18 @@ def unsupported(tool: str, reason: str | None) -> str:
 
 def effective_policy(events: Iterable[Any]) -> Policy | None:
     """The policy of the last ``approval/policy`` event of ``events``; ``None`` when the log
-    never switched (the service's configured policy applies)."""
-    policy: Policy | None = None
-    for event in iter_parts(events):  # (packed streamed deltas are never a policy)
-        if type(event) is not LazyRun and getattr(event, "type", None) == APPROVAL_POLICY:
-            value = event.data.get("policy")
-            policy = value if value in POLICIES else policy
-    return policy
+    never switched (the service's configured policy applies). Read backwards: the loop asks
+    at every step, and a switch is near the end or nowhere."""
+    parts = events.parts if isinstance(events, EventLog) else (list(events),)
+    for part in reversed(parts):
+        if type(part) is LazyRun and not part.built:
+            continue  # packed streamed deltas: never a policy
+        for event in reversed(part):
+            if getattr(event, "type", None) == APPROVAL_POLICY:
+                value = event.data.get("policy")
+                if value in POLICIES:
+                    return value  # type: ignore[no-any-return]
+    return None
 
 
 def runtime_context(policy: Policy) -> dict[str, Any]:

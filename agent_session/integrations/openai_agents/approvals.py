@@ -96,7 +96,7 @@ def decided_in_process(session: Session, turn: OpenTurn, call_id: str, outcome: 
     decision as the reference's in-process pair completes it, before the body or the output;
     a call already decided from outside is left as it is. For an approval, record the
     ``tool/call`` that marks its body's start."""
-    parked = {call.call_id: call for call in parked_calls(session.events)}
+    parked = {call.call_id: call for call in parked_calls(session.events[turn.start :])}
     call = parked.get(call_id)
     if call is None:
         return

@@ -346,7 +346,8 @@ class EventLogSession(ItemWriter):
             session = await self._live()
             turn = self._turn(session)
             if call_id is not None and turn is not None and call_id in turn.calls:
-                if any(c.call_id == call_id for c in parked_calls(session.events)):
+                parked = parked_calls(session.events[turn.start :])  # (the open turn only)
+                if any(c.call_id == call_id for c in parked):
                     decided_in_process(session, turn, call_id, "allowed-once")
                 record_call(session, turn, call_id)
             await self.runtime.sessions.flush(session)

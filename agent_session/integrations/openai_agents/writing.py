@@ -146,7 +146,7 @@ class ItemWriter:
                 f'session "{session.id}": function_call_output for call {call_id!r} arrived '
                 "after the turn that asked for it ended"
             )
-        if any(c.call_id == call_id for c in parked_calls(session.events)):
+        if any(c.call_id == call_id for c in parked_calls(session.events[turn.start :])):
             decided_in_process(session, turn, call_id, "rejected")  # (the SDK's RunState)
         call_seq = record_call(session, turn, call_id)  # saved after its body ran: now
         data = tool_result_data(item, turn.number, turn.calls[call_id][0])
