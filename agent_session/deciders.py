@@ -1,8 +1,10 @@
 """Deciding parked tool calls of stored sessions, from any process on any host: list what waits
 (:func:`pending_approvals`), :func:`approve` or :func:`reject` it. A decision is one
-``approval/decided`` appended under the store's writer lock, after the log was read under it,
-so of two deciders racing one wins and the other is told (``ApprovalNotPendingError``: it is
-already decided). The agent that resumes the session carries the decision out
+``approval/decided`` appended under the store's writer lock at the seq the decider read; when
+anything landed meanwhile the append is refused (its seq no longer continues the log) and the
+decider reads again and judges afresh. So of two deciders racing one wins and the other is
+told: the call is already decided (``ApprovalNotPendingError``), or, when the winner still
+holds the lock after a few tries, that a writer holds it (``SessionCollisionError``). The agent that resumes the session carries the decision out
 (``agent.resume()``; :mod:`agent_loop.parking`)."""
 
 from __future__ import annotations
