@@ -4,8 +4,9 @@
 anything landed meanwhile the append is refused (its seq no longer continues the log) and the
 decider reads again and judges afresh. So of two deciders racing one wins and the other is
 told: the call is already decided (``ApprovalNotPendingError``), or, when the winner still
-holds the lock after a few tries, that a writer holds it (``SessionCollisionError``). The agent that resumes the session carries the decision out
-(``agent.resume()``; :mod:`agent_loop.parking`)."""
+holds the lock after a few tries, that a writer holds it (``SessionCollisionError``). The
+agent that resumes the session carries the decision out (``agent.resume()``;
+:mod:`agent_loop.parking`)."""
 
 from __future__ import annotations
 

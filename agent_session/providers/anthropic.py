@@ -25,6 +25,7 @@ from agent_session.providers.base import (
     ProviderFailure,
     ProviderModel,
     missing_extra,
+    sdk_client,
     sdk_failure,
     without_retries,
 )
@@ -79,19 +80,14 @@ class AnthropicModel(ProviderModel):
             import anthropic
         except ImportError:
             raise missing_extra("anthropic", "anthropic") from None
-        if client is None:
-            try:
-                client = anthropic.AsyncAnthropic()
-            except anthropic.AnthropicError as e:
-                raise ValueError(
-                    f"no Anthropic client: {e} (set ANTHROPIC_API_KEY, or pass "
-                    "client=AsyncAnthropic(...))"
-                ) from None
-            if client.api_key is None and client.auth_token is None:
-                raise ValueError(
-                    "no Anthropic client: ANTHROPIC_API_KEY is not set (or pass "
-                    "client=AsyncAnthropic(...))"
-                )
+        client = sdk_client(
+            client,
+            anthropic.AsyncAnthropic,
+            anthropic.AnthropicError,
+            name="AsyncAnthropic",
+            variable="ANTHROPIC_API_KEY",
+            keyless=lambda made: made.api_key is None and made.auth_token is None,
+        )
         self.client = without_retries(client, timeout)
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
 from agent_loop.models import ModelRequest
@@ -27,6 +27,7 @@ __all__ = [
     "ProviderFailure",
     "ProviderModel",
     "missing_extra",
+    "sdk_client",
     "sdk_failure",
     "without_retries",
 ]
@@ -171,6 +172,30 @@ def _retry_after_ms(headers: Mapping[str, str] | None) -> int | None:
         except ValueError:
             continue
     return None
+
+
+def sdk_client(
+    client: Any,
+    make: Callable[[], Any],
+    error: type[Exception],
+    *,
+    name: str,
+    variable: str,
+    keyless: Callable[[Any], bool] = lambda made: False,
+) -> Any:
+    """``client``, or one ``make`` builds from the environment. Raises ``ValueError`` naming
+    ``variable`` when the SDK cannot build one (``error``), or builds one without a key
+    (``keyless``)."""
+    if client is not None:
+        return client
+    hint = f"set {variable}, or pass client={name}(...)"
+    try:
+        client = make()
+    except error as e:
+        raise ValueError(f"no {name} client: {e} ({hint})") from None
+    if keyless(client):
+        raise ValueError(f"no {name} client: {variable} is not set ({hint})")
+    return client
 
 
 def without_retries(client: Any, timeout: float | None) -> Any:

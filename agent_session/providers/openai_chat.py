@@ -24,6 +24,7 @@ from agent_session.providers.base import (
     ProviderFailure,
     ProviderModel,
     missing_extra,
+    sdk_client,
     sdk_failure,
     without_retries,
 )
@@ -79,13 +80,13 @@ class OpenAIChatModel(ProviderModel):
             import openai
         except ImportError:
             raise missing_extra("openai", "openai") from None
-        if client is None:
-            try:
-                client = openai.AsyncOpenAI()
-            except openai.OpenAIError as e:
-                raise ValueError(
-                    f"no OpenAI client: {e} (set OPENAI_API_KEY, or pass client=AsyncOpenAI(...))"
-                ) from None
+        client = sdk_client(
+            client,
+            openai.AsyncOpenAI,
+            openai.OpenAIError,
+            name="AsyncOpenAI",
+            variable="OPENAI_API_KEY",
+        )
         self.client = without_retries(client, timeout)
         self.extra_body = dict(extra_body or {})
 
