@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from agent_session.search import KINDS
+
 __all__ = ["add_looking", "count"]
 
 Command = Callable[[str, str, str], argparse.ArgumentParser]
@@ -48,7 +50,7 @@ def add_looking(command: Command) -> None:
     finder.add_argument(
         "--type",
         action="append",
-        choices=["user", "assistant", "reasoning", "call", "tool"],
+        choices=KINDS,
         help="only this kind of text (repeat for several)",
     )
     finder.add_argument("--limit", type=count, default=20, help="at most this many (default 20)")

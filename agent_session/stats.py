@@ -23,6 +23,7 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
     the seq and time of its last durable event, and the calls repair answered, by code),
     ``settled`` (calls settled on resume, by how), ``approvals`` (asked, decided by outcome,
     and still parked), ``checkpoints`` (:func:`checkpoints`)."""
+    from session.events.eventlog import LazyRun, iter_parts
     from session.events.outcomes import SETTLEMENT
     from session.events.parked import parked_calls
 
@@ -30,7 +31,9 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
     settled: Counter[str] = Counter()
     asked, decided = 0, Counter[str]()
     answered: dict[str, list[str]] = {code: [] for code in _REPAIRED}
-    for event in events:
+    for event in iter_parts(events):
+        if type(event) is LazyRun:
+            continue  # packed streamed deltas: none of these figures is in them
         data = event.data if isinstance(event.data, Mapping) else {}
         if event.type == "tool/result":
             code = (data.get("error") or {}).get("code")
@@ -71,6 +74,8 @@ def checkpoints(events: Sequence[Any], cut: Sequence[int] = ()) -> dict[str, int
     body (a recorded call not refused before dispatch, nor by its approval), one after each
     step and one at each turn's end; a crash's closers (after the seqs in ``cut``) are not
     checkpoints."""
+    from session.events.eventlog import LazyRun, iter_parts
+
     closing = {seq for crash in cut for seq in range(crash + 1, _turn_end(events, crash) + 1)}
     requests = steps = ends = 0
     requested = False
@@ -78,7 +83,9 @@ def checkpoints(events: Sequence[Any], cut: Sequence[int] = ()) -> dict[str, int
     refused: set[Any] = set()
     asks: dict[Any, Any] = {}
     approved: set[Any] = set()
-    for event in events:
+    for event in iter_parts(events):
+        if type(event) is LazyRun:
+            continue  # packed streamed deltas: never a checkpoint's mark
         data = event.data if isinstance(event.data, Mapping) else {}
         kind = event.type
         if kind == "step/start":  # every step asks the model, but a settlement step
