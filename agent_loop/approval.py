@@ -110,7 +110,7 @@ def effective_policy(events: Iterable[Any]) -> Policy | None:
     at every step, and a switch is near the end or nowhere."""
     parts = events.parts if isinstance(events, EventLog) else (list(events),)
     for part in reversed(parts):
-        if type(part) is LazyRun and not part.built:
+        if isinstance(part, LazyRun) and not part.built:
             continue  # packed streamed deltas: never a policy
         for event in reversed(part):
             if getattr(event, "type", None) == APPROVAL_POLICY:
@@ -418,7 +418,7 @@ def _last_snapshot(events: Sequence[Any]) -> Any:
     packed run of streamed deltas (never a message)."""
     parts = events.parts if isinstance(events, EventLog) else (events,)
     for part in reversed(parts):
-        if type(part) is LazyRun and not part.built:
+        if isinstance(part, LazyRun) and not part.built:
             continue
         for event in reversed(part):
             source = event.data.get("source") if event.type == USER_MESSAGE else None

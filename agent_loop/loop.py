@@ -33,6 +33,7 @@ from session.events.builders import (
     user_message,
 )
 from session.events.header import now_ms
+from session.events.livelog import DELTA_KINDS
 from session.events.parked import parked_calls
 from session.events.turns import next_turn_number
 from session.events.types import (
@@ -363,11 +364,7 @@ class Agent:
                 if chunk.get("type") in _RETRY_CHUNKS:  # an adapter retries a failed attempt
                     await self._retrying(turn, step, chunk)
                     continue
-                seqs.append(
-                    session.append(
-                        ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}
-                    ).seq
-                )
+                seqs.append(_append_chunk(session, turn, step, chunk))
                 assembler.feed(chunk)
         except (Cancelled, asyncio.CancelledError, KeyboardInterrupt, SystemExit):
             visible = assembler.visible()
@@ -426,3 +423,16 @@ def _error_chain(error: BaseException) -> str:
         parts.append(str(current) or type(current).__name__)
         current = current.__cause__
     return ": ".join(parts)
+
+
+_DELTA_KEYS: Final = ("type", "index", "text")
+
+
+def _append_chunk(session: Session, turn: int, step: int, chunk: Mapping[str, Any]) -> int:
+    """Record a streamed chunk; a text or reasoning delta of the usual shape as a delta (the
+    same event, kept as a run of columns: ``Session.append_delta``)."""
+    if chunk.get("type") in DELTA_KINDS and tuple(chunk) == _DELTA_KEYS:
+        return session.append_delta(
+            turn, step, chunk["text"], index=chunk["index"], kind=chunk["type"]
+        )
+    return session.append(ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}).seq

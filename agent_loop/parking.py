@@ -222,7 +222,7 @@ def _not_started(events: Sequence[Any]) -> list[Mapping[str, Any]]:
     blocks: list[Mapping[str, Any]] = []
     recorded: set[Any] = set()
     for event in iter_parts(events[start or 0 :]):
-        if type(event) is LazyRun:
+        if isinstance(event, LazyRun):
             continue
         if event.type == STEP_START:
             blocks, recorded = [], set()

@@ -50,7 +50,7 @@ def surface_texts(events: Iterable[Any], turn: Any = None) -> Iterator[tuple[int
     from session.events.eventlog import LazyRun, iter_parts
 
     for event in iter_parts(events):
-        if type(event) is LazyRun:
+        if isinstance(event, LazyRun):
             continue  # streamed deltas: their text is in the answer's message
         data = event.data if isinstance(event.data, Mapping) else {}
         kind = event.type

@@ -32,7 +32,7 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
     asked, decided = 0, Counter[str]()
     answered: dict[str, list[str]] = {code: [] for code in _REPAIRED}
     for event in iter_parts(events):
-        if type(event) is LazyRun:
+        if isinstance(event, LazyRun):
             continue  # packed streamed deltas: none of these figures is in them
         data = event.data if isinstance(event.data, Mapping) else {}
         if event.type == "tool/result":
@@ -84,7 +84,7 @@ def checkpoints(events: Sequence[Any], cut: Sequence[int] = ()) -> dict[str, int
     asks: dict[Any, Any] = {}
     approved: set[Any] = set()
     for event in iter_parts(events):
-        if type(event) is LazyRun:
+        if isinstance(event, LazyRun):
             continue  # packed streamed deltas: never a checkpoint's mark
         data = event.data if isinstance(event.data, Mapping) else {}
         kind = event.type

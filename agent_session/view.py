@@ -42,7 +42,7 @@ def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
     calls: dict[Any, dict[str, Any]] = {}
     cut = {c["lastDurableSeq"]: c for c in beyond(events)["crashes"]}
     for event in iter_parts(events):
-        if type(event) is LazyRun:
+        if isinstance(event, LazyRun):
             if step is not None and step.get("firstToken") is None:
                 step["firstToken"] = event[0].time - origin
             continue

@@ -27,8 +27,9 @@ def append_step(session: Session, step: int, chunks: int, turn: int = 1) -> None
     """Append one step's events (no flush)."""
     append = session.append
     append("step/start", {"turn": turn, "step": step})
+    delta = session.append_delta  # what the agent loop streams through
     for i in range(chunks):
-        append("assistant/chunk", chunk(turn, step, i))
+        delta(turn, step, f"token{i} ")
     append(
         "assistant/message",
         {

@@ -16,9 +16,24 @@ from typing import Any, Final
 from session.events.event import SessionEvent, build_plain_events
 from session.events.eventlog import LazyRun
 from session.events.types import ASSISTANT_CHUNK
-from session.json.lossless import MAX_SAFE_INTEGER, FrozenDict, JsFloat, is_safe_int, snapshot
+from session.json.lossless import (
+    MAX_SAFE_INTEGER,
+    FrozenDict,
+    JsFloat,
+    is_safe_int,
+    is_text,
+    snapshot,
+)
 
-__all__ = ["MIN_RUN", "ROW_TYPES", "MalformedRowError", "lazy_row_events", "packed_row", "run_key"]
+__all__ = [
+    "MIN_RUN",
+    "ROW_TYPES",
+    "MalformedRowError",
+    "lazy_row_events",
+    "packed_row",
+    "run_head",
+    "run_key",
+]
 
 ROW_TYPES: Final = {
     "text-delta": "text-chunks",
@@ -87,25 +102,43 @@ def run_key(event: SessionEvent) -> tuple[Any, ...] | None:
     return key
 
 
-def packed_row(first: SessionEvent, dts: list[int], payloads: list[str]) -> dict[str, Any]:
-    """The packed row of a run: its first event, the time steps after it, every payload."""
+def run_head(first: SessionEvent) -> dict[str, Any]:
+    """What a packed row keeps of its run's first member (see :func:`packed_row`)."""
     data = first.data
     chunk = data["chunk"]
-    kind = chunk["type"]
-    row: dict[str, Any] = {
+    head = {
+        "kind": chunk["type"],
         "turn": data["turn"],
         "step": data["step"],
         "index": chunk["index"],
+        "seq0": first.seq,
+        "time0": first.time,
+    }
+    if head["kind"] == "tool-call-delta":
+        head["id"] = chunk["id"]
+        if "name" in chunk:
+            head["name"] = chunk["name"]
+    return head
+
+
+def packed_row(head: Mapping[str, Any], dts: list[int], payloads: list[str]) -> dict[str, Any]:
+    """The packed row of a run: its first member's :func:`run_head`, the time steps after
+    it, every payload."""
+    kind = head["kind"]
+    row: dict[str, Any] = {
+        "turn": head["turn"],
+        "step": head["step"],
+        "index": head["index"],
         "dt": dts,
     }
     if kind == "tool-call-delta":
-        row["id"] = chunk["id"]
-        if "name" in chunk:
-            row["name"] = chunk["name"]
+        row["id"] = head["id"]
+        if "name" in head:
+            row["name"] = head["name"]
         row["args"] = payloads
     else:
         row["texts"] = payloads
-    return {"type": ROW_TYPES[kind], "seq0": first.seq, "time0": first.time, "data": row}
+    return {"type": ROW_TYPES[kind], "seq0": head["seq0"], "time0": head["time0"], "data": row}
 
 
 def lazy_row_events(raw: Mapping[str, Any]) -> LazyRun:
@@ -161,7 +194,7 @@ def lazy_row_events(raw: Mapping[str, Any]) -> LazyRun:
     turn, step, index = (
         snapshot(data[k], "row", js_numbers=True) for k in ("turn", "step", "index")
     )
-    if not ascii and not all(map(_valid_text, payload)):
+    if not ascii and not all(map(is_text, payload)):
         raise bad(f"{payload_key} must be valid text")
     _check_times(time0, dt, bad)
     if delta == "tool-call-delta":
@@ -238,13 +271,3 @@ _MEMBER_ORDER: Final = ("type", "seq", "time", "data")
 
 def _safe_range(low: int, high: int) -> bool:
     return low >= -MAX_SAFE_INTEGER and high <= MAX_SAFE_INTEGER
-
-
-def _valid_text(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

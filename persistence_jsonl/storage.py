@@ -36,7 +36,7 @@ from persistence_jsonl.durable import (
     create_by_link,
     truncate_synced,
 )
-from persistence_jsonl.encoder import LiveEncoders, encode_batch
+from persistence_jsonl.encoder import encode_batch
 from persistence_jsonl.encoding import ENCODINGS, Compression, LogEncoding, encoding_of
 from persistence_jsonl.fileio import FileOps
 from persistence_jsonl.layout import (
@@ -128,7 +128,8 @@ class JsonlStorage(Storage):
         self._locks = WriterLocks(self.ops)
         self._poisoned: dict[str, SessionDurabilityError] = {}
         self._fds: dict[str, tuple[int, str]] = {}  # id -> (append descriptor, its path)
-        self._encoders = LiveEncoders(pack_chunks)  # .pack: whether appends pack runs
+        self.pack = pack_chunks
+        """Whether appends pack runs of streamed deltas into rows."""
         self._append_ms = 0.0  # how long the latest write-and-fsync took; 0 = not measured
         self._writers: IOThreads | None = None  # appends' I/O threads (_io)
 
@@ -224,7 +225,6 @@ class JsonlStorage(Storage):
 
     async def release(self, id: str) -> None:
         """Release the writer lock of ``id`` and close its append descriptor."""
-        self._encoders.forget(id)
         self._drop_fd(id)
         self._locks.release(id)
         self._encodings.pop(id, None)
@@ -246,7 +246,6 @@ class JsonlStorage(Storage):
             self.ops.fsync_dir(directory)
             self.ops.unlink(os.path.join(directory, LOCK_NAME))
         finally:
-            self._encoders.forget(id)
             self._locks.release(id)
             self._encodings.pop(id, None)
         self.ops.rmdir(directory)  # a leftover empty directory is not a session
@@ -262,7 +261,7 @@ class JsonlStorage(Storage):
             await self.start_append(header, events)
             return
         self._refuse_if_poisoned(header.id)
-        await self._io().submit(self._materialize, header, self._encoders.encode(header.id, events))
+        await self._io().submit(self._materialize, header, encode_batch(events, self.pack))
 
     def append_inline(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, sole_writer: bool
@@ -272,7 +271,7 @@ class JsonlStorage(Storage):
         if not sole_writer or not 0 < self._append_ms <= self.inline_fsync_budget_ms:
             return False
         self._refuse_if_poisoned(header.id)
-        self._append(header, self._encoders.encode(header.id, events))
+        self._append(header, encode_batch(events, self.pack))
         return True
 
     def start_append(
@@ -281,7 +280,7 @@ class JsonlStorage(Storage):
         """Encode the batch here and hand its write and fsync to an I/O thread of this
         storage's own (up to :data:`IO_THREADS`, so many sessions' fsyncs overlap)."""
         self._refuse_if_poisoned(header.id)
-        data = self._encoders.encode(header.id, events)
+        data = encode_batch(events, self.pack)
         return self._io().submit(self._append, header, data)
 
     def _io(self) -> IOThreads:
@@ -289,11 +288,6 @@ class JsonlStorage(Storage):
         if self._writers is None:
             self._writers = IOThreads(IO_THREADS, "session-jsonl")
         return self._writers
-
-    def prepare(self, id: str, event: SessionEvent) -> None:
-        """Encode a live session's event as it is committed (the checkpoint then only joins
-        lines and packs runs)."""
-        self._encoders.prepare(id, event)
 
     async def commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
@@ -304,7 +298,6 @@ class JsonlStorage(Storage):
         if self._writers is not None:  # idle by now: the service drained every id
             self._writers.shutdown()
             self._writers = None
-        self._encoders.clear()
         for id in {**dict.fromkeys(self._locks.ids()), **dict.fromkeys(self._fds)}:
             await self.release(id)
 
@@ -384,6 +377,6 @@ class JsonlStorage(Storage):
             assert isinstance(cut_at, Cut)
             truncate_synced(self.ops, self.locate(header), cut_at.offset)
             restore = cut_at.restore
-        payload = restore + (encode_batch(closers, self._encoders.pack) if closers else b"")
+        payload = restore + (encode_batch(closers, self.pack) if closers else b"")
         if payload:
             self._append(header, payload, "repair:after-closer-write")

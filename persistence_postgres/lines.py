@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from persistence_jsonl.encoder import encode_lines
 from persistence_jsonl.scan import ScannedLog, scan_log
 from session import SessionEvent
+from session.events.eventlog import first_seq
 
 __all__ = ["Line", "Scanned", "batch_lines", "scan_rows"]
 
@@ -37,7 +38,7 @@ def batch_lines(
     if not events:
         return []
     out: list[Line] = []
-    seq = events[0].seq
+    seq = first_seq(events)
     for line, count in encode_lines(events, True) if encoded is None else encoded:
         kind = line[9 : line.index(b'"', 9)]  # after b'{"type":"'
         out.append(Line(seq, count, kind.decode(), line.decode()))

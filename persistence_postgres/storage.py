@@ -40,7 +40,6 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from persistence_jsonl.encoder import LiveEncoders
 from persistence_postgres.appends import (
     append_batch,
     moved,
@@ -160,7 +159,6 @@ class PostgresStorage(Storage):
         on_loop = 0 if given is not None or transaction_pooler else pool_size
         self._on_loop = LoopConnections(conninfo, self.settings, on_loop)
         """Checkpoints' connections on the event loop (none with a pool of yours)."""
-        self._encoders = LiveEncoders(True)
         self._unsettled: set[str] = set()
         """Sessions whose last failed append may or may not be stored."""
         self.locks = AdvisoryLocks(self.connect, enabled=not transaction_pooler)
@@ -264,7 +262,6 @@ class PostgresStorage(Storage):
         return await self._run(lambda db: self.locks.owner(db, id) is not None)
 
     async def release(self, id: str) -> None:
-        self._encoders.forget(id)
         if self.locks.holds(id):
             await self._worker.submit(self._locking, self.locks.give, id)
 
@@ -353,13 +350,8 @@ class PostgresStorage(Storage):
             raise
 
     def _lines(self, id: str, events: Sequence[SessionEvent]) -> list[Line]:
-        """A batch's rows, from what :meth:`prepare` encoded as its events arrived."""
-        return batch_lines(events, self._encoders.lines(id, events))
-
-    def prepare(self, id: str, event: SessionEvent) -> None:
-        """Encode a live session's event as it is committed, as the JSONL backend does (the
-        checkpoint then only joins its lines)."""
-        self._encoders.prepare(id, event)
+        """A batch's rows."""
+        return batch_lines(events)
 
     async def commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
@@ -418,7 +410,6 @@ class PostgresStorage(Storage):
         return deleted > 0
 
     async def close(self) -> None:
-        self._encoders.clear()
         try:
             await self._on_loop.close()
             await self._worker.submit(self.locks.close)

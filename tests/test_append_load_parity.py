@@ -52,6 +52,12 @@ SHAPES: dict[str, list[Any]] = {
     "plugin/note": [{"n": 1}, [1, 2], "x"],
     "myapp/unregistered": [{"x": 1}],
     "request/header-delta": [{}],
+    "delta": [
+        (1, 1, "a", 0, "text-delta"),
+        (1, 1, "b", 0, "reasoning-delta"),
+        (1, 2, "c", 1, "text-delta"),
+        (1, 1, "\ud800", 0, "text-delta"),
+    ],
     "assistant/chunk": [
         {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "a"}},
         {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "é\n"}},
@@ -86,7 +92,11 @@ async def run(actions: list[tuple[str, int, str | None, bool]], backend_for: Any
             session = await runtime.sessions.resume("s")
         shapes = SHAPES[kind]
         with contextlib.suppress(SessionError, TypeError):  # refused: nothing committed
-            session.append(kind, shapes[shape % len(shapes)], surface_op=op)
+            if kind == "delta":  # a streamed delta, kept as a column of its run
+                turn, step, text, index, delta = shapes[shape % len(shapes)]
+                session.append_delta(turn, step, text, index=index, kind=delta)
+            else:
+                session.append(kind, shapes[shape % len(shapes)], surface_op=op)
     await runtime.sessions.flush(session)
     written = [e.encode() for e in session.events]
     await backend.aclose()

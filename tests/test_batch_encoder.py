@@ -1,6 +1,7 @@
-"""``BatchEncoder`` (per-event encoding done at commit time) writes exactly the bytes of
-``encode_batch`` for any batch split and any subset of prepared events, and what it writes
-reads back as the same events."""
+"""The batch encoder writes the format's rule exactly: for events appended one by one, and
+for a live log whose streamed deltas were appended as columns (``Session.append_delta``), in
+any split into batches (mid-run included); and what it writes reads back as the same
+events."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from persistence_jsonl.encoder import BatchEncoder, encode_batch, encode_lines
+from persistence_jsonl.encoder import encode_batch, encode_lines
 from persistence_jsonl.rows import run_key
 from session import Session, SessionEvent, decode_json
+from session.events.eventlog import LazyRun
 from session.json.codec import encode_json
 from tests.rows import expand_row_events
 
@@ -29,7 +31,9 @@ other = st.tuples(st.just("other"), st.integers(0, 3))
 plans = st.lists(st.one_of(delta, delta, delta, other), max_size=40)
 
 
-def build(plan: list[tuple[Any, ...]]) -> list[SessionEvent]:
+def live(plan: list[tuple[Any, ...]], columns: bool = False) -> Session:
+    """A session that appended ``plan``; with ``columns``, text and reasoning deltas went
+    through ``append_delta`` (kept as runs of columns)."""
     now = [0]
     session = Session.create("enc", clock=lambda: now[0])
     for op in plan:
@@ -41,10 +45,17 @@ def build(plan: list[tuple[Any, ...]]) -> list[SessionEvent]:
         chunk: dict[str, Any] = {"type": kind, "index": index}
         if kind == "tool-call-delta":
             chunk |= {"id": f"call-{index}", "argumentsDelta": text}
+        elif columns:
+            session.append_delta(turn, 1, text, index=index, kind=kind)
+            continue
         else:
             chunk["text"] = text
         session.append("assistant/chunk", {"turn": turn, "step": 1, "chunk": chunk})
-    return list(session.events)
+    return session
+
+
+def build(plan: list[tuple[Any, ...]]) -> list[SessionEvent]:
+    return list(live(plan).events)
 
 
 def read_back(data: bytes) -> list[dict[str, Any]]:
@@ -111,101 +122,45 @@ def test_encode_batch_follows_the_format_rule(plan: list[tuple[Any, ...]], pack:
 
 
 @settings(max_examples=300, deadline=None)
-@given(plans, st.lists(st.integers(0, 40), max_size=4), st.data())
-def test_prepared_encoding_is_encode_batch(
-    plan: list[tuple[Any, ...]], cuts: list[int], data: st.DataObject
+@given(plans, st.lists(st.integers(0, 40), max_size=5), st.booleans())
+def test_a_live_log_encodes_as_its_events_do_in_any_split(
+    plan: list[tuple[Any, ...]], cuts: list[int], pack: bool
 ) -> None:
+    """The live path: batches are slices of the log's view, whose deltas are runs of columns
+    (cut mid-run where a batch ends); each encodes exactly as the same events appended one by
+    one, and the whole reads back as them."""
+    session = live(plan, columns=True)
+    view = session.events
     events = build(plan)
-    prepared = data.draw(st.lists(st.booleans(), min_size=len(events), max_size=len(events)))
-    for pack in (True, False):
-        encoder = BatchEncoder(pack)
-        for event, ready in zip(events, prepared, strict=True):
-            if ready:
-                encoder.prepare(event)
-        bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
-        written = b""
-        for start, end in itertools.pairwise(bounds):
-            batch = events[start:end]
-            encoded = encoder.encode(batch)
-            assert encoded == encode_batch(batch, pack)
-            written += encoded
-        assert len(encoder) == 0  # everything prepared was released by its batch
-        assert read_back(written) == [e.to_json() for e in events]
-
-
-@settings(max_examples=300, deadline=None)
-@given(plans, st.lists(st.integers(0, 40), max_size=4), st.data())
-def test_prepared_lines_are_encode_batch_line_by_line(
-    plan: list[tuple[Any, ...]], cuts: list[int], data: st.DataObject
-) -> None:
-    """``lines`` (what the PostgreSQL backend stores as rows) takes prepared work as
-    ``encode`` does: the same lines, each with how many events it holds."""
-    events = build(plan)
-    prepared = data.draw(st.lists(st.booleans(), min_size=len(events), max_size=len(events)))
-    encoder = BatchEncoder(True)
-    for event, ready in zip(events, prepared, strict=True):
-        if ready:
-            encoder.prepare(event)
+    assert [e.to_json() for e in view] == [e.to_json() for e in events]
     bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
+    written = b""
     for start, end in itertools.pairwise(bounds):
-        batch = events[start:end]
-        lines = encoder.lines(batch)
-        assert lines == encode_lines(batch, True)
-        assert b"".join(line + b"\n" for line, _ in lines) == encode_batch(batch, True)
-        assert sum(count for _, count in lines) == len(batch)
-        for line, count in lines:  # a packed row holds a run of three or more; others one
-            packed = decode_json(line)["type"].endswith("-chunks")
-            assert count >= 3 if packed else count == 1
-    assert len(encoder) == 0
-
-
-def test_a_stale_prepared_event_is_not_used() -> None:
-    """Another session object reusing a seq (an id collision) never gets the old bytes."""
-    first = Session.create("x", clock=lambda: 1)
-    second = Session.create("x", clock=lambda: 2)
-    old = first.append("plugin/note", {"who": "first"})
-    new = second.append("plugin/note", {"who": "second"})
-    encoder = BatchEncoder(pack=True)
-    encoder.prepare(old)
-    assert encoder.encode([new]) == new.encode() + b"\n"
-    assert len(encoder) == 0
+        batch = session.events[start:end]  # a fresh view: its runs unbuilt
+        encoded = encode_batch(batch, pack)
+        assert encoded == reference_lines(events[start:end], pack)
+        lines = encode_lines(session.events[start:end], pack)
+        assert b"".join(line + b"\n" for line, _ in lines) == encoded
+        assert sum(count for _, count in lines) == end - start
+        written += encoded
+    assert read_back(written) == [e.to_json() for e in events]
 
 
 @settings(max_examples=300, deadline=None)
-@given(plans, st.lists(st.integers(0, 40), max_size=5))
-def test_checkpoints_of_exactly_what_was_prepared(
-    plan: list[tuple[Any, ...]], cuts: list[int]
-) -> None:
-    """The live path: each batch is prepared event by event (runs are encoded as soon as they
-    close, possibly mid-batch) and then written whole; cuts fall anywhere, mid-run included."""
+@given(plans)
+def test_lines_count_the_events_each_holds(plan: list[tuple[Any, ...]]) -> None:
+    """``encode_lines`` (what the PostgreSQL backend stores as rows): a packed row holds a run
+    of three or more, every other line one event."""
     events = build(plan)
-    bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
-    for pack in (True, False):
-        encoder = BatchEncoder(pack)
-        written = b""
-        for start, end in itertools.pairwise(bounds):
-            batch = events[start:end]
-            for event in batch:
-                encoder.prepare(event)
-            encoded = encoder.encode(batch)
-            assert encoded == encode_batch(batch, pack)
-            assert len(encoder) == 0
-            written += encoded
-        assert read_back(written) == [e.to_json() for e in events]
+    lines = encode_lines(events, True)
+    assert b"".join(line + b"\n" for line, _ in lines) == encode_batch(events, True)
+    for line, count in lines:
+        packed = decode_json(line)["type"].endswith("-chunks")
+        assert count >= 3 if packed else count == 1
 
 
-def test_a_partly_written_batch_leaves_the_rest_encodable() -> None:
-    """A batch that takes only the first prepared events (a write that started before the
-    others were committed) leaves the rest, open run included, to the next batch."""
-    plan: list[tuple[Any, ...]] = [("text-delta", 1, 0, f"t{i}", 1) for i in range(6)]
-    events = build([("other", 1), *plan, ("other", 2)])
-    encoder = BatchEncoder(pack=True)
-    for event in events:
-        encoder.prepare(event)
-    head, tail = events[:4], events[4:]
-    assert encoder.encode(head) == encode_batch(head, pack=True)
-    assert len(encoder) == len(tail)
-    assert encoder.encode(tail) == encode_batch(tail, pack=True)
-    assert read_back(encode_batch(head, True) + encode_batch(tail, True)) == [
-        e.to_json() for e in events
-    ]
+def test_a_delta_run_is_encoded_without_building_it() -> None:
+    session = live([("text-delta", 1, 0, f"t{i}", 1) for i in range(50)], columns=True)
+    batch = session.events
+    assert encode_batch(batch, True).count(b"\n") == 1
+    assert not any(isinstance(p, LazyRun) and p.built for p in batch.parts)

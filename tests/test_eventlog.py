@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from persistence_jsonl import JsonlPersistence
 from session import Runtime, Session, SessionEvent
-from session.events.eventlog import EventLog, LazyRun, LiveLog, iter_parts
+from session.events.eventlog import EventLog, LazyRun, iter_parts
+from session.events.livelog import LiveLog
 
 
 def flat_events(count: int) -> list[SessionEvent]:

@@ -107,7 +107,7 @@ def open_turn(events: Sequence[Any], marks: Brackets | None = None) -> OpenTurn 
     number = marks.open_turn
     turn = OpenTurn(number if type(number) is int else 0, start)
     for event in iter_parts(events[start + 1 :]):
-        if type(event) is LazyRun:
+        if isinstance(event, LazyRun):
             continue
         kind, data = event.type, event.data
         if kind == STEP_START:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, overload
 from session.events.event import SessionEvent
 from session.json.gcpause import gc_paused
 
-__all__ = ["EventLog", "LazyRun", "LiveLog", "iter_parts", "same_events"]
+__all__ = ["EventLog", "LazyRun", "first_seq", "iter_parts", "same_events", "seq_gap"]
 
 _T = TypeVar("_T")
 
@@ -80,6 +80,11 @@ class LazyRun(Sequence[SessionEvent]):
 
     def __iter__(self) -> Iterator[SessionEvent]:
         return iter(self.events())
+
+    def cut(self, start: int, stop: int) -> Sequence[SessionEvent]:
+        """Members ``start`` to ``stop`` as a part of their own (a subclass that can cut
+        without building does)."""
+        return self.events()[start:stop]
 
     def __repr__(self) -> str:
         state = "built" if self.built else "not built"
@@ -158,9 +163,9 @@ class EventLog(Sequence[_T]):
         last = bisect.bisect_right(starts, stop - 1) - 1
         parts = list(self._parts[first : last + 1])
         if stop < starts[last] + len(parts[-1]):  # the end first: the start keeps its offset
-            parts[-1] = tuple(parts[-1][: stop - starts[last]])
+            parts[-1] = _cut(parts[-1], 0, stop - starts[last])
         if start > starts[first]:
-            parts[0] = tuple(parts[0][start - starts[first] :])
+            parts[0] = _cut(parts[0], start - starts[first], len(parts[0]))
         bounds = [s - start for s in starts[first : last + 1]]
         bounds[0] = 0
         return EventLog._of(tuple(parts), bounds, stop - start)
@@ -187,10 +192,38 @@ class EventLog(Sequence[_T]):
         return f"<EventLog of {self._len} events in {len(self._parts)} parts>"
 
 
+def _cut(part: Sequence[_T], start: int, stop: int) -> Sequence[_T]:
+    if isinstance(part, LazyRun):
+        return part.cut(start, stop)  # type: ignore[return-value]  # a run is a part of event logs
+    return tuple(part[start:stop])
+
+
+def first_seq(events: Sequence[Any]) -> int:
+    """The seq of the first event of a non-empty ``events``, without building a run."""
+    first = events.parts[0] if isinstance(events, EventLog) else events
+    return first.seq0 if isinstance(first, LazyRun) else int(first[0].seq)
+
+
+def seq_gap(events: Sequence[Any], seq: int) -> tuple[int, int] | None:
+    """Where ``events`` stops counting up from ``seq`` by one: the index and the seq found
+    there; ``None`` when every event follows. Runs are read by their bounds, never built."""
+    index = 0
+    for item in iter_parts(events):
+        if isinstance(item, LazyRun):
+            if item.seq0 != seq + index:
+                return index, item.seq0
+            index += len(item)
+            continue
+        if item.seq != seq + index:
+            return index, int(item.seq)
+        index += 1
+    return None
+
+
 def iter_parts(events: Iterable[Any]) -> Iterator[Any]:
     """The items of ``events``, except that an unbuilt :class:`LazyRun` part of an
     :class:`EventLog` comes as one item: readers that need only some event types skip it
-    whole (check ``type(item) is LazyRun``)."""
+    whole (check ``isinstance(item, LazyRun)``)."""
     if not isinstance(events, EventLog):
         yield from events
         return
@@ -199,63 +232,6 @@ def iter_parts(events: Iterable[Any]) -> Iterator[Any]:
             yield part
         else:
             yield from part
-
-
-_FOLD = 4096
-"""Appended events a live log keeps in its mutable tail before folding them into an
-immutable part (a view copies the tail and the list of parts: O(_FOLD + parts), whatever the
-log's length)."""
-
-
-class LiveLog(Sequence[SessionEvent]):
-    """A live session's log: the stored log it was seeded with (kept as it came, runs
-    unbuilt) and the events appended since. Only :meth:`append` changes it; :meth:`view`
-    is an immutable :class:`EventLog` of its current state, made in time bounded by the
-    number of its parts and :data:`_FOLD`, not by its length."""
-
-    __slots__ = ("_seed", "_seed_len", "_tail")
-
-    def __init__(self, seed: Sequence[SessionEvent] = ()) -> None:
-        self._seed: EventLog[SessionEvent] = (
-            seed if isinstance(seed, EventLog) else EventLog([seed])
-        )
-        self._seed_len = len(self._seed)
-        self._tail: list[SessionEvent] = []
-
-    def append(self, event: SessionEvent) -> None:
-        tail = self._tail
-        tail.append(event)
-        if len(tail) >= _FOLD:  # a view copies only the tail: keep it short
-            self._seed = self._seed.joined(tail)
-            self._seed_len = len(self._seed)
-            self._tail = []
-
-    def __len__(self) -> int:
-        return self._seed_len + len(self._tail)
-
-    @overload
-    def __getitem__(self, index: int) -> SessionEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> EventLog[SessionEvent]: ...
-    def __getitem__(self, index: int | slice) -> SessionEvent | EventLog[SessionEvent]:
-        if isinstance(index, slice):
-            return self.view()[index]
-        size = len(self)
-        if index < 0:
-            index += size
-        if not 0 <= index < size:
-            raise IndexError("event index out of range")
-        if index < self._seed_len:
-            return self._seed[index]
-        return self._tail[index - self._seed_len]
-
-    def __iter__(self) -> Iterator[SessionEvent]:
-        yield from self._seed
-        yield from self._tail
-
-    def view(self) -> EventLog[SessionEvent]:
-        """The log as it is now (the seed's parts shared, unbuilt runs included)."""
-        return self._seed.joined(self._tail)
 
 
 def same_events(
@@ -280,12 +256,12 @@ def same_events(
             return x is None and y is None
         if x is y:
             continue
-        if type(x) is LazyRun or type(y) is LazyRun:
-            if type(x) is LazyRun:
+        if isinstance(x, LazyRun) or isinstance(y, LazyRun):
+            if isinstance(x, LazyRun):
                 held.extend(reversed(x.events()))
             else:
                 held.append(x)
-            if type(y) is LazyRun:
+            if isinstance(y, LazyRun):
                 held_right.extend(reversed(y.events()))
             else:
                 held_right.append(y)

@@ -41,7 +41,7 @@ def interruption(events: Sequence[Any]) -> Interruption | None:
     not_started: list[str] = []
     interrupted = False
     for event in iter_parts(events[turns.start_index :]):
-        if type(event) is LazyRun:
+        if isinstance(event, LazyRun):
             continue  # packed streaming deltas: never a result or a bracket
         data = event.data if isinstance(event.data, Mapping) else {}
         if event.type == TURN_END:

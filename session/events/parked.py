@@ -155,7 +155,7 @@ def parked_calls(events: Sequence[Any]) -> tuple[ParkedCall, ...]:
     answered: set[Any] = set()
     asks: dict[Any, _Ask] = {}
     for event in iter_parts(events[start:]):
-        if type(event) is LazyRun:
+        if isinstance(event, LazyRun):
             continue  # packed streamed deltas: never a call, an ask or a bracket
         kind = event.type
         data = event.data if isinstance(event.data, Mapping) else {}

@@ -150,7 +150,7 @@ def validate_log(
     index = -1 if after is None else len(after.events) - 1
     for item in iter_parts(seed):
         index += 1
-        if type(item) is LazyRun:
+        if isinstance(item, LazyRun):
             _check_run(item, index)
             parts += (events, item)
             events = []

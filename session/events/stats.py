@@ -80,7 +80,7 @@ class SessionStats:
         """Fold ``events`` (built events, wire dicts, or an event log with packed runs) into
         the state; return it."""
         for event in iter_parts(events):
-            if type(event) is LazyRun:
+            if isinstance(event, LazyRun):
                 self._run(event)
             elif isinstance(event, Mapping):
                 self._event(event.get("type", ""), event.get("data"), event.get("time", 0))

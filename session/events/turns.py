@@ -27,7 +27,7 @@ UNNUMBERED: Any = "?"
 def bracket(entry: object) -> Literal["start", "end"] | None:
     """``"start"`` or ``"end"`` for a turn bracket (a built event, a wire dict or an unbuilt
     packed run), ``None`` for any other entry."""
-    if type(entry) is LazyRun:
+    if isinstance(entry, LazyRun):
         return None
     kind = entry.get("type") if isinstance(entry, Mapping) else getattr(entry, "type", None)
     if kind == TURN_START:
@@ -66,7 +66,7 @@ def brackets(events: Iterable[Any]) -> Brackets:
     start: Any = None
     index = 0
     for entry in iter_parts(events):
-        if type(entry) is LazyRun:
+        if isinstance(entry, LazyRun):
             index += len(entry)
             continue
         kind = bracket(entry)

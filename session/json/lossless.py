@@ -33,6 +33,7 @@ __all__ = [
     "JsFloat",
     "JsonValue",
     "is_safe_int",
+    "is_text",
     "snapshot",
     "thaw",
 ]
@@ -99,6 +100,17 @@ class JsFloat(float):
 def is_safe_int(value: object) -> TypeGuard[int]:
     """True for an ``int`` (not ``bool``) within ±(2**53 - 1)."""
     return type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+
+
+def is_text(value: str) -> bool:
+    """Whether the string ``value`` is valid text here: no lone surrogate."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def js_number_text(value: float) -> str:

@@ -12,7 +12,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 __all__ = [
     "SESSION_CREATED",
@@ -23,6 +23,7 @@ __all__ = [
     "Disposer",
     "HookBus",
     "Middleware",
+    "takes_runs",
 ]
 
 log = logging.getLogger("session.hooks")
@@ -30,7 +31,9 @@ log = logging.getLogger("session.hooks")
 SESSION_CREATED: Final = "session/created"
 """Observer ``(session)``: a session was published. Raising vetoes the creation."""
 SESSION_EVENT: Final = "session/event"
-"""Observer ``(session, event)``: after each committed append; failures are contained."""
+"""Observer ``(session, event)``: after each committed append; failures are contained. An
+observer marked :func:`takes_runs` gets, for streamed deltas (``Session.append_delta``), the
+:class:`~session.events.livelog.OpenRun` once, when a run starts, instead of each event."""
 SESSION_VALIDATE: Final = "session/validate"
 """Validator ``(session, candidate)``: before the commit; raising rejects the append."""
 SESSION_FLUSH: Final = "session/flush"
@@ -40,6 +43,17 @@ SESSION_DISPOSED: Final = "session/disposed"
 
 Middleware = Callable[..., Any]
 """``middleware(value, next)``: return ``next(value)`` (possibly changed) or a result."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def takes_runs(observer: _F) -> _F:
+    """Mark a ``session/event`` observer as one that takes runs of streamed deltas (see
+    :data:`SESSION_EVENT`). While every observer of a store is marked, a delta costs no call;
+    one unmarked observer makes every delta an event built and handed to each observer."""
+    observer.takes_runs = True  # type: ignore[attr-defined]
+    return observer
 
 
 class Disposer:

@@ -16,9 +16,10 @@ from session.errors import (
     SessionReentrancyError,
 )
 from session.events.event import SessionEvent, build_event, is_known_event_type
-from session.events.eventlog import EventLog, LazyRun, LiveLog
+from session.events.eventlog import EventLog, LazyRun
 from session.events.header import SessionHeader, now_ms
 from session.events.interruption import Interruption, interruption
+from session.events.livelog import DELTA_KINDS, LiveLog
 from session.events.rules import (
     RULED_TYPES,
     CheckedLog,
@@ -33,9 +34,15 @@ from session.events.surface import (
     SurfaceView,
     parse_surface_metadata,
 )
-from session.events.types import ASSISTANT_MESSAGE, END_SEED, TOOL_RESULT, USER_MESSAGE
+from session.events.types import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    END_SEED,
+    TOOL_RESULT,
+    USER_MESSAGE,
+)
 from session.events.wire import WireModel
-from session.json.lossless import JsonValue, snapshot
+from session.json.lossless import MAX_SAFE_INTEGER, JsonValue, is_text, snapshot
 
 __all__ = ["Clock", "Publisher", "Session"]
 
@@ -44,17 +51,19 @@ log = logging.getLogger("session")
 Clock = Callable[[], int]
 """Returns the current time in epoch milliseconds."""
 
-Hooks = tuple[tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...]]
-"""The validators and the observers of an append."""
+Hooks = tuple[tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...], bool]
+"""The validators and the observers of an append, and whether every observer takes runs
+(``session.live.hooks.takes_runs``)."""
 
-_NO_HOOKS: Hooks = ((), ())
+_NO_HOOKS: Hooks = ((), (), True)
 
 
 class Publisher(Protocol):
     """What an attached session asks of the store that published it (``SessionStore``)."""
 
     def append_hooks(self) -> Hooks:
-        """The ``session/validate`` validators and ``session/event`` observers to run."""
+        """The ``session/validate`` validators and ``session/event`` observers to run, and
+        whether every observer takes runs."""
         ...
 
     @property
@@ -292,7 +301,7 @@ class Session:
             self._surface.check(type, op, sources, frozen, events)
             _check_loadable(type, frozen)
             event = build_event(type, seq, self._clock(), frozen, op, sources)
-        validators, observers = _NO_HOOKS if store is None else store.append_hooks()
+        validators, observers, _ = _NO_HOOKS if store is None else store.append_hooks()
         self._publishing = store is not None
         try:
             for validate in validators:
@@ -314,6 +323,59 @@ class Session:
         if store is not None and store.detach_pending:
             store.appended(self)
         return event
+
+    def append_delta(
+        self, turn: int, step: int, text: str, *, index: int = 0, kind: str = "text-delta"
+    ) -> int:
+        """Append a streamed delta: the event ``append("assistant/chunk", {turn, step,
+        chunk: {type: kind, index, text}})`` makes, with its checks and bytes; return its seq.
+
+        Consecutive deltas of one kind, turn, step and index are kept as a run of columns
+        whose events are built when first read (:mod:`session.events.livelog`): a delta costs
+        a few checks and two list appends; observers that take runs hear of a run when it
+        starts. With a validator or an observer that takes events installed, or other than
+        ``int`` turn, step and index, ``str`` text and a text or reasoning kind, it is that
+        ``append``."""
+        if (
+            type(turn) is not int
+            or type(step) is not int
+            or type(index) is not int
+            or type(text) is not str
+            or kind not in DELTA_KINDS
+            or not (-MAX_SAFE_INTEGER <= turn <= MAX_SAFE_INTEGER)
+            or not (-MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER)
+            or not (-MAX_SAFE_INTEGER <= index <= MAX_SAFE_INTEGER)
+            or not is_text(text)
+        ):
+            return self._delta_event(turn, step, text, index, kind)
+        store = self._publisher
+        validators, observers, runs = _NO_HOOKS if store is None else store.append_hooks()
+        if validators or not runs:
+            return self._delta_event(turn, step, text, index, kind)
+        if store is not None and self._publishing:
+            raise SessionReentrancyError(
+                "session append cannot reenter while another append is being published"
+            )
+        events = self._events
+        run = events.append_delta(kind, turn, step, index, self._clock(), text)
+        self._events_view = None
+        if run is not None and observers:
+            self._publishing = True
+            try:
+                for observe in observers:
+                    try:
+                        observe(self, run)
+                    except Exception as e:
+                        log.warning('session "%s": session/event listener threw: %s', self.id, e)
+            finally:
+                self._publishing = False
+        if store is not None and store.detach_pending:
+            store.appended(self)
+        return len(events) - 1
+
+    def _delta_event(self, turn: Any, step: Any, text: Any, index: Any, kind: Any) -> int:
+        chunk = {"type": kind, "index": index, "text": text}
+        return self.append(ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}).seq
 
     # --- publication (used by the store that publishes the session) -----------------------
 

@@ -53,7 +53,7 @@ class SessionStore:
         an append or being announced; the detach runs when that call unwinds."""
         self._loader: Loader | None = None
         self._hooks_version = -1
-        self._hooks_pair: Hooks = ((), ())
+        self._hooks_pair: Hooks = ((), (), True)
 
     @property
     def clock(self) -> Clock | None:
@@ -190,10 +190,16 @@ class SessionStore:
     # --- the Publisher contract (used by Session.append) ------------------------------------
 
     def append_hooks(self) -> Hooks:
-        """The validators and observers of an append (cached until a registration changes)."""
+        """The validators and observers of an append, and whether every observer takes runs
+        (cached until a registration changes)."""
         hooks = self._hooks
         if self._hooks_version != hooks.version:
-            self._hooks_pair = hooks.observers(SESSION_VALIDATE), hooks.observers(SESSION_EVENT)
+            observers = hooks.observers(SESSION_EVENT)
+            self._hooks_pair = (
+                hooks.observers(SESSION_VALIDATE),
+                observers,
+                all(getattr(fn, "takes_runs", False) for fn in observers),
+            )
             self._hooks_version = hooks.version
         return self._hooks_pair
 

@@ -27,7 +27,7 @@ from session.errors import (
     SessionSeqError,
 )
 from session.events.event import SessionEvent, is_known_event_type
-from session.events.eventlog import EventLog, LazyRun, iter_parts
+from session.events.eventlog import EventLog, LazyRun, iter_parts, seq_gap
 from session.events.header import SessionHeader, version_problem
 from session.events.rules import CheckedLog, validate_log
 from session.persistence.api import StoredLog, StoredSession
@@ -153,12 +153,13 @@ class Ledger:
         state = self._states.get(id)
         if state is None:
             raise SessionNotFoundError(f'session "{id}" not found')
-        for index, event in enumerate(batch):
-            if event.seq != state.cursor + index:
-                raise SessionSeqError(
-                    f'append seq mismatch for "{id}": expected {state.cursor + index} at index '
-                    f"{index}, got {event.seq}"
-                )
+        gap = seq_gap(batch, state.cursor)
+        if gap is not None:
+            index, seq = gap
+            raise SessionSeqError(
+                f'append seq mismatch for "{id}": expected {state.cursor + index} at index '
+                f"{index}, got {seq}"
+            )
         await self.storage.append(state.header, batch, materialized=state.materialized)
         self.appended(id, state, len(batch))
 
@@ -291,7 +292,7 @@ def _check_vocabulary(
     ``ignorable``: it was likely written by a newer harness."""
     index = 0  # the seq of the next item
     for raw in iter_parts(events):
-        seq, index = index, index + (len(raw) if type(raw) is LazyRun else 1)
+        seq, index = index, index + (len(raw) if isinstance(raw, LazyRun) else 1)
         if type(raw) is SessionEvent or isinstance(raw, SessionEvent | LazyRun):
             continue  # built by the storage from a known shape (a packed row)
         kind = raw.get("type") if isinstance(raw, Mapping) else None

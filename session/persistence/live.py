@@ -24,8 +24,10 @@ from typing import Any
 
 from session.errors import SessionCollisionError, SessionError
 from session.events.event import SessionEvent
-from session.events.eventlog import same_events
+from session.events.eventlog import EventLog, first_seq, same_events, seq_gap
 from session.events.header import SessionHeader
+from session.events.livelog import OpenRun
+from session.live.hooks import takes_runs
 from session.live.session import Session
 from session.persistence.ledger import Ledger, State
 from session.persistence.storage import Storage
@@ -51,6 +53,10 @@ class _Live:
         """The session's binding has completed successfully."""
         init = self.init
         return init is not None and init.done() and not init.cancelled() and not init.exception()
+
+
+def _events_in(pending: Sequence[Any]) -> int:
+    return sum(len(item.texts) if type(item) is OpenRun else 1 for item in pending)
 
 
 def _count(pending: int) -> str:
@@ -97,7 +103,7 @@ class LiveWriter:
         (buffered, or a write that never finished): called when the runtime of the backend
         ``name`` is garbage-collected or the process exits."""
         lost = [
-            f'"{live.id}" ({_count(len(live.controller.pending))})'
+            f'"{live.id}" ({_count(_events_in(live.controller.pending))})'
             for live in self._live.values()
             if live.controller.has_work
         ]
@@ -153,12 +159,13 @@ class LiveWriter:
         live.init = asyncio.ensure_future(self._bind(session))
         live.init.add_done_callback(_retrieve)
 
-    def on_event(self, session: Session, event: SessionEvent) -> None:
-        """``session/event``: buffer the committed event and let storage prepare it."""
+    @takes_runs
+    def on_event(self, session: Session, event: SessionEvent | OpenRun) -> None:
+        """``session/event``: buffer the committed event, or the run of deltas it starts
+        (the run's later deltas need no call: the batch that takes the run takes them)."""
         live = self._live.get(session)
         if live is not None:
             live.controller.enqueue(event)
-            self._storage.prepare(live.id, event)
 
     def on_flush(self, session: Session) -> asyncio.Future[None] | None:
         """``session/flush``: the barrier; ``None`` when there is nothing to do. After
@@ -295,8 +302,9 @@ class LiveWriter:
             await self._storage.commit_repair(stored.header, stored.cut_at, ())
         return ledger.record(State(stored.header, len(events), True))
 
-    async def _write(self, session: Session, batch: list[SessionEvent]) -> None:
-        """The controller's writer: append what storage lacks of ``batch``."""
+    async def _write(self, session: Session, items: list[Any]) -> None:
+        """The controller's writer: append what storage lacks of the batch."""
+        batch = _batch(items)
         if self._closed_by is not None:
             raise self._refusal()
         live = self._live.get(session)
@@ -308,9 +316,7 @@ class LiveWriter:
             if fresh:
                 await self._ledger.append(session.id, fresh)
 
-    def _write_now(
-        self, session: Session, batch: list[SessionEvent]
-    ) -> bool | asyncio.Future[None]:
+    def _write_now(self, session: Session, items: list[Any]) -> bool | asyncio.Future[None]:
         """The barrier's path without a task: if the session is bound and materialized and
         nothing else holds its id, let storage write ``batch`` now (``True``) or hand it to its
         I/O (a future; the id is held until it lands); otherwise decline (``False``) and let
@@ -327,10 +333,10 @@ class LiveWriter:
             or self._ledger.locks.held(id)
         ):
             return False
-        fresh = _unwritten(batch, state.cursor)
+        fresh = _unwritten(_batch(items), state.cursor)
         if not fresh:
             return True
-        if fresh[0].seq != state.cursor or fresh[-1].seq != state.cursor + len(fresh) - 1:
+        if seq_gap(fresh, state.cursor) is not None:
             return False  # not contiguous: the async path reports it
         if self._storage.append_inline(state.header, fresh, sole_writer=len(self._live) == 1):
             self._ledger.appended(id, state, len(fresh))
@@ -380,10 +386,28 @@ class LiveWriter:
             )
 
 
-def _unwritten(batch: list[SessionEvent], cursor: int) -> list[SessionEvent]:
+def _batch(items: list[Any]) -> EventLog[SessionEvent]:
+    """The events of the controller's items: each run of deltas is sealed (its later deltas
+    start a new run, which the writer hears of) and taken whole, unbuilt."""
+    parts: list[Sequence[SessionEvent]] = []
+    plain: list[SessionEvent] = []
+    for item in items:
+        if type(item) is OpenRun:
+            if plain:
+                parts.append(plain)
+                plain = []
+            parts.append(item.seal())
+        else:
+            plain.append(item)
+    if plain:
+        parts.append(plain)
+    return EventLog(parts)
+
+
+def _unwritten(batch: EventLog[SessionEvent], cursor: int) -> EventLog[SessionEvent]:
     """The tail of a live batch that storage lacks: binding a session may already have written
     its head (a batch is contiguous by seq)."""
-    skip = cursor - batch[0].seq if batch else 0
+    skip = cursor - first_seq(batch) if batch else 0
     return batch[skip:] if skip > 0 else batch
 
 

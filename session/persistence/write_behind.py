@@ -19,10 +19,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from session.events.event import SessionEvent
+from session.events.livelog import OpenRun
 from session.persistence.futures import follow
 
 __all__ = [
     "LoopScheduler",
+    "Pending",
     "Scheduler",
     "TimerHandle",
     "WriteBehindController",
@@ -66,10 +68,14 @@ class LoopScheduler:
         return asyncio.get_running_loop().time() * 1000
 
 
-Writer = Callable[[list[SessionEvent]], Awaitable[None]]
+Pending = SessionEvent | OpenRun
+"""A buffered item: a committed event, or a run of streamed deltas (all of it, up to when
+the batch that holds it is written)."""
+
+Writer = Callable[[list[Pending]], Awaitable[None]]
 """Durably writes one contiguous batch; raises on failure (nothing of the batch is kept)."""
 
-WriterNow = Callable[[list[SessionEvent]], "bool | asyncio.Future[None]"]
+WriterNow = Callable[[list[Pending]], "bool | asyncio.Future[None]"]
 """Writes one contiguous batch at once, without a task: ``True`` once it is durable; or a
 future of the running loop, when the write was handed to an I/O thread, that resolves once it
 is durable (or raises, with nothing of the batch kept); or declines at once with ``False``
@@ -101,7 +107,7 @@ class WriteBehindController:
         self._max_delay_ms = max_delay_ms
         self._scheduler: Scheduler = scheduler or LoopScheduler()
         self._label = label
-        self._pending: list[SessionEvent] = []
+        self._pending: list[Pending] = []
         self._timer: TimerHandle | None = None
         """The armed timer. It may outlive the window it was armed for (see :meth:`_arm`)."""
         self._timer_loop: asyncio.AbstractEventLoop | None = None
@@ -125,12 +131,13 @@ class WriteBehindController:
         return self._window
 
     @property
-    def pending(self) -> tuple[SessionEvent, ...]:
-        """The buffered events, oldest first."""
+    def pending(self) -> tuple[Pending, ...]:
+        """The buffered events and runs, oldest first."""
         return tuple(self._pending)
 
-    def enqueue(self, event: SessionEvent) -> None:
-        """Buffer one committed event (events are immutable, so no copy is needed)."""
+    def enqueue(self, event: Pending) -> None:
+        """Buffer one committed event or a run of deltas (events are immutable, so no copy
+        is needed)."""
         was_empty = not self._pending
         self._pending.append(event)
         barrier = self._barrier  # (_running inlined: every append passes here)
@@ -180,9 +187,7 @@ class WriteBehindController:
         barrier = self._barrier
         return barrier if barrier is not None and not barrier.done() else None
 
-    def _follow(
-        self, write: asyncio.Future[None], batch: list[SessionEvent]
-    ) -> asyncio.Future[None]:
+    def _follow(self, write: asyncio.Future[None], batch: list[Pending]) -> asyncio.Future[None]:
         """The barrier of a handed-off write of ``batch``: it is in flight until it lands."""
         barrier = self._barrier = write.get_loop().create_future()
         barrier.add_done_callback(self._barrier_done)  # also when a waiter cancels it
@@ -191,7 +196,7 @@ class WriteBehindController:
         return barrier
 
     def _landed(
-        self, done: asyncio.Future[None], batch: list[SessionEvent], barrier: asyncio.Future[None]
+        self, done: asyncio.Future[None], batch: list[Pending], barrier: asyncio.Future[None]
     ) -> None:
         """A handed-off write ended: keep its batch if it failed (as a drain does) and settle
         its barrier, after draining what was admitted meanwhile. If a waiter cancelled the
@@ -235,7 +240,7 @@ class WriteBehindController:
                 self._retain(batch)
                 raise
 
-    def _retain(self, batch: list[SessionEvent]) -> None:
+    def _retain(self, batch: list[Pending]) -> None:
         """Put a failed batch back before newer events; no automatic retry until the next
         event or flush."""
         self._pending = batch + self._pending
@@ -296,7 +301,7 @@ class WriteBehindController:
         active = self._active = asyncio.ensure_future(self._write(batch))
         active.add_done_callback(lambda done: self._background_done(done, batch))
 
-    def _background_done(self, done: asyncio.Future[Any], batch: list[SessionEvent]) -> None:
+    def _background_done(self, done: asyncio.Future[Any], batch: list[Pending]) -> None:
         self._active = None
         error = None if done.cancelled() else done.exception()
         if done.cancelled() or error is not None:

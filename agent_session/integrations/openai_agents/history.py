@@ -39,7 +39,7 @@ def history(session: Session, since: int | None = None) -> list[Entry]:
     kept: list[SessionEvent] = []
     forgotten: set[int] = set()
     for event in iter_parts(events[after + 1 :] if after >= 0 else events):
-        if type(event) is LazyRun:
+        if isinstance(event, LazyRun):
             continue  # packed chunk deltas: never an item
         op = event.surface_op
         if op is not None:
@@ -137,7 +137,7 @@ class HistoryIndex:
             return self._keys
         added: list[tuple[int, int]] = []
         for event in iter_parts(events[self._done :]):
-            if type(event) is LazyRun:
+            if isinstance(event, LazyRun):
                 continue  # packed chunk deltas: never an item
             op = event.surface_op
             if isinstance(op, SurfaceReplace) or event.type == FRAMEWORK_ITEMS_FORGOTTEN:

@@ -1,0 +1,163 @@
+"""``Session.append_delta``: a streamed delta kept as a column of its run is the event
+``append`` would have made, with the same checks, the same observers' view and the same bytes
+on disk; a run is built only when read, once."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_loop import AgentRuntime
+from agent_loop.scripted import ScriptedModel
+from checkpoint_policy.policy import checkpoint_policy
+from persistence_jsonl import JsonlPersistence
+from session import Runtime, Session, SessionDataError, SessionReentrancyError
+from session.events.eventlog import LazyRun
+from session.live.hooks import SESSION_EVENT, SESSION_VALIDATE
+from tests.agents import SYSTEM, corpus_script
+
+
+def chunk(turn: Any, step: Any, text: Any, index: Any = 0, kind: str = "text-delta") -> Any:
+    return {"turn": turn, "step": step, "chunk": {"type": kind, "index": index, "text": text}}
+
+
+def test_deltas_read_as_the_events_append_makes() -> None:
+    fast = Session.create("s", clock=lambda: 7)
+    slow = Session.create("s", clock=lambda: 7)
+    plan = [(1, 1, "a", 0, "text-delta")] * 4 + [(1, 1, "b", 1, "reasoning-delta")] * 2
+    plan += [(1, 2, "c", 0, "text-delta"), (2, 2, "é ✓", 0, "text-delta")]
+    for turn, step, text, index, kind in plan:
+        seq = fast.append_delta(turn, step, text, index=index, kind=kind)
+        assert seq == slow.append("assistant/chunk", chunk(turn, step, text, index, kind)).seq
+    fast.append("step/end", {"turn": 2, "step": 2})
+    slow.append("step/end", {"turn": 2, "step": 2})
+    assert [e.encode() for e in fast.events] == [e.encode() for e in slow.events]
+    assert fast.events == slow.events
+    assert fast.events[3] is fast.events[3] is list(fast.events)[3]  # built once
+
+
+def test_a_run_stays_unbuilt_until_read() -> None:
+    session = Session.create("s")
+    for i in range(100):
+        session.append_delta(1, 1, f"t{i}")
+    session.append("step/end", {"turn": 1, "step": 1})
+    runs = [p for p in session.events.parts if isinstance(p, LazyRun)]
+    assert [len(r) for r in runs] == [100]
+    assert not runs[0].built
+    assert session.events[50].data["chunk"]["text"] == "t50"
+    assert runs[0].built
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ((1.5, 1, "x", 0), None),  # a float turn: a valid JSON value, as append takes it
+        ((1, 1, "bad \ud800", 0), SessionDataError),
+        ((1, 1, "x", math.nan), SessionDataError),
+        ((1, 1, 3, 0), None),  # a number as text: append's event
+        ((2**60, 1, "x", 0), SessionDataError),
+    ],
+)
+def test_other_values_are_exactly_append(values: tuple[Any, ...], error: Any) -> None:
+    turn, step, text, index = values
+    fast, slow = Session.create("s", clock=lambda: 1), Session.create("s", clock=lambda: 1)
+    if error is not None:
+        with pytest.raises(error):
+            fast.append_delta(turn, step, text, index=index)
+        with pytest.raises(error):
+            slow.append("assistant/chunk", chunk(turn, step, text, index))
+        assert len(fast.events) == 0
+        return
+    fast.append_delta(turn, step, text, index=index)
+    slow.append("assistant/chunk", chunk(turn, step, text, index))
+    assert [e.encode() for e in fast.events] == [e.encode() for e in slow.events]
+
+
+def test_an_observer_of_events_gets_every_delta_as_an_event() -> None:
+    runtime = Runtime()
+    seen: list[Any] = []
+    runtime.hooks.observe(SESSION_EVENT, lambda session, event: seen.append(event))
+    session = runtime.sessions.create("s")
+    for i in range(5):
+        session.append_delta(1, 1, f"t{i}")
+    assert [e.data["chunk"]["text"] for e in seen] == [f"t{i}" for i in range(5)]
+    assert list(session.events) == seen
+
+
+def test_a_validator_sees_every_delta_and_can_refuse_one() -> None:
+    runtime = Runtime()
+
+    def refuse(session: Session, event: Any) -> None:
+        if event.data["chunk"]["text"] == "no":
+            raise ValueError("refused")
+
+    runtime.hooks.observe(SESSION_VALIDATE, refuse)
+    session = runtime.sessions.create("s")
+    session.append_delta(1, 1, "yes")
+    with pytest.raises(ValueError, match="refused"):
+        session.append_delta(1, 1, "no")
+    assert [e.data["chunk"]["text"] for e in session.events] == ["yes"]
+
+
+def test_a_delta_from_an_observer_is_refused_as_reentrant() -> None:
+    runtime = Runtime()
+    session = runtime.sessions.create("s")
+    errors: list[Exception] = []
+
+    def reenter(s: Session, event: Any) -> None:
+        try:
+            s.append_delta(1, 1, "again")
+        except SessionReentrancyError as e:
+            errors.append(e)
+
+    runtime.hooks.observe(SESSION_EVENT, reenter)
+    session.append("turn/start", {"turn": 1})
+    assert len(errors) == 1
+    assert len(session.events) == 1
+
+
+async def corpus_run(root: Path, observe_events: bool) -> bytes:
+    """The corpus's ``complete:2`` run through the agent loop, on a fixed clock, with
+    checkpoints; with ``observe_events``, an observer of events makes every delta an event
+    appended one by one (the path every delta took before runs of columns)."""
+    runtime = AgentRuntime(clock=lambda: 1_700_000_000_000)
+    runtime.models.register("scripted", ScriptedModel(corpus_script()))
+    runtime.install(checkpoint_policy)
+    backend = JsonlPersistence(root)
+    runtime.install(backend)
+    if observe_events:
+        runtime.hooks.observe(SESSION_EVENT, lambda session, event: None)
+
+    async def tool(args: Any, call: Any) -> str:
+        return f"ok {args['path']}"
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    runtime.tools.register("read_file", "read_file", schema, tool)
+    runtime.tools.register("write_file", "write_file", schema, tool, exclusive=True)
+    session = runtime.sessions.create("agent")
+    agent = runtime.agent(session, model="scripted/scripted-1", system=SYSTEM)
+    for prompt in ("one", "two"):
+        await agent.run_turn(prompt)
+    await backend.aclose()
+    (log,) = root.rglob("session.jsonl")
+    return log.read_bytes()
+
+
+def test_the_bytes_written_are_the_ones_events_one_by_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run(name: str, observe_events: bool) -> bytes:
+        ids = itertools.count()  # message ids: the same in both runs
+        monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=next(ids)))
+        return asyncio.run(corpus_run(tmp_path / name, observe_events))
+
+    columns, events = run("columns", False), run("events", True)
+    assert columns == events
+    assert b'"type":"text-chunks"' in columns
+    assert b'"type":"reasoning-chunks"' in columns
