@@ -158,6 +158,18 @@ class HookBus:
         listeners = self.listeners(name)
         if not listeners:
             return False
+        if len(listeners) == 1:  # the usual case (one backend's flush), without the lists
+            result = listeners[0](*args)
+            if result is None:
+                return True
+            future = asyncio.ensure_future(result) if inspect.isawaitable(result) else None
+            if future is None:
+                return True
+            if not future.done():
+                await _settled(future)
+            if not future.cancelled() and future.exception() is not None:
+                raise future.exception()  # type: ignore[misc]
+            return True
         outcomes: list[BaseException | asyncio.Future[Any] | None] = []
         for fn in listeners:
             try:

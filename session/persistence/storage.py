@@ -196,12 +196,6 @@ class Storage(ABC):
         """
         return None
 
-    def prepare(self, id: str, event: SessionEvent) -> None:
-        """Called on the event loop with each event a live session commits, in order: encode
-        it now, while the agent streams, instead of on the checkpoint's critical path. Must
-        not block; nothing may depend on it having run."""
-        return None
-
     @abstractmethod
     async def commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
