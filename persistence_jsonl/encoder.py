@@ -7,12 +7,14 @@ batch: their rows are made from the run's columns, without building its events.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any
 
 from persistence_jsonl.rows import MIN_RUN, packed_row, run_head, run_key
 from session.events.event import SessionEvent
-from session.events.eventlog import EventLog, LazyRun
+from session.events.eventlog import EventLog
 from session.events.livelog import DeltaRun
 from session.json.codec import encode_json
 from session.json.lossless import MAX_SAFE_INTEGER
@@ -79,7 +81,8 @@ class BatchEncoder:
         self._count = 0  # events added
         self._key: Any = None  # the open run's key; None: no open run
         self._head: dict[str, Any] = {}  # the open run's first member, as a row needs it
-        self._members: list[SessionEvent | DeltaRun] = []  # the open run's, as added
+        self._members: list[SessionEvent | tuple[DeltaRun, int, int]] = []
+        """The open run's members, as added: events, and stretches of live runs."""
         self._payloads: list[str] = []
         self._dts: list[int] = []
         self._last_seq = -1
@@ -106,41 +109,39 @@ class BatchEncoder:
         self._bounds.append(self._count)
 
     def add_run(self, run: DeltaRun) -> None:
-        """Encode a live run of deltas next, from its columns."""
+        """Encode a live run of deltas next, from its columns (its time steps are taken in
+        one pass over the column, not one Python step per member)."""
         source = run.source
         key = (source.kind, source.turn, source.step, source.index)
         times, texts = run.times(), run.texts()
         seq = run.seq0
-        if not self._continues(key, seq, times[0]):
+        dts = list(map(operator.sub, itertools.islice(times, 1, None), times))
+        if dts and not (min(dts) >= -MAX_SAFE_INTEGER and max(dts) <= MAX_SAFE_INTEGER):
+            for at in range(len(run)):  # (not a clock's steps) member by member
+                self._add_member(key, run, at, seq + at, times[at], texts[at])
+            return
+        self._add_member(key, run, 0, seq, times[0], texts[0])
+        if dts:
+            self._members.append((run, 1, len(times)))
+            self._payloads.extend(texts[1:])
+            self._dts.extend(dts)
+            self._last_seq, self._last_time = seq + len(times) - 1, times[-1]
+
+    def _add_member(self, key: Any, run: DeltaRun, at: int, seq: int, time: int, text: str) -> None:
+        """Encode member ``at`` of a live run next."""
+        if not self._continues(key, seq, time):
+            source = run.source
             head = {
                 "kind": source.kind,
                 "turn": source.turn,
                 "step": source.step,
                 "index": source.index,
                 "seq0": seq,
-                "time0": times[0],
+                "time0": time,
             }
-            self._open(key, head, None, seq, times[0])
-        self._members.append(run.cut(0, 1))
-        self._payloads.append(texts[0])
-        last = times[0]
-        dts = self._dts
-        for at in range(1, len(times)):
-            time = times[at]
-            step = time - last
-            if not -MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER:  # (not a clock's step)
-                if at > 1:
-                    self._members.append(run.cut(1, at))
-                    self._payloads.extend(texts[1:at])
-                self._last_seq, self._last_time = seq + at - 1, last
-                self.add_run(run.cut(at, len(times)))
-                return
-            dts.append(step)
-            last = time
-        if len(times) > 1:
-            self._members.append(run.cut(1, len(times)))
-            self._payloads.extend(texts[1:])
-        self._last_seq, self._last_time = seq + len(times) - 1, last
+            self._open(key, head, None, seq, time)
+        self._members.append((run, at, at + 1))
+        self._payloads.append(text)
 
     def _continues(self, key: Any, seq: int, time: int) -> bool:
         """Whether a member of ``key`` at ``seq`` and ``time`` joins the open run (then its
@@ -173,7 +174,12 @@ class BatchEncoder:
             self._bounds.append(self._count)
         else:
             for member in self._members:
-                for event in member if isinstance(member, LazyRun) else (member,):
+                if isinstance(member, tuple):
+                    run, start, stop = member
+                    events: Sequence[SessionEvent] = run.cut(start, stop)
+                else:
+                    events = (member,)
+                for event in events:
                     self._lines.append(event.encode())
                     self._count += 1
                     self._bounds.append(self._count)

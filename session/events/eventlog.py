@@ -137,8 +137,11 @@ class EventLog(Sequence[_T]):
         return self._parts[at][index - self._starts[at]]
 
     @classmethod
-    def _of(cls, parts: tuple[Sequence[_T], ...], starts: list[int], size: int) -> EventLog[_T]:
-        """A log of non-empty ``parts`` starting at ``starts`` (no copy, no checks)."""
+    def of_parts(
+        cls, parts: tuple[Sequence[_T], ...], starts: list[int], size: int
+    ) -> EventLog[_T]:
+        """A log of non-empty ``parts`` starting at ``starts``, ``size`` events in all: taken
+        as they are (no copy, no checks; the caller counted)."""
         log: EventLog[_T] = cls.__new__(cls)
         log._parts, log._starts, log._len = parts, starts, size
         return log
@@ -148,7 +151,7 @@ class EventLog(Sequence[_T]):
         arrays, however many parts there are."""
         if not tail:
             return self
-        return EventLog._of(
+        return EventLog.of_parts(
             (*self._parts, tuple(tail)), [*self._starts, self._len], self._len + len(tail)
         )
 
@@ -168,7 +171,7 @@ class EventLog(Sequence[_T]):
             parts[0] = _cut(parts[0], start - starts[first], len(parts[0]))
         bounds = [s - start for s in starts[first : last + 1]]
         bounds[0] = 0
-        return EventLog._of(tuple(parts), bounds, stop - start)
+        return EventLog.of_parts(tuple(parts), bounds, stop - start)
 
     def __iter__(self) -> Iterator[_T]:
         for part in self._parts:

@@ -230,10 +230,12 @@ class LiveLog(Sequence[SessionEvent]):
         starts = self._starts
         run = self._run
         if run is not None:
-            return EventLog._of((*parts, run.part()), [*starts, self._closed], self._size)
+            return EventLog.of_parts((*parts, run.part()), [*starts, self._closed], self._size)
         if self._tail:
-            return EventLog._of((*parts, tuple(self._tail)), [*starts, self._closed], self._size)
-        return EventLog._of(parts, list(starts), self._size)
+            return EventLog.of_parts(
+                (*parts, tuple(self._tail)), [*starts, self._closed], self._size
+            )
+        return EventLog.of_parts(parts, list(starts), self._size)
 
     @property
     def last_type(self) -> str | None:

@@ -1,4 +1,6 @@
-"""One helper for the loop's futures that the write path hands on from one to another.
+"""The loop's futures of the write path: one handed on to another (:func:`follow`), and the
+I/O's own (:class:`Landing`), whose completion runs the bookkeeping of a checkpoint at once
+instead of as one loop callback each.
 
 Internal to ``session.persistence``: a backend imports what it needs of this module from
 :mod:`session.persistence.kit`, whose names stay.
@@ -7,8 +9,57 @@ Internal to ``session.persistence``: a backend imports what it needs of this mod
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["follow"]
+__all__ = ["Landing", "follow", "on_landing"]
+
+log = logging.getLogger("session.persistence")
+
+Hook = Callable[[BaseException | None], None]
+"""Told how an I/O call ended: ``None`` when it succeeded, else its error."""
+
+
+class Landing(asyncio.Future[Any]):
+    """The future of one I/O call (:class:`~session.persistence.io_threads.IOThreads`). When
+    the call ends, the hooks given to :func:`on_landing` run first, in order, on the loop's
+    thread, with the call's outcome (even if a waiter cancelled this future: the I/O
+    happened); then the future is settled. A checkpoint's ledger and barrier are thus up to
+    date in one loop callback, not one per step of a chain of futures."""
+
+    _hooks: list[Hook] | None = None
+
+    def land(self, result: Any, error: BaseException | None) -> None:
+        """Run the hooks with ``error``, then settle with ``result`` or ``error``."""
+        hooks, self._hooks = self._hooks, None
+        for hook in hooks or ():
+            try:
+                hook(error)
+            except Exception:  # a hook's own failure must not strand the others
+                log.exception("an I/O completion hook failed")
+        if self.done():
+            return
+        if error is None:
+            self.set_result(result)
+        else:
+            self.set_exception(error)
+
+
+def on_landing(future: asyncio.Future[Any], hook: Hook) -> None:
+    """Run ``hook`` with ``future``'s outcome when it ends: before it settles for a
+    :class:`Landing`; else as a done callback (a cancelled future ends with a
+    ``CancelledError``)."""
+    if type(future) is Landing and not future.done():
+        if future._hooks is None:
+            future._hooks = []
+        future._hooks.append(hook)
+        return
+
+    def done(ended: asyncio.Future[Any]) -> None:
+        hook(asyncio.CancelledError() if ended.cancelled() else ended.exception())
+
+    future.add_done_callback(done)
 
 
 def follow(target: asyncio.Future[None], source: asyncio.Future[None]) -> None:

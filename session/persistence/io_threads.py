@@ -27,10 +27,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from session.persistence.futures import Landing
+
 __all__ = ["IOThreads"]
 
 T = TypeVar("T")
-_Call = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
+_Call = tuple[asyncio.AbstractEventLoop, Landing, Callable[..., Any], tuple[Any, ...]]
 
 
 class IOThreads:
@@ -57,7 +59,7 @@ class IOThreads:
         if self._shut:
             raise RuntimeError(f"the {self._name} I/O threads are shut down")
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
+        future = Landing(loop=loop)
         with self._lock:  # an idle thread is this call's, or a new one is started for it
             start = self._idle == 0 and len(self._threads) < self._size
             if self._idle:
@@ -93,7 +95,7 @@ class IOThreads:
 
 def _run(
     loop: asyncio.AbstractEventLoop,
-    future: asyncio.Future[Any],
+    future: Landing,
     call: Callable[..., Any],
     args: tuple[Any, ...],
 ) -> None:
@@ -107,19 +109,17 @@ def _run(
 
 def _post(
     loop: asyncio.AbstractEventLoop,
-    settle: Callable[[asyncio.Future[Any], Any], None],
-    future: asyncio.Future[Any],
+    settle: Callable[[Landing, Any], None],
+    future: Landing,
     outcome: Any,
 ) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
         loop.call_soon_threadsafe(settle, future, outcome)
 
 
-def _succeed(future: asyncio.Future[Any], result: Any) -> None:
-    if not future.done():
-        future.set_result(result)
+def _succeed(future: Landing, result: Any) -> None:
+    future.land(result, None)
 
 
-def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
-    if not future.done():
-        future.set_exception(error)
+def _fail(future: Landing, error: BaseException) -> None:
+    future.land(None, error)

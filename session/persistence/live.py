@@ -24,11 +24,12 @@ from typing import Any
 
 from session.errors import SessionCollisionError, SessionError
 from session.events.event import SessionEvent
-from session.events.eventlog import EventLog, first_seq, same_events, seq_gap
+from session.events.eventlog import EventLog, LazyRun, first_seq, same_events
 from session.events.header import SessionHeader
 from session.events.livelog import OpenRun
 from session.live.hooks import takes_runs
 from session.live.session import Session
+from session.persistence.futures import on_landing
 from session.persistence.ledger import Ledger, State
 from session.persistence.storage import Storage
 from session.persistence.write_behind import Scheduler, WriteBehindController
@@ -336,7 +337,7 @@ class LiveWriter:
         fresh = _unwritten(_batch(items), state.cursor)
         if not fresh:
             return True
-        if seq_gap(fresh, state.cursor) is not None:
+        if not _follows(fresh, state.cursor):
             return False  # not contiguous: the async path reports it
         if self._storage.append_inline(state.header, fresh, sole_writer=len(self._live) == 1):
             self._ledger.appended(id, state, len(fresh))
@@ -353,12 +354,12 @@ class LiveWriter:
             locks.give(id)
             return False
 
-        def landed(done: asyncio.Future[None]) -> None:
-            if not done.cancelled() and done.exception() is None:
+        def landed(error: BaseException | None) -> None:
+            if error is None:
                 self._ledger.appended(id, state, len(fresh))
             locks.give(id)
 
-        started.add_done_callback(landed)  # before the controller's: the ledger is current
+        on_landing(started, landed)  # before the controller's: the ledger is current
         return started
 
     # --- retirement -------------------------------------------------------------------------
@@ -390,18 +391,35 @@ def _batch(items: list[Any]) -> EventLog[SessionEvent]:
     """The events of the controller's items: each run of deltas is sealed (its later deltas
     start a new run, which the writer hears of) and taken whole, unbuilt."""
     parts: list[Sequence[SessionEvent]] = []
+    starts: list[int] = []
+    size = 0
     plain: list[SessionEvent] = []
     for item in items:
         if type(item) is OpenRun:
             if plain:
-                parts.append(plain)
+                parts.append(tuple(plain))
+                starts.append(size)
+                size += len(plain)
                 plain = []
-            parts.append(item.seal())
+            run = item.seal()
+            parts.append(run)
+            starts.append(size)
+            size += len(run)
         else:
             plain.append(item)
     if plain:
-        parts.append(plain)
-    return EventLog(parts)
+        parts.append(tuple(plain))
+        starts.append(size)
+        size += len(plain)
+    return EventLog.of_parts(tuple(parts), starts, size)
+
+
+def _follows(batch: EventLog[SessionEvent], cursor: int) -> bool:
+    """Whether ``batch`` starts at ``cursor`` and ends where its length says (its items came
+    in commit order; a gap inside would show at one of its ends)."""
+    last = batch.parts[-1]
+    end = last.seq0 + len(last) - 1 if isinstance(last, LazyRun) else last[-1].seq
+    return first_seq(batch) == cursor and end == cursor + len(batch) - 1
 
 
 def _unwritten(batch: EventLog[SessionEvent], cursor: int) -> EventLog[SessionEvent]:

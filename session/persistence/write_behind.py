@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from session.events.event import SessionEvent
 from session.events.livelog import OpenRun
-from session.persistence.futures import follow
+from session.persistence.futures import follow, on_landing
 
 __all__ = [
     "LoopScheduler",
@@ -188,27 +188,28 @@ class WriteBehindController:
         return barrier if barrier is not None and not barrier.done() else None
 
     def _follow(self, write: asyncio.Future[None], batch: list[Pending]) -> asyncio.Future[None]:
-        """The barrier of a handed-off write of ``batch``: it is in flight until it lands."""
+        """The barrier of a handed-off write of ``batch``: it is in flight until it lands,
+        and the landing settles the barrier at once (:func:`on_landing`)."""
         barrier = self._barrier = write.get_loop().create_future()
-        barrier.add_done_callback(self._barrier_done)  # also when a waiter cancels it
         self._active = write
-        write.add_done_callback(lambda done: self._landed(done, batch, barrier))
+        on_landing(write, lambda error: self._landed(error, batch, barrier))
         return barrier
 
     def _landed(
-        self, done: asyncio.Future[None], batch: list[Pending], barrier: asyncio.Future[None]
+        self, error: BaseException | None, batch: list[Pending], barrier: asyncio.Future[None]
     ) -> None:
         """A handed-off write ended: keep its batch if it failed (as a drain does) and settle
         its barrier, after draining what was admitted meanwhile. If a waiter cancelled the
         barrier, nobody hears of the write: it ends as a background write does."""
         if barrier.done():
-            self._background_done(done, batch)
+            self._background_landed(error, batch)
+            self._barrier_done(barrier)
             return
         self._active = None
-        error = asyncio.CancelledError() if done.cancelled() else done.exception()
         if error is not None:
             self._retain(batch)
             barrier.set_exception(error)
+            self._barrier_done(barrier)
             return
         if self._pending:
             self._barrier = None
@@ -216,11 +217,17 @@ class WriteBehindController:
                 following = self.flush()
             except BaseException as e:
                 barrier.set_exception(e)
+                self._barrier_done(barrier)
                 return
             if following is not None:
-                following.add_done_callback(lambda after: follow(barrier, after))
+                following.add_done_callback(lambda after: self._followed(barrier, after))
                 return
         barrier.set_result(None)
+        self._barrier_done(barrier)
+
+    def _followed(self, barrier: asyncio.Future[None], after: asyncio.Future[None]) -> None:
+        follow(barrier, after)
+        self._barrier_done(barrier)
 
     def cancel_wait(self) -> None:
         """Close the batching window and cancel its timer (a flush is about to drain, or the
@@ -302,15 +309,18 @@ class WriteBehindController:
         active.add_done_callback(lambda done: self._background_done(done, batch))
 
     def _background_done(self, done: asyncio.Future[Any], batch: list[Pending]) -> None:
+        error = asyncio.CancelledError() if done.cancelled() else done.exception()
+        self._background_landed(error, batch)
+
+    def _background_landed(self, error: BaseException | None, batch: list[Pending]) -> None:
         self._active = None
-        error = None if done.cancelled() else done.exception()
-        if done.cancelled() or error is not None:
+        if error is not None:
             self._retain(batch)
             self._cancel_timer()
             log.warning(
                 "background write for session %s failed (buffered events retained): %s",
                 self._label,
-                error if error is not None else "cancelled",
+                "cancelled" if isinstance(error, asyncio.CancelledError) else error,
             )
             return
         if self._running() is None and self._pending and self._deadline_expired:
