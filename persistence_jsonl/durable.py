@@ -9,12 +9,13 @@ crash tests kill the process at.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import time
 
 from persistence_jsonl.fileio import FileOps
-from session.persistence.kit import failpoint
+from session.persistence.kit import armed, failpoint
 
 __all__ = [
     "RollbackFailed",
@@ -97,10 +98,25 @@ def write_synced(ops: FileOps, fd: int, data: bytes, point: str) -> float:
     atomic by rolling back (:func:`append_synced`) or by writing a temp file first.
     """
     start = time.perf_counter()
-    ops.write_all(fd, data)
-    failpoint(point)
-    ops.fsync(fd)
+    if ops.dsync_writes and not armed(point):
+        _write_all_dsync(ops, fd, data)  # one call: no instant between write and sync
+    else:  # (a kill at ``point`` needs that instant: two calls)
+        ops.write_all(fd, data)
+        failpoint(point)
+        ops.fsync(fd)
     return (time.perf_counter() - start) * 1000
+
+
+def _write_all_dsync(ops: FileOps, fd: int, data: bytes) -> None:
+    """Every byte of ``data`` through :meth:`FileOps.write_dsync`, looping over short writes
+    (each call's bytes are durable when it returns); no progress is an ``EIO`` error."""
+    view = memoryview(data)
+    offset = 0
+    while offset < len(data):
+        written = ops.write_dsync(fd, view[offset:])
+        if written <= 0:
+            raise OSError(errno.EIO, "write made no progress")
+        offset += written
 
 
 def append_synced(ops: FileOps, fd: int, data: bytes, point: str = "append:after-write") -> float:

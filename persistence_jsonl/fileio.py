@@ -72,8 +72,19 @@ class Stat:
         return f"{self.dev}:{self.ino}:{self.size}:{self.mtime_ns}:{self.ctime_ns}"
 
 
+DSYNC_WRITES: Final = hasattr(os, "pwritev") and hasattr(os, "RWF_DSYNC")
+"""Whether the platform has one call that writes and makes the bytes durable (Linux)."""
+
+_DSYNC_BY_CLASS: dict[type, bool] = {}
+
+
 class FileOps:
-    """The real system calls. Subclass and override to inject faults."""
+    """The real system calls. Subclass and override to inject faults.
+
+    An append is written and made durable by one :meth:`write_dsync` call where the platform
+    has it, else by :meth:`write` calls and an :meth:`fsync`. A subclass that overrides
+    ``write``, ``write_all`` or ``fsync`` but not ``write_dsync`` (a fault injector written
+    for the two calls) gets the two calls; one that overrides ``write_dsync`` gets it."""
 
     def stat(self, path: str, *, follow: bool = False) -> Stat | None:
         """Stat the entry ``path`` names, without following a final link unless ``follow``
@@ -207,6 +218,28 @@ class FileOps:
     def fsync(self, fd: int) -> None:
         """Flush a file's data and metadata to stable storage."""
         os.fsync(fd)
+
+    def write_dsync(self, fd: int, data: bytes | memoryview) -> int:
+        """One ``pwritev`` with ``RWF_DSYNC`` at the file's position (its end, for a file
+        opened to append): returns once the bytes written, and the size that reads them
+        back, are on stable storage. Returns how many bytes were written (may be short).
+        Only where :attr:`dsync_writes` says so."""
+        return os.pwritev(fd, [data], -1, os.RWF_DSYNC)
+
+    @property
+    def dsync_writes(self) -> bool:
+        """Whether durable writes go through :meth:`write_dsync` (see the class docstring)."""
+        cls = type(self)
+        known = _DSYNC_BY_CLASS.get(cls)
+        if known is None:
+            own = cls.write_dsync is not FileOps.write_dsync
+            pair = (
+                cls.write is not FileOps.write
+                or cls.write_all is not FileOps.write_all
+                or cls.fsync is not FileOps.fsync
+            )
+            known = _DSYNC_BY_CLASS[cls] = DSYNC_WRITES and (own or not pair)
+        return known
 
     def fsync_dir(self, path: str) -> None:
         """Make a directory's entries (created, linked, removed names) durable."""

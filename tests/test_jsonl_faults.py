@@ -27,6 +27,7 @@ MUTATING = (
     "open_append",
     "open_readwrite",
     "write",
+    "write_dsync",
     "fsync",
     "fsync_dir",
     "truncate",
@@ -48,7 +49,7 @@ class FaultyOps(FileOps):
         hit = self.calls == self.k if self.once else self.calls >= self.k
         if hit:
             self.injected += 1
-            if self.mode == "short" and name == "write":
+            if self.mode == "short" and name in ("write", "write_dsync"):
                 return True
             code = errno.ENOSPC if self.mode == "enospc" else errno.EIO
             raise OSError(code, f"injected {os.strerror(code)} in {name} (call {self.calls})")
@@ -60,7 +61,8 @@ def _wrap(name: str) -> object:
         short = self._maybe_fail(name)
         if short:
             fd, data = args
-            return FileOps.write(self, fd, bytes(data)[: max(1, len(data) // 2)])  # type: ignore[arg-type]
+            half = bytes(data)[: max(1, len(data) // 2)]  # type: ignore[call-overload]
+            return getattr(FileOps, name)(self, fd, half)
         return getattr(FileOps, name)(self, *args)
 
     return method
@@ -68,6 +70,18 @@ def _wrap(name: str) -> object:
 
 for _name in MUTATING:
     setattr(FaultyOps, _name, _wrap(_name))
+
+
+class PairFaultyOps(FaultyOps):
+    """:class:`FaultyOps` where an append is a write and an fsync (the platforms without one
+    call that does both, and every path a failpoint is armed on)."""
+
+    @property
+    def dsync_writes(self) -> bool:
+        return False
+
+
+SEAMS = {"dsync": FaultyOps, "pair": PairFaultyOps}
 
 
 def batches_flat() -> list[SessionEvent]:
@@ -129,13 +143,15 @@ async def _life(root: Path, ops: FileOps, compression: str = "none") -> list[int
     return acknowledged
 
 
+@pytest.mark.parametrize("seam", sorted(SEAMS))
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 @pytest.mark.parametrize("mode", ["eio", "enospc", "short"])
 @pytest.mark.parametrize("once", [True, False], ids=["once", "persistent"])
 async def test_every_call_of_a_session_life_can_fail(
-    tmp_path: Path, mode: str, once: bool, compression: str
+    tmp_path: Path, mode: str, once: bool, compression: str, seam: str
 ) -> None:
-    counter = FaultyOps(10**9, once=True)
+    faulty = SEAMS[seam]
+    counter = faulty(10**9, once=True)
     await _life(tmp_path / "count", counter, compression)
     total = counter.calls
     assert total > 15
@@ -143,7 +159,7 @@ async def test_every_call_of_a_session_life_can_fail(
     checked = 0
     for k in range(1, total + 1):
         root = tmp_path / f"{mode}-{once}-{k}"
-        ops = FaultyOps(k, once=once, mode=mode)
+        ops = faulty(k, once=once, mode=mode)
         acknowledged = await _life(root, ops, compression)
         if mode != "short" or ops.injected:
             checked += 1
@@ -175,6 +191,7 @@ async def test_every_call_of_a_session_life_can_fail(
         assert loaded.events[-1].type == "turn/end"
         await reader.aclose()
     assert checked >= total - 1
+    assert ops.dsync_writes == (seam == "dsync")
 
 
 class RollbackFails(FileOps):
@@ -226,3 +243,51 @@ async def test_failed_rollback_poisons_the_session_and_never_retries(tmp_path: P
     assert stored in ([0, 1, 2, 3], list(range(9)))
     await reopened.aclose()
     await backend.aclose()
+
+
+class DsyncRollbackFails(FileOps):
+    """The one call that writes and syncs fails after writing part of the batch, and the
+    truncate that would roll it back fails too."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def write_dsync(self, fd: int, data: bytes | memoryview) -> int:
+        if self.armed:
+            os.write(fd, bytes(data)[:3])  # (in the page cache; durable or not, unknown)
+            raise OSError(errno.EIO, "write lost the data")
+        return super().write_dsync(fd, data)
+
+    def truncate(self, fd: int, length: int) -> None:
+        if self.armed:
+            raise OSError(errno.EIO, "truncate failed too")
+        super().truncate(fd, length)
+
+
+async def test_a_failed_dsync_write_is_rolled_back_or_poisons(tmp_path: Path) -> None:
+    ops = DsyncRollbackFails()
+    assert ops.dsync_writes
+    backend = JsonlPersistence(tmp_path, ops=ops)
+    first, second, *_ = batches()
+    await backend.create(header("f"))
+    await backend.append("f", first)
+    ops.armed = True
+    with pytest.raises(SessionDurabilityError, match="failed to roll back append"):
+        await backend.append("f", second)
+    await backend.aclose()
+    reopened = JsonlPersistence(tmp_path)  # the torn three bytes are cut on load
+    assert [e.seq for e in await reopened.read_from("f", 0)] == [0, 1, 2, 3]
+    await reopened.aclose()
+
+    class Fails(FileOps):
+        def write_dsync(self, fd: int, data: bytes | memoryview) -> int:
+            os.write(fd, bytes(data)[:3])
+            raise OSError(errno.ENOSPC, "no space")
+
+    rolled = JsonlPersistence(tmp_path, ops=Fails())  # the truncate works: nothing is kept
+    with pytest.raises(OSError, match="no space"):
+        await rolled.append("f", second)
+    await rolled.aclose()
+    final = JsonlPersistence(tmp_path)
+    assert [e.seq for e in await final.read_from("f", 0)] == [0, 1, 2, 3]
+    await final.aclose()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["FAILPOINT_ENV", "failpoint"]
+__all__ = ["FAILPOINT_ENV", "armed", "failpoint"]
 
 FAILPOINT_ENV = "AGENT_SESSION_FAILPOINT"
 """Environment variable naming a failpoint (``name`` or ``name@N`` for its N-th hit) at which
@@ -30,3 +30,9 @@ def failpoint(name: str) -> None:
     _failpoint_hits += 1
     if _failpoint_hits >= int(_failpoint_hit or 1):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def armed(name: str) -> bool:
+    """Whether the environment names this failpoint: a path that has no instant for it (one
+    call that writes and syncs) takes the one that has (two calls) instead."""
+    return name == _failpoint_name

@@ -44,6 +44,8 @@ class Landing(asyncio.Future[Any]):
             self.set_result(result)
         else:
             self.set_exception(error)
+            if hooks:
+                self.exception()  # the hooks were told: not a failure nobody heard of
 
 
 def on_landing(future: asyncio.Future[Any], hook: Hook) -> None:

@@ -21,7 +21,7 @@ from session.persistence.api import (
     StoredLog,
     StoredSession,
 )
-from session.persistence.failpoints import failpoint
+from session.persistence.failpoints import armed, failpoint
 from session.persistence.futures import follow
 from session.persistence.io_threads import IOThreads
 from session.persistence.ledger import Repair
@@ -42,6 +42,7 @@ __all__ = [
     "Storage",
     "StoredLog",
     "StoredSession",
+    "armed",
     "check_text_id",
     "failpoint",
     "follow",
