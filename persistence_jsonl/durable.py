@@ -119,7 +119,9 @@ def _write_all_dsync(ops: FileOps, fd: int, data: bytes) -> None:
         offset += written
 
 
-def append_synced(ops: FileOps, fd: int, data: bytes, point: str = "append:after-write") -> float:
+def append_synced(
+    ops: FileOps, fd: int, data: bytes, point: str = "append:after-write", size: int | None = None
+) -> float:
     """Append ``data`` to the file open at ``fd`` (``O_APPEND``) and fsync; return how long
     the write and fsync took (ms).
 
@@ -127,8 +129,10 @@ def append_synced(ops: FileOps, fd: int, data: bytes, point: str = "append:after
     tail that a load cuts); when this returns, all of ``data`` is on stable storage. On
     failure the file is cut back to its old size and that is fsync'd, so nothing of ``data``
     remains; if even that fails, :class:`RollbackFailed` is raised and the tail is unknown.
+    ``size`` is the file's size when the caller knows it (else it is asked for).
     """
-    size = ops.size(fd)
+    if size is None:
+        size = ops.size(fd)
     try:
         return write_synced(ops, fd, data, point)
     except Exception as error:

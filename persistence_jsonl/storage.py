@@ -127,7 +127,8 @@ class JsonlStorage(Storage):
         still runs on the event-loop thread; ``0`` never does."""
         self._locks = WriterLocks(self.ops)
         self._poisoned: dict[str, SessionDurabilityError] = {}
-        self._fds: dict[str, tuple[int, str]] = {}  # id -> (append descriptor, its path)
+        self._fds: dict[str, tuple[int, str, int]] = {}
+        """id -> its append descriptor, the log's path and size (only this writer appends)."""
         self.pack = pack_chunks
         """Whether appends pack runs of streamed deltas into rows."""
         self._append_ms = 0.0  # how long the latest write-and-fsync took; 0 = not measured
@@ -340,7 +341,8 @@ class JsonlStorage(Storage):
         data = self._encodings[header.id].wrap(data)
         fd = cached[0] if cached else self.ops.open_append(path)
         try:
-            self._append_ms = append_synced(self.ops, fd, data, point)
+            size = cached[2] if cached else self.ops.size(fd)  # (only this writer appends)
+            self._append_ms = append_synced(self.ops, fd, data, point, size)
         except RollbackFailed as failed:
             self._drop_fd(header.id, fd)
             error = SessionDurabilityError(
@@ -354,7 +356,7 @@ class JsonlStorage(Storage):
         except BaseException:
             self._drop_fd(header.id, fd)
             raise
-        self._fds[header.id] = (fd, path)
+        self._fds[header.id] = (fd, path, size + len(data))
 
     def _drop_fd(self, id: str, fd: int | None = None) -> None:
         """Forget and close ``id``'s append descriptor (and ``fd``, if another)."""
@@ -375,6 +377,7 @@ class JsonlStorage(Storage):
         restore = b""
         if cut_at is not None:
             assert isinstance(cut_at, Cut)
+            self._drop_fd(header.id)  # its known size is about to change
             truncate_synced(self.ops, self.locate(header), cut_at.offset)
             restore = cut_at.restore
         payload = restore + (encode_batch(closers, self.pack) if closers else b"")

@@ -1,6 +1,7 @@
 """Threads that run a backend's blocking I/O for the event loop, with as little Python as a
 hand-off can have: the loop puts the call on a C queue and gets back a future of its own; a
-thread runs the call and settles that future with one ``call_soon_threadsafe``.
+thread runs the call and settles that future with one ``call_soon_threadsafe`` (calls that end
+while the loop has not yet taken the first share it).
 
 ``loop.run_in_executor`` does the same through a ``concurrent.futures`` future chained to an
 asyncio one (locks, a condition, callbacks on both sides). With many live sessions every
@@ -21,7 +22,6 @@ Internal to ``session.persistence``: a backend imports what it needs of this mod
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -33,6 +33,7 @@ __all__ = ["IOThreads"]
 
 T = TypeVar("T")
 _Call = tuple[asyncio.AbstractEventLoop, Landing, Callable[..., Any], tuple[Any, ...]]
+_Landed = tuple[Landing, Any, "BaseException | None"]
 
 
 class IOThreads:
@@ -52,6 +53,9 @@ class IOThreads:
         ``size`` threads exist, and then no thread is started any more."""
         self._lock = threading.Lock()  # guards _idle
         self._shut = False
+        self._landed: dict[asyncio.AbstractEventLoop, list[_Landed]] = {}
+        """Per loop, the calls that ended and that its next :meth:`_deliver` settles."""
+        self._landed_lock = threading.Lock()
 
     def submit(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """Run ``call(*args)`` on a thread; its outcome settles the returned future (of the
@@ -81,19 +85,47 @@ class IOThreads:
             self._calls.put(None)
         self._threads = []
 
+    def _post(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        future: Landing,
+        result: Any,
+        error: BaseException | None,
+    ) -> None:
+        """Hand an ended call to ``loop``: calls that end before the loop got to the first
+        are settled by the same loop callback (one wake-up of the loop, not one each)."""
+        with self._landed_lock:
+            waiting = self._landed.get(loop)
+            if waiting is not None:
+                waiting.append((future, result, error))
+                return
+            self._landed[loop] = [(future, result, error)]
+        try:
+            loop.call_soon_threadsafe(self._deliver, loop)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            with self._landed_lock:
+                self._landed.pop(loop, None)
+
+    def _deliver(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._landed_lock:
+            landed = self._landed.pop(loop, [])
+        for future, result, error in landed:
+            future.land(result, error)
+
     def _serve(self) -> None:
         lock, take = self._lock, self._calls.get
         while True:
             item = take()
             if item is None:
                 return
-            _run(*item)
+            _run(self, *item)
             del item  # hold nothing of a finished call while waiting for the next
             with lock:
                 self._idle += 1  # (counted once the thread can take another call)
 
 
 def _run(
+    pool: IOThreads,
     loop: asyncio.AbstractEventLoop,
     future: Landing,
     call: Callable[..., Any],
@@ -102,24 +134,6 @@ def _run(
     try:
         result = call(*args)
     except BaseException as e:  # the caller's to see, on its loop
-        _post(loop, _fail, future, e)
+        pool._post(loop, future, None, e)
     else:
-        _post(loop, _succeed, future, result)
-
-
-def _post(
-    loop: asyncio.AbstractEventLoop,
-    settle: Callable[[Landing, Any], None],
-    future: Landing,
-    outcome: Any,
-) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
-        loop.call_soon_threadsafe(settle, future, outcome)
-
-
-def _succeed(future: Landing, result: Any) -> None:
-    future.land(result, None)
-
-
-def _fail(future: Landing, error: BaseException) -> None:
-    future.land(None, error)
+        pool._post(loop, future, result, None)
