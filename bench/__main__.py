@@ -26,6 +26,7 @@ from bench.postgres import DSN_ENV, bare_insert_commit, bare_insert_commit_async
 from bench.reference import reference_figures, reference_installed
 from bench.resume import resume_100k
 from bench.sdk_sessions import sdk_session_figures
+from bench.shards import sharded_checkpoints
 from bench.stacks import open_backend, stack
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
@@ -222,6 +223,13 @@ async def checkpoint_round(
     return raw, paced, checkpoint, rate, sqlite_rate, zstd_rate
 
 
+def sharding_round(root: str) -> tuple[float, float]:
+    """(16 sessions' checkpoints/s in one worker process, in two of 8 each), back to back."""
+    one = sharded_checkpoints(os.path.join(root, "one"), 1)
+    two = sharded_checkpoints(os.path.join(root, "two"), 2)
+    return one, two
+
+
 async def collect(runs: int) -> dict[str, list[float]]:
     figures: dict[str, list[float]] = {}
     rounds = await repeat(runs, checkpoint_round)
@@ -240,6 +248,10 @@ async def collect(runs: int) -> dict[str, list[float]]:
     figures["checkpoint_p99_16_vs_fsync"] = [m.p99_ms / r for m, r in zip(many, raw, strict=True)]
     figures["checkpoints_16_vs_1"] = [m.per_second / r for m, r in zip(many, rate, strict=True)]
     bound_figures(figures, "", "checkpoints_16_vs_1", many, rate)
+    shards = await repeat(runs, sharding_round)
+    figures["sharded_16_per_s_1proc"] = [one for one, _ in shards]
+    figures["sharded_16_per_s_2procs"] = [two for _, two in shards]
+    figures["shards_2_vs_1"] = [two / one for one, two in shards]
     big = await repeat(runs, big_step)
     figures["append_events_per_s"] = [b[0] for b in big]
     figures["load_events_per_s"] = [b[1] for b in big]

@@ -25,6 +25,7 @@ from bench.many import Many, many_sessions
 from bench.postgres import bare_insert_commit, bare_insert_commit_async
 from bench.reference import reference_figures
 from bench.resume import resume_100k
+from bench.shards import sharded_checkpoints
 from bench.workload import append_step, run_steps
 from persistence_jsonl import JsonlPersistence
 from session import Runtime
@@ -144,3 +145,14 @@ async def test_the_sdk_session_figures_compare_the_same_histories(tmp_path: Path
         "sdk_get_items_10_ms_2k",
         "sdk_get_items_10_vs_sqlite_session_2k",
     ]
+
+
+def test_sharded_workers_write_every_session_of_theirs(tmp_path: Path) -> None:
+    """Two worker processes on one store root, 2 sessions each: every session's log holds
+    its workload, none collided."""
+    assert sharded_checkpoints(str(tmp_path), 2, sessions=4, steps=3) > 0
+    ids = sorted(p.name for p in (tmp_path / "_no-cwd").iterdir())
+    assert ids == ["shard0-0", "shard0-1", "shard1-0", "shard1-1"]
+    for session in ids:
+        lines = (tmp_path / "_no-cwd" / session / "session.jsonl").read_text().splitlines()
+        assert len(lines) == 1 + 1 + 3 * 4  # header, turn/start, per step 3 events and a row

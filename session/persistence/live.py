@@ -24,11 +24,12 @@ from typing import Any
 
 from session.errors import SessionCollisionError, SessionError
 from session.events.event import SessionEvent
-from session.events.eventlog import EventLog, LazyRun, first_seq, same_events
+from session.events.eventlog import same_events
 from session.events.header import SessionHeader
 from session.events.livelog import OpenRun
 from session.live.hooks import takes_runs
 from session.live.session import Session
+from session.persistence.batches import batch_of, events_in, follows, unwritten
 from session.persistence.futures import on_landing
 from session.persistence.ledger import Ledger, State
 from session.persistence.storage import Storage
@@ -54,10 +55,6 @@ class _Live:
         """The session's binding has completed successfully."""
         init = self.init
         return init is not None and init.done() and not init.cancelled() and not init.exception()
-
-
-def _events_in(pending: Sequence[Any]) -> int:
-    return sum(len(item.texts) if type(item) is OpenRun else 1 for item in pending)
 
 
 def _count(pending: int) -> str:
@@ -104,7 +101,7 @@ class LiveWriter:
         (buffered, or a write that never finished): called when the runtime of the backend
         ``name`` is garbage-collected or the process exits."""
         lost = [
-            f'"{live.id}" ({_count(_events_in(live.controller.pending))})'
+            f'"{live.id}" ({_count(events_in(live.controller.pending))})'
             for live in self._live.values()
             if live.controller.has_work
         ]
@@ -305,7 +302,7 @@ class LiveWriter:
 
     async def _write(self, session: Session, items: list[Any]) -> None:
         """The controller's writer: append what storage lacks of the batch."""
-        batch = _batch(items)
+        batch = batch_of(items)
         if self._closed_by is not None:
             raise self._refusal()
         live = self._live.get(session)
@@ -313,7 +310,7 @@ class LiveWriter:
             await live.init
         async with self._ledger.locks.hold(session.id):
             state = self._ledger.state(session.id)
-            fresh = _unwritten(batch, state.cursor if state is not None else 0)
+            fresh = unwritten(batch, state.cursor if state is not None else 0)
             if fresh:
                 await self._ledger.append(session.id, fresh)
 
@@ -334,10 +331,10 @@ class LiveWriter:
             or self._ledger.locks.held(id)
         ):
             return False
-        fresh = _unwritten(_batch(items), state.cursor)
+        fresh = unwritten(batch_of(items), state.cursor)
         if not fresh:
             return True
-        if not _follows(fresh, state.cursor):
+        if not follows(fresh, state.cursor):
             return False  # not contiguous: the async path reports it
         if self._storage.append_inline(state.header, fresh, sole_writer=len(self._live) == 1):
             self._ledger.appended(id, state, len(fresh))
@@ -385,48 +382,6 @@ class LiveWriter:
             log.warning(
                 '%s: session "%s" retirement failed: %s', self._storage.name, id, done.exception()
             )
-
-
-def _batch(items: list[Any]) -> EventLog[SessionEvent]:
-    """The events of the controller's items: each run of deltas is sealed (its later deltas
-    start a new run, which the writer hears of) and taken whole, unbuilt."""
-    parts: list[Sequence[SessionEvent]] = []
-    starts: list[int] = []
-    size = 0
-    plain: list[SessionEvent] = []
-    for item in items:
-        if type(item) is OpenRun:
-            if plain:
-                parts.append(tuple(plain))
-                starts.append(size)
-                size += len(plain)
-                plain = []
-            run = item.seal()
-            parts.append(run)
-            starts.append(size)
-            size += len(run)
-        else:
-            plain.append(item)
-    if plain:
-        parts.append(tuple(plain))
-        starts.append(size)
-        size += len(plain)
-    return EventLog.of_parts(tuple(parts), starts, size)
-
-
-def _follows(batch: EventLog[SessionEvent], cursor: int) -> bool:
-    """Whether ``batch`` starts at ``cursor`` and ends where its length says (its items came
-    in commit order; a gap inside would show at one of its ends)."""
-    last = batch.parts[-1]
-    end = last.seq0 + len(last) - 1 if isinstance(last, LazyRun) else last[-1].seq
-    return first_seq(batch) == cursor and end == cursor + len(batch) - 1
-
-
-def _unwritten(batch: EventLog[SessionEvent], cursor: int) -> EventLog[SessionEvent]:
-    """The tail of a live batch that storage lacks: binding a session may already have written
-    its head (a batch is contiguous by seq)."""
-    skip = cursor - first_seq(batch) if batch else 0
-    return batch[skip:] if skip > 0 else batch
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
