@@ -130,7 +130,7 @@ class LiveLog(Sequence[SessionEvent]):
     :meth:`append_delta` change it; :meth:`view` is an immutable :class:`EventLog` of its
     current state, made in time bounded by the number of parts and :data:`_FOLD`."""
 
-    __slots__ = ("_closed", "_parts", "_run", "_size", "_starts", "_tail")
+    __slots__ = ("_closed", "_parts", "_run", "_starts", "_tail", "size")
 
     def __init__(self, seed: Sequence[SessionEvent] = ()) -> None:
         log = seed if isinstance(seed, EventLog) else EventLog([seed])
@@ -144,7 +144,8 @@ class LiveLog(Sequence[SessionEvent]):
         """How many events the closed parts hold."""
         self._tail: list[SessionEvent] = []
         self._run: OpenRun | None = None
-        self._size = self._closed
+        self.size = self._closed
+        """How many events the log holds (its length)."""
 
     def append(self, event: SessionEvent) -> None:
         """Append one event (its seq is the log's length)."""
@@ -152,7 +153,7 @@ class LiveLog(Sequence[SessionEvent]):
             self._close_run()
         tail = self._tail
         tail.append(event)
-        self._size += 1
+        self.size += 1
         if len(tail) >= _FOLD:  # a view copies the tail: keep it short
             self._close_tail()
 
@@ -162,7 +163,7 @@ class LiveLog(Sequence[SessionEvent]):
         """Append one delta (values already checked); return the run it starts, or ``None``
         when it continues the open one."""
         run = self._run
-        self._size += 1
+        self.size += 1
         if (
             run is not None
             and not run.closed
@@ -178,7 +179,7 @@ class LiveLog(Sequence[SessionEvent]):
             self._close_run()
         elif self._tail:
             self._close_tail()
-        run = self._run = OpenRun(kind, turn, step, index, self._size - 1)
+        run = self._run = OpenRun(kind, turn, step, index, self.size - 1)
         run.times.append(time)
         run.texts.append(text)
         return run
@@ -199,7 +200,7 @@ class LiveLog(Sequence[SessionEvent]):
         self._closed += len(part)
 
     def __len__(self) -> int:
-        return self._size
+        return self.size
 
     @overload
     def __getitem__(self, index: int) -> SessionEvent: ...
@@ -208,7 +209,7 @@ class LiveLog(Sequence[SessionEvent]):
     def __getitem__(self, index: int | slice) -> SessionEvent | EventLog[SessionEvent]:
         if isinstance(index, slice):
             return self.view()[index]
-        size = self._size
+        size = self.size
         if index < 0:
             index += size
         if not 0 <= index < size:
@@ -230,12 +231,12 @@ class LiveLog(Sequence[SessionEvent]):
         starts = self._starts
         run = self._run
         if run is not None:
-            return EventLog.of_parts((*parts, run.part()), [*starts, self._closed], self._size)
+            return EventLog.of_parts((*parts, run.part()), [*starts, self._closed], self.size)
         if self._tail:
             return EventLog.of_parts(
-                (*parts, tuple(self._tail)), [*starts, self._closed], self._size
+                (*parts, tuple(self._tail)), [*starts, self._closed], self.size
             )
-        return EventLog.of_parts(parts, list(starts), self._size)
+        return EventLog.of_parts(parts, list(starts), self.size)
 
     @property
     def last_type(self) -> str | None:

@@ -345,7 +345,7 @@ class Session:
             or not (-MAX_SAFE_INTEGER <= turn <= MAX_SAFE_INTEGER)
             or not (-MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER)
             or not (-MAX_SAFE_INTEGER <= index <= MAX_SAFE_INTEGER)
-            or not is_text(text)
+            or not (text.isascii() or is_text(text))
         ):
             return self._delta_event(turn, step, text, index, kind)
         store = self._publisher
@@ -371,7 +371,7 @@ class Session:
                 self._publishing = False
         if store is not None and store.detach_pending:
             store.appended(self)
-        return len(events) - 1
+        return events.size - 1
 
     def _delta_event(self, turn: Any, step: Any, text: Any, index: Any, kind: Any) -> int:
         chunk = {"type": kind, "index": index, "text": text}
