@@ -7,6 +7,7 @@ invalid UTF-8 is replaced as Node reads it instead of failing the whole query.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -16,13 +17,18 @@ from session import (
     SessionHeader,
     SessionPersistenceCorruptionError,
 )
+from session.events.eventlog import EventLog
 from session.events.header import SESSION_FORMAT_VERSION, header_problem
+from session.events.livelog import DeltaRun
+from session.events.types import ASSISTANT_CHUNK
 from session.json.codec import decode_json, encode_json
+from session.json.lossless import JsonValue
 
 __all__ = [
     "EVENT_COLUMNS",
     "HEADER_COLUMNS",
     "EventRow",
+    "batch_values",
     "event_values",
     "header_of",
     "header_values",
@@ -112,6 +118,23 @@ def event_values(id: str, event: SessionEvent) -> tuple[Any, ...]:
         None if sources is None else encode_json(sources).decode(),
         None if op is None else encode_json(op).decode(),
     )
+
+
+def batch_values(id: str, events: Sequence[SessionEvent]) -> list[tuple[Any, ...]]:
+    """The ``events`` rows of a batch (:func:`event_values` of each event), a live run of
+    streamed deltas made from its columns without building its events."""
+    rows: list[tuple[Any, ...]] = []
+    for part in events.parts if isinstance(events, EventLog) else (events,):
+        if type(part) is not DeltaRun:
+            rows.extend(event_values(id, event) for event in part)
+            continue
+        run = part.source
+        turn, step, kind, index = run.turn, run.step, run.kind, run.index
+        for seq, time, text in zip(itertools.count(part.seq0), part.times(), part.texts()):
+            chunk: dict[str, JsonValue] = {"type": kind, "index": index, "text": text}
+            data = encode_json({"turn": turn, "step": step, "chunk": chunk}).decode()
+            rows.append((id, seq, ASSISTANT_CHUNK, time, data, None, None))
+    return rows
 
 
 def read_back(values: tuple[Any, ...]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from persistence_sqlite.rows import (
     EVENT_COLUMNS,
     HEADER_COLUMNS,
+    batch_values,
     event_values,
     header_of,
     header_values,
@@ -241,7 +242,7 @@ class SqliteStorage(Storage):
     async def append(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
     ) -> None:
-        rows = [event_values(header.id, event) for event in events]  # refuse before writing
+        rows = batch_values(header.id, events)  # refuse before writing
         await self._run(lambda db: self._append(db, header, rows, materialized))
 
     def _append(
@@ -266,7 +267,7 @@ class SqliteStorage(Storage):
         self, header: SessionHeader, events: Sequence[SessionEvent]
     ) -> asyncio.Future[None]:
         """The append's transaction, handed straight to the database's worker (no task)."""
-        rows = [event_values(header.id, event) for event in events]  # refuse before writing
+        rows = batch_values(header.id, events)  # refuse before writing
         return self._worker.submit(self._call, lambda db: self._append(db, header, rows, True))
 
     async def commit_repair(

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from persistence_jsonl.encoder import encode_batch, encode_lines
 from persistence_jsonl.rows import run_key
+from persistence_sqlite.rows import batch_values, event_values
 from session import Session, SessionEvent, decode_json
 from session.events.eventlog import LazyRun
 from session.json.codec import encode_json
@@ -164,3 +165,19 @@ def test_a_delta_run_is_encoded_without_building_it() -> None:
     batch = session.events
     assert encode_batch(batch, True).count(b"\n") == 1
     assert not any(isinstance(p, LazyRun) and p.built for p in batch.parts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(plans, st.lists(st.integers(0, 40), max_size=3))
+def test_sqlite_rows_of_a_live_log_are_its_events_rows(
+    plan: list[tuple[Any, ...]], cuts: list[int]
+) -> None:
+    """The SQLite store's rows of a batch whose deltas are runs of columns: the rows of the
+    same events built one by one."""
+    session = live(plan, columns=True)
+    events = build(plan)
+    bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
+    for start, end in itertools.pairwise(bounds):
+        batch = session.events[start:end]
+        assert batch_values("s", batch) == [event_values("s", e) for e in events[start:end]]
+    assert not any(isinstance(p, LazyRun) and p.built for p in session.events.parts)
