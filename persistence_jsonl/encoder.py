@@ -41,6 +41,7 @@ def encode_lines(events: Sequence[SessionEvent], pack: bool) -> list[tuple[bytes
 
 def _encoded(events: Sequence[SessionEvent], pack: bool) -> tuple[list[bytes], list[int]]:
     encoder = BatchEncoder(pack)
+    encoder.known = getattr(events, "lines", None) or {}  # a live writer's batch has some
     parts = events.parts if isinstance(events, EventLog) else (events,)
     for part in parts:
         if pack and type(part) is DeltaRun:
@@ -71,6 +72,7 @@ class BatchEncoder:
         "_lines",
         "_members",
         "_payloads",
+        "known",
         "pack",
     )
 
@@ -87,6 +89,8 @@ class BatchEncoder:
         self._dts: list[int] = []
         self._last_seq = -1
         self._last_time = 0
+        self.known: dict[int, bytes] = {}
+        """Lines already encoded, by seq (used instead of encoding those events again)."""
 
     def add(self, event: SessionEvent) -> None:
         """Encode ``event`` next."""
@@ -104,7 +108,8 @@ class BatchEncoder:
             return
         if self._key is not None:
             self._close()
-        self._lines.append(event.encode())
+        line = self.known.get(event.seq) if self.known else None
+        self._lines.append(event.encode() if line is None else line)
         self._count += 1
         self._bounds.append(self._count)
 

@@ -18,7 +18,7 @@ import bisect
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, Self, TypeVar, overload
 
 from session.events.event import SessionEvent
 from session.json.gcpause import gc_paused
@@ -137,12 +137,10 @@ class EventLog(Sequence[_T]):
         return self._parts[at][index - self._starts[at]]
 
     @classmethod
-    def of_parts(
-        cls, parts: tuple[Sequence[_T], ...], starts: list[int], size: int
-    ) -> EventLog[_T]:
+    def of_parts(cls, parts: tuple[Sequence[_T], ...], starts: list[int], size: int) -> Self:
         """A log of non-empty ``parts`` starting at ``starts``, ``size`` events in all: taken
         as they are (no copy, no checks; the caller counted)."""
-        log: EventLog[_T] = cls.__new__(cls)
+        log = cls.__new__(cls)
         log._parts, log._starts, log._len = parts, starts, size
         return log
 

@@ -13,7 +13,17 @@ from session.events.event import SessionEvent
 from session.events.eventlog import EventLog, LazyRun, first_seq
 from session.events.livelog import OpenRun
 
-__all__ = ["batch_of", "events_in", "follows", "unwritten"]
+__all__ = ["Batch", "batch_of", "events_in", "follows", "unwritten"]
+
+
+class Batch(EventLog[SessionEvent]):
+    """A live writer's batch: its events, and the lines it already has for some of them."""
+
+    __slots__ = ("lines",)
+
+    lines: dict[int, bytes]
+    """The JSONL line of some of its events, by seq, encoded as they were committed (an
+    encoder may use them instead of encoding those events again)."""
 
 
 def events_in(pending: Sequence[Any]) -> int:
@@ -21,13 +31,15 @@ def events_in(pending: Sequence[Any]) -> int:
     return sum(len(item.texts) if type(item) is OpenRun else 1 for item in pending)
 
 
-def batch_of(items: list[Any]) -> EventLog[SessionEvent]:
+def batch_of(items: list[Any], lines: dict[int, bytes]) -> Batch:
     """The events of the controller's items: each run of deltas is sealed (its later deltas
-    start a new run, which the writer hears of) and taken whole, unbuilt."""
+    start a new run, which the writer hears of) and taken whole, unbuilt; the lines of its
+    events are taken out of ``lines``."""
     parts: list[Sequence[SessionEvent]] = []
     starts: list[int] = []
     size = 0
     plain: list[SessionEvent] = []
+    known: dict[int, bytes] = {}
     for item in items:
         if type(item) is OpenRun:
             if plain:
@@ -41,11 +53,16 @@ def batch_of(items: list[Any]) -> EventLog[SessionEvent]:
             size += len(run)
         else:
             plain.append(item)
+            line = lines.pop(item.seq, None)
+            if line is not None:
+                known[item.seq] = line
     if plain:
         parts.append(tuple(plain))
         starts.append(size)
         size += len(plain)
-    return EventLog.of_parts(tuple(parts), starts, size)
+    batch = Batch.of_parts(tuple(parts), starts, size)
+    batch.lines = known
+    return batch
 
 
 def follows(batch: EventLog[SessionEvent], cursor: int) -> bool:

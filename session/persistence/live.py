@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from session.errors import SessionCollisionError, SessionError
@@ -49,6 +49,9 @@ class _Live:
     init: asyncio.Future[None] | None = None
     """The binding of the session to its id (:meth:`LiveWriter._bind`)."""
     retired: bool = False
+    lines: dict[int, bytes] = field(default_factory=dict)
+    """The line of each buffered event, by seq, encoded as it was committed (a batch takes
+    its own, so a checkpoint does not wait for them)."""
 
     @property
     def bound(self) -> bool:
@@ -164,6 +167,8 @@ class LiveWriter:
         live = self._live.get(session)
         if live is not None:
             live.controller.enqueue(event)
+            if type(event) is SessionEvent:
+                live.lines[event.seq] = event.encode()
 
     def on_flush(self, session: Session) -> asyncio.Future[None] | None:
         """``session/flush``: the barrier; ``None`` when there is nothing to do. After
@@ -302,10 +307,10 @@ class LiveWriter:
 
     async def _write(self, session: Session, items: list[Any]) -> None:
         """The controller's writer: append what storage lacks of the batch."""
-        batch = batch_of(items)
+        live = self._live.get(session)
+        batch = batch_of(items, live.lines if live is not None else {})
         if self._closed_by is not None:
             raise self._refusal()
-        live = self._live.get(session)
         if live is not None and live.init is not None:
             await live.init
         async with self._ledger.locks.hold(session.id):
@@ -331,7 +336,7 @@ class LiveWriter:
             or self._ledger.locks.held(id)
         ):
             return False
-        fresh = unwritten(batch_of(items), state.cursor)
+        fresh = unwritten(batch_of(items, live.lines), state.cursor)
         if not fresh:
             return True
         if not follows(fresh, state.cursor):
