@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 from agent_loop.cancel import CancelSignal
 from agent_loop.tools import ToolCall, ToolResult, aborted_before_dispatch
 from session.errors import SessionEventError
-from session.events.eventlog import EventLog, LazyRun
+from session.events.eventlog import EventLog, is_run
 from session.events.header import now_ms
 from session.events.parked import ARGUMENTS_DIGEST, EXPIRES_AT, arguments_digest
 from session.events.turns import brackets
@@ -110,7 +110,7 @@ def effective_policy(events: Iterable[Any]) -> Policy | None:
     at every step, and a switch is near the end or nowhere."""
     parts = events.parts if isinstance(events, EventLog) else (list(events),)
     for part in reversed(parts):
-        if isinstance(part, LazyRun) and not part.built:
+        if is_run(part) and not part.built:
             continue  # packed streamed deltas: never a policy
         for event in reversed(part):
             if getattr(event, "type", None) == APPROVAL_POLICY:
@@ -418,7 +418,7 @@ def _last_snapshot(events: Sequence[Any]) -> Any:
     packed run of streamed deltas (never a message)."""
     parts = events.parts if isinstance(events, EventLog) else (events,)
     for part in reversed(parts):
-        if isinstance(part, LazyRun) and not part.built:
+        if is_run(part) and not part.built:
             continue
         for event in reversed(part):
             source = event.data.get("source") if event.type == USER_MESSAGE else None

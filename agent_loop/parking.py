@@ -34,7 +34,7 @@ from session.errors import (
     ApprovalMismatchError,
     ApprovalNotPendingError,
 )
-from session.events.eventlog import LazyRun, iter_parts
+from session.events.eventlog import is_run, iter_parts
 from session.events.header import now_ms
 from session.events.parked import (
     ARGUMENTS_DIGEST,
@@ -222,7 +222,7 @@ def _not_started(events: Sequence[Any]) -> list[Mapping[str, Any]]:
     blocks: list[Mapping[str, Any]] = []
     recorded: set[Any] = set()
     for event in iter_parts(events[start or 0 :]):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             continue
         if event.type == STEP_START:
             blocks, recorded = [], set()

@@ -19,7 +19,7 @@ from session import (
     SessionNotFoundError,
     encode_json,
 )
-from session.events.eventlog import EventLog, LazyRun
+from session.events.eventlog import EventLog, is_run
 from session.events.types import ASSISTANT_CHUNK
 from session.persistence.service import SessionPersistence
 
@@ -132,7 +132,7 @@ def _batches(events: Sequence[SessionEvent]) -> list[list[SessionEvent]]:
     batches: list[list[SessionEvent]] = []
     group: list[SessionEvent] = []
     for part in parts:
-        if isinstance(part, LazyRun):
+        if is_run(part):
             batches += [group, list(part)]
             group = []
             continue

@@ -47,10 +47,10 @@ def default_index(store_name: str) -> Path:
 def surface_texts(events: Iterable[Any], turn: Any = None) -> Iterator[tuple[int, Any, str, str]]:
     """``(seq, turn, kind, text)`` for each piece of text the events put on the surface
     (``turn``: the turn open before the first of them)."""
-    from session.events.eventlog import LazyRun, iter_parts
+    from session.events.eventlog import is_run, iter_parts
 
     for event in iter_parts(events):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             continue  # streamed deltas: their text is in the answer's message
         data = event.data if isinstance(event.data, Mapping) else {}
         kind = event.type

@@ -23,7 +23,7 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
     the seq and time of its last durable event, and the calls repair answered, by code),
     ``settled`` (calls settled on resume, by how), ``approvals`` (asked, decided by outcome,
     and still parked), ``checkpoints`` (:func:`checkpoints`)."""
-    from session.events.eventlog import LazyRun, iter_parts
+    from session.events.eventlog import is_run, iter_parts
     from session.events.outcomes import SETTLEMENT
     from session.events.parked import parked_calls
 
@@ -32,7 +32,7 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
     asked, decided = 0, Counter[str]()
     answered: dict[str, list[str]] = {code: [] for code in _REPAIRED}
     for event in iter_parts(events):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             continue  # packed streamed deltas: none of these figures is in them
         data = event.data if isinstance(event.data, Mapping) else {}
         if event.type == "tool/result":
@@ -74,7 +74,7 @@ def checkpoints(events: Sequence[Any], cut: Sequence[int] = ()) -> dict[str, int
     body (a recorded call not refused before dispatch, nor by its approval), one after each
     step and one at each turn's end; a crash's closers (after the seqs in ``cut``) are not
     checkpoints."""
-    from session.events.eventlog import LazyRun, iter_parts
+    from session.events.eventlog import is_run, iter_parts
 
     closing = {seq for crash in cut for seq in range(crash + 1, _turn_end(events, crash) + 1)}
     requests = steps = ends = 0
@@ -84,7 +84,7 @@ def checkpoints(events: Sequence[Any], cut: Sequence[int] = ()) -> dict[str, int
     asks: dict[Any, Any] = {}
     approved: set[Any] = set()
     for event in iter_parts(events):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             continue  # packed streamed deltas: never a checkpoint's mark
         data = event.data if isinstance(event.data, Mapping) else {}
         kind = event.type

@@ -34,7 +34,7 @@ __all__ = ["csp_hash", "page", "rows", "timeline", "view"]
 def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
     """The timeline's rows (see the module docstring), times relative to the first event."""
     from agent_session.stats import beyond
-    from session.events.eventlog import LazyRun, iter_parts
+    from session.events.eventlog import is_run, iter_parts
 
     out: list[dict[str, Any]] = []
     origin = events[0].time if len(events) else 0
@@ -42,7 +42,7 @@ def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
     calls: dict[Any, dict[str, Any]] = {}
     cut = {c["lastDurableSeq"]: c for c in beyond(events)["crashes"]}
     for event in iter_parts(events):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             if step is not None and step.get("firstToken") is None:
                 step["firstToken"] = event[0].time - origin
             continue

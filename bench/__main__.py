@@ -264,6 +264,9 @@ async def collect(runs: int) -> dict[str, list[float]]:
         reference = await repeat(runs, reference_figures)
         for key in reference[0]:
             figures[key] = [r[key] for r in reference]
+        figures["p99_16_vs_ref"] = [
+            m.p99_ms / r["ref_checkpoint_p99_ms_16"] for m, r in zip(many, reference, strict=True)
+        ]
         figures["vs_ref_16"] = [
             m.per_second / r["ref_checkpoints_per_s_16"]
             for m, r in zip(many, reference, strict=True)

@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 from persistence_jsonl.layout import parse_header
 from persistence_jsonl.rows import ROW_TYPES, MalformedRowError, lazy_row_events
 from session import SessionHeader, SessionPersistenceCorruptionError
-from session.events.eventlog import EventLog, LazyRun
+from session.events.eventlog import EventLog, LazyRun, is_run
 from session.events.turns import bracket
 from session.json.codec import decode_json, encode_json
 from session.json.gcpause import gc_paused
@@ -111,7 +111,7 @@ class _Scanner:
             )
             return
         # A run's members follow its first one without gaps.
-        seq = entry.seq0 if isinstance(entry, LazyRun) else entry.get("seq")
+        seq = entry.seq0 if is_run(entry) else entry.get("seq")
         if seq != self.count or isinstance(seq, bool):
             self.defect = _corrupt(
                 self.path,
@@ -125,7 +125,7 @@ class _Scanner:
         if kind is not None:
             self.last_bracket = kind
             self.turns += kind == "start"
-        if isinstance(entry, LazyRun):
+        if is_run(entry):
             if self.keep:
                 if self.plain:
                     self.parts.append(self.plain)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from session.events.event import SessionEvent, build_event
-from session.events.eventlog import LazyRun, iter_parts
+from session.events.eventlog import is_run, iter_parts
 from session.events.outcomes import (
     TOOL_NOT_STARTED,
     TOOL_NOT_STARTED_NAME,
@@ -76,7 +76,7 @@ def _scan(events: Sequence[SessionEvent]) -> tuple[Any, Any, dict[Any, _Pending]
     open_step: Any = None
     pending: dict[Any, _Pending] = {}
     for event in iter_parts(events[start + 1 :]):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             continue  # unbuilt packed deltas: never a step bracket or a call
         kind = event.type
         if kind not in _STEP_TYPES:
@@ -165,7 +165,7 @@ def answers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
     pending: dict[Any, _Pending] = {}
     turn: Any = None
     for event in iter_parts(events):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             continue  # unbuilt packed deltas: never a message, call or result
         if event.type == ASSISTANT_MESSAGE:  # a block without a string id cannot be answered
             asked = _asked(event.data)

@@ -17,7 +17,7 @@ from typing import Any
 from recovery.closers import closers
 from session.errors import ApprovalPendingError
 from session.events.builders import tool_call
-from session.events.eventlog import LazyRun, iter_parts
+from session.events.eventlog import is_run, iter_parts
 from session.events.parked import parked_calls
 from session.events.turns import Brackets, brackets, next_turn_number
 from session.events.types import (
@@ -107,7 +107,7 @@ def open_turn(events: Sequence[Any], marks: Brackets | None = None) -> OpenTurn 
     number = marks.open_turn
     turn = OpenTurn(number if type(number) is int else 0, start)
     for event in iter_parts(events[start + 1 :]):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             continue
         kind, data = event.type, event.data
         if kind == STEP_START:

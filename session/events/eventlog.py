@@ -20,19 +20,36 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Self, TypeVar, overload
 
+from typing_extensions import TypeIs
+
 from session.events.event import SessionEvent
 from session.json.gcpause import gc_paused
 
-__all__ = ["EventLog", "LazyRun", "first_seq", "iter_parts", "same_events", "seq_gap"]
+__all__ = ["EventLog", "LazyRun", "first_seq", "is_run", "iter_parts", "same_events", "seq_gap"]
 
 _T = TypeVar("_T")
 
 _BUILDING = threading.RLock()
 
 
+_RUN_TYPES: set[type] = set()
+""":class:`LazyRun` and its subclasses (:func:`is_run`)."""
+
+
+def is_run(item: object) -> TypeIs[LazyRun]:
+    """Whether ``item`` is a :class:`LazyRun` (of any subclass): one set lookup, where an
+    ``isinstance`` of this ``Sequence`` subclass goes through the ABC machinery (readers ask
+    it for every item of a log)."""
+    return type(item) in _RUN_TYPES
+
+
 class LazyRun(Sequence[SessionEvent]):
     """``count`` events of one ``type``, with seqs from ``seq0``, none of them on the surface,
     built by ``build`` on first read (all at once; then kept)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _RUN_TYPES.add(cls)
 
     __slots__ = ("_build", "_count", "_events", "seq0", "type")
 
@@ -91,6 +108,9 @@ class LazyRun(Sequence[SessionEvent]):
         return f"<LazyRun {self.type} seq {self.seq0}..{self.seq0 + self._count - 1}, {state}>"
 
 
+_RUN_TYPES.add(LazyRun)
+
+
 class EventLog(Sequence[_T]):
     """An immutable concatenation of parts: sequences of items (events; wire dicts in a
     scanner's log) and :class:`LazyRun`. ``EventLog[SessionEvent]`` is a stored log."""
@@ -102,7 +122,7 @@ class EventLog(Sequence[_T]):
         for part in parts:
             if isinstance(part, EventLog):
                 kept.extend(part.parts)  # none empty
-            elif isinstance(part, LazyRun):
+            elif is_run(part):
                 if len(part):  # counted without building it
                     kept.append(part)  # type: ignore[arg-type]  # a run is a part of event logs
             elif part:
@@ -194,7 +214,7 @@ class EventLog(Sequence[_T]):
 
 
 def _cut(part: Sequence[_T], start: int, stop: int) -> Sequence[_T]:
-    if isinstance(part, LazyRun):
+    if is_run(part):
         return part.cut(start, stop)  # type: ignore[return-value]  # a run is a part of event logs
     return tuple(part[start:stop])
 
@@ -202,7 +222,7 @@ def _cut(part: Sequence[_T], start: int, stop: int) -> Sequence[_T]:
 def first_seq(events: Sequence[Any]) -> int:
     """The seq of the first event of a non-empty ``events``, without building a run."""
     first = events.parts[0] if isinstance(events, EventLog) else events
-    return first.seq0 if isinstance(first, LazyRun) else int(first[0].seq)
+    return first.seq0 if is_run(first) else int(first[0].seq)
 
 
 def seq_gap(events: Sequence[Any], seq: int) -> tuple[int, int] | None:
@@ -210,7 +230,7 @@ def seq_gap(events: Sequence[Any], seq: int) -> tuple[int, int] | None:
     there; ``None`` when every event follows. Runs are read by their bounds, never built."""
     index = 0
     for item in iter_parts(events):
-        if isinstance(item, LazyRun):
+        if is_run(item):
             if item.seq0 != seq + index:
                 return index, item.seq0
             index += len(item)
@@ -224,12 +244,12 @@ def seq_gap(events: Sequence[Any], seq: int) -> tuple[int, int] | None:
 def iter_parts(events: Iterable[Any]) -> Iterator[Any]:
     """The items of ``events``, except that an unbuilt :class:`LazyRun` part of an
     :class:`EventLog` comes as one item: readers that need only some event types skip it
-    whole (check ``isinstance(item, LazyRun)``)."""
+    whole (check :func:`is_run`)."""
     if not isinstance(events, EventLog):
         yield from events
         return
     for part in events.parts:
-        if isinstance(part, LazyRun) and not part.built:
+        if is_run(part) and not part.built:
             yield part
         else:
             yield from part
@@ -257,12 +277,12 @@ def same_events(
             return x is None and y is None
         if x is y:
             continue
-        if isinstance(x, LazyRun) or isinstance(y, LazyRun):
-            if isinstance(x, LazyRun):
+        if is_run(x) or is_run(y):
+            if is_run(x):
                 held.extend(reversed(x.events()))
             else:
                 held.append(x)
-            if isinstance(y, LazyRun):
+            if is_run(y):
                 held_right.extend(reversed(y.events()))
             else:
                 held_right.append(y)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from session.events.eventlog import LazyRun, iter_parts
+from session.events.eventlog import is_run, iter_parts
 from session.events.outcomes import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from session.events.turns import brackets
 from session.events.types import TOOL_RESULT, TURN_END
@@ -41,7 +41,7 @@ def interruption(events: Sequence[Any]) -> Interruption | None:
     not_started: list[str] = []
     interrupted = False
     for event in iter_parts(events[turns.start_index :]):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             continue  # packed streaming deltas: never a result or a bracket
         data = event.data if isinstance(event.data, Mapping) else {}
         if event.type == TURN_END:

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Final, overload
 
 from session.events.event import SessionEvent, build_plain_events
-from session.events.eventlog import EventLog, LazyRun
+from session.events.eventlog import EventLog, LazyRun, is_run
 from session.events.types import ASSISTANT_CHUNK
 from session.json.lossless import FrozenDict
 
@@ -248,4 +248,4 @@ class LiveLog(Sequence[SessionEvent]):
         last: Any = self._parts[-1] if self._parts else None
         if last is None:
             return None
-        return str(last.type) if isinstance(last, LazyRun) else str(last[-1].type)
+        return str(last.type) if is_run(last) else str(last[-1].type)

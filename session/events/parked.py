@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from session.events.eventlog import LazyRun, iter_parts
+from session.events.eventlog import is_run, iter_parts
 from session.events.turns import brackets
 from session.events.types import (
     APPROVAL_ASKED,
@@ -155,7 +155,7 @@ def parked_calls(events: Sequence[Any]) -> tuple[ParkedCall, ...]:
     answered: set[Any] = set()
     asks: dict[Any, _Ask] = {}
     for event in iter_parts(events[start:]):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             continue  # packed streamed deltas: never a call, an ask or a bracket
         kind = event.type
         data = event.data if isinstance(event.data, Mapping) else {}

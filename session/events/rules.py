@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from session.errors import JsonValueError, SessionEventError
 from session.events.event import SessionEvent, build_event, envelope_problem
-from session.events.eventlog import EventLog, LazyRun, iter_parts
+from session.events.eventlog import EventLog, LazyRun, is_run, iter_parts
 from session.events.surface import Surface, SurfaceReplace, parse_surface_metadata
 from session.events.types import (
     ASSISTANT_MESSAGE,
@@ -150,7 +150,7 @@ def validate_log(
     index = -1 if after is None else len(after.events) - 1
     for item in iter_parts(seed):
         index += 1
-        if isinstance(item, LazyRun):
+        if is_run(item):
             _check_run(item, index)
             parts += (events, item)
             events = []

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from session.events.eventlog import LazyRun, iter_parts
+from session.events.eventlog import LazyRun, is_run, iter_parts
 from session.events.types import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -80,7 +80,7 @@ class SessionStats:
         """Fold ``events`` (built events, wire dicts, or an event log with packed runs) into
         the state; return it."""
         for event in iter_parts(events):
-            if isinstance(event, LazyRun):
+            if is_run(event):
                 self._run(event)
             elif isinstance(event, Mapping):
                 self._event(event.get("type", ""), event.get("data"), event.get("time", 0))

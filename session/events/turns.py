@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from session.events.eventlog import LazyRun, iter_parts
+from session.events.eventlog import is_run, iter_parts
 from session.events.types import TURN_END, TURN_START
 
 __all__ = ["UNNUMBERED", "Brackets", "bracket", "brackets", "next_turn_number"]
@@ -27,7 +27,7 @@ UNNUMBERED: Any = "?"
 def bracket(entry: object) -> Literal["start", "end"] | None:
     """``"start"`` or ``"end"`` for a turn bracket (a built event, a wire dict or an unbuilt
     packed run), ``None`` for any other entry."""
-    if isinstance(entry, LazyRun):
+    if is_run(entry):
         return None
     kind = entry.get("type") if isinstance(entry, Mapping) else getattr(entry, "type", None)
     if kind == TURN_START:
@@ -66,7 +66,7 @@ def brackets(events: Iterable[Any]) -> Brackets:
     start: Any = None
     index = 0
     for entry in iter_parts(events):
-        if isinstance(entry, LazyRun):
+        if is_run(entry):
             index += len(entry)
             continue
         kind = bracket(entry)

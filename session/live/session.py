@@ -16,7 +16,7 @@ from session.errors import (
     SessionReentrancyError,
 )
 from session.events.event import SessionEvent, build_event, is_known_event_type
-from session.events.eventlog import EventLog, LazyRun
+from session.events.eventlog import EventLog, is_run
 from session.events.header import SessionHeader, now_ms
 from session.events.interruption import Interruption, interruption
 from session.events.livelog import DELTA_KINDS, LiveLog
@@ -422,7 +422,7 @@ def _last_type(events: Sequence[SessionEvent]) -> str | None:
     """The type of the last event, without building a run that ends the log."""
     parts = events.parts if isinstance(events, EventLog) else (events,)
     last = parts[-1] if parts else ()
-    if isinstance(last, LazyRun):
+    if is_run(last):
         return last.type
     return last[-1].type if last else None
 

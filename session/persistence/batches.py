@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from session.events.event import SessionEvent
-from session.events.eventlog import EventLog, LazyRun, first_seq
+from session.events.eventlog import EventLog, first_seq, is_run
 from session.events.livelog import OpenRun
 
 __all__ = ["Batch", "batch_of", "events_in", "follows", "unwritten"]
@@ -69,7 +69,7 @@ def follows(batch: EventLog[SessionEvent], cursor: int) -> bool:
     """Whether ``batch`` starts at ``cursor`` and ends where its length says (its items came
     in commit order; a gap inside would show at one of its ends)."""
     last = batch.parts[-1]
-    end = last.seq0 + len(last) - 1 if isinstance(last, LazyRun) else last[-1].seq
+    end = last.seq0 + len(last) - 1 if is_run(last) else last[-1].seq
     return first_seq(batch) == cursor and end == cursor + len(batch) - 1
 
 

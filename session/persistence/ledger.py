@@ -27,7 +27,7 @@ from session.errors import (
     SessionSeqError,
 )
 from session.events.event import SessionEvent, is_known_event_type
-from session.events.eventlog import EventLog, LazyRun, iter_parts, seq_gap
+from session.events.eventlog import EventLog, LazyRun, is_run, iter_parts, seq_gap
 from session.events.header import SessionHeader, version_problem
 from session.events.rules import CheckedLog, validate_log
 from session.persistence.api import StoredLog, StoredSession
@@ -292,7 +292,7 @@ def _check_vocabulary(
     ``ignorable``: it was likely written by a newer harness."""
     index = 0  # the seq of the next item
     for raw in iter_parts(events):
-        seq, index = index, index + (len(raw) if isinstance(raw, LazyRun) else 1)
+        seq, index = index, index + (len(raw) if is_run(raw) else 1)
         if type(raw) is SessionEvent or isinstance(raw, SessionEvent | LazyRun):
             continue  # built by the storage from a known shape (a packed row)
         kind = raw.get("type") if isinstance(raw, Mapping) else None

@@ -27,6 +27,7 @@ from session.events.event import SessionEvent
 from session.events.eventlog import same_events
 from session.events.header import SessionHeader
 from session.events.livelog import OpenRun
+from session.events.types import ASSISTANT_CHUNK
 from session.live.hooks import takes_runs
 from session.live.session import Session
 from session.persistence.batches import batch_of, events_in, follows, unwritten
@@ -167,8 +168,8 @@ class LiveWriter:
         live = self._live.get(session)
         if live is not None:
             live.controller.enqueue(event)
-            if type(event) is SessionEvent:
-                live.lines[event.seq] = event.encode()
+            if type(event) is SessionEvent and event.type != ASSISTANT_CHUNK:  # (deltas
+                live.lines[event.seq] = event.encode()  # are packed into rows at the flush)
 
     def on_flush(self, session: Session) -> asyncio.Future[None] | None:
         """``session/flush``: the barrier; ``None`` when there is nothing to do. After

@@ -8,7 +8,7 @@ from typing import Any
 
 from agent_session.integrations.openai_agents.items import items_of
 from session.events.event import SessionEvent
-from session.events.eventlog import LazyRun, iter_parts
+from session.events.eventlog import is_run, iter_parts
 from session.events.surface import SurfaceReplace
 from session.events.types import FRAMEWORK_ITEM, FRAMEWORK_ITEMS_FORGOTTEN
 from session.json.lossless import thaw
@@ -39,7 +39,7 @@ def history(session: Session, since: int | None = None) -> list[Entry]:
     kept: list[SessionEvent] = []
     forgotten: set[int] = set()
     for event in iter_parts(events[after + 1 :] if after >= 0 else events):
-        if isinstance(event, LazyRun):
+        if is_run(event):
             continue  # packed chunk deltas: never an item
         op = event.surface_op
         if op is not None:
@@ -137,7 +137,7 @@ class HistoryIndex:
             return self._keys
         added: list[tuple[int, int]] = []
         for event in iter_parts(events[self._done :]):
-            if isinstance(event, LazyRun):
+            if is_run(event):
                 continue  # packed chunk deltas: never an item
             op = event.surface_op
             if isinstance(op, SurfaceReplace) or event.type == FRAMEWORK_ITEMS_FORGOTTEN:
