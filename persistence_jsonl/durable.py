@@ -9,7 +9,6 @@ crash tests kill the process at.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import secrets
 import time
@@ -99,24 +98,12 @@ def write_synced(ops: FileOps, fd: int, data: bytes, point: str) -> float:
     """
     start = time.perf_counter()
     if ops.dsync_writes and not armed(point):
-        _write_all_dsync(ops, fd, data)  # one call: no instant between write and sync
+        ops.write_all_dsync(fd, data)  # one call: no instant between write and sync
     else:  # (a kill at ``point`` needs that instant: two calls)
         ops.write_all(fd, data)
         failpoint(point)
         ops.fsync(fd)
     return (time.perf_counter() - start) * 1000
-
-
-def _write_all_dsync(ops: FileOps, fd: int, data: bytes) -> None:
-    """Every byte of ``data`` through :meth:`FileOps.write_dsync`, looping over short writes
-    (each call's bytes are durable when it returns); no progress is an ``EIO`` error."""
-    view = memoryview(data)
-    offset = 0
-    while offset < len(data):
-        written = ops.write_dsync(fd, view[offset:])
-        if written <= 0:
-            raise OSError(errno.EIO, "write made no progress")
-        offset += written
 
 
 def append_synced(

@@ -24,7 +24,7 @@ import errno
 import fcntl
 import os
 import stat as stat_module
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -207,13 +207,12 @@ class FileOps:
     def write_all(self, fd: int, data: bytes) -> None:
         """Write every byte, looping over short writes; a write that makes no progress is an
         ``EIO`` error."""
-        view = memoryview(data)
-        offset = 0
-        while offset < len(data):
-            written = self.write(fd, view[offset:])
-            if written <= 0:
-                raise OSError(errno.EIO, "write made no progress")
-            offset += written
+        _all_of(self.write, fd, data)
+
+    def write_all_dsync(self, fd: int, data: bytes) -> None:
+        """:meth:`write_all` through :meth:`write_dsync` (each call's bytes are durable when
+        it returns)."""
+        _all_of(self.write_dsync, fd, data)
 
     def fsync(self, fd: int) -> None:
         """Flush a file's data and metadata to stable storage."""
@@ -330,3 +329,15 @@ _KIND_NAMES: Final = {
     "symlink": "a symbolic link",
     "other": "a FIFO, socket or device",
 }
+
+
+def _all_of(write: Callable[[int, memoryview], int], fd: int, data: bytes) -> None:
+    """Every byte of ``data`` through ``write``, looping over short writes; a write that makes
+    no progress is an ``EIO`` error."""
+    view = memoryview(data)
+    offset = 0
+    while offset < len(data):
+        written = write(fd, view[offset:])
+        if written <= 0:
+            raise OSError(errno.EIO, "write made no progress")
+        offset += written
