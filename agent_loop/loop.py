@@ -33,7 +33,7 @@ from session.events.builders import (
     user_message,
 )
 from session.events.header import now_ms
-from session.events.livelog import DELTA_KINDS
+from session.events.livelog import DELTA_KEYS, DELTA_KINDS
 from session.events.parked import parked_calls
 from session.events.turns import next_turn_number
 from session.events.types import (
@@ -425,13 +425,10 @@ def _error_chain(error: BaseException) -> str:
     return ": ".join(parts)
 
 
-_DELTA_KEYS: Final = ("type", "index", "text")
-
-
 def _append_chunk(session: Session, turn: int, step: int, chunk: Mapping[str, Any]) -> int:
     """Record a streamed chunk; a text or reasoning delta of the usual shape as a delta (the
     same event, kept as a run of columns: ``Session.append_delta``)."""
-    if chunk.get("type") in DELTA_KINDS and tuple(chunk) == _DELTA_KEYS:
+    if chunk.get("type") in DELTA_KINDS and tuple(chunk) == DELTA_KEYS:
         return session.append_delta(
             turn, step, chunk["text"], index=chunk["index"], kind=chunk["type"]
         )

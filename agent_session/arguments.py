@@ -9,7 +9,7 @@ import os
 import sys
 from typing import NoReturn
 
-from agent_session.arguments_looking import add_looking, count
+from agent_session.arguments_looking import add_looking, count, number
 from agent_session.exits import USAGE
 
 __all__ = ["EXAMPLES", "MAX_DEMO_TURNS", "STORE_COMMANDS", "parser", "resolve_store"]
@@ -106,13 +106,7 @@ EXAMPLES = {
 
 
 def _turns(text: str) -> int:
-    try:
-        turns = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 1 <= turns <= MAX_DEMO_TURNS:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_DEMO_TURNS}, not {turns}")
-    return turns
+    return number(text, MAX_DEMO_TURNS)
 
 
 _PROBLEMS = ("corrupt", "unsupported", "unreadable")

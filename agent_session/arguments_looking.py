@@ -9,20 +9,28 @@ from collections.abc import Callable
 
 from agent_session.search import KINDS
 
-__all__ = ["add_looking", "count"]
+__all__ = ["add_looking", "count", "number"]
 
 Command = Callable[[str, str, str], argparse.ArgumentParser]
 
 
-def count(text: str) -> int:
-    """A count of at least 1."""
+def number(text: str, high: int | None = None) -> int:
+    """A whole number from 1 (to ``high``, if given), or the argument error that says why
+    not."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if high is not None and not 1 <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {high}, not {value}")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def count(text: str) -> int:
+    """A count of at least 1."""
+    return number(text)
 
 
 def add_looking(command: Command) -> None:

@@ -12,7 +12,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-from persistence_jsonl.rows import MIN_RUN, packed_row, run_head, run_key
+from persistence_jsonl.rows import MIN_RUN, delta_head, packed_row, run_head, run_key
 from session.events.event import SessionEvent
 from session.events.eventlog import EventLog
 from session.events.livelog import DeltaRun
@@ -117,7 +117,7 @@ class BatchEncoder:
         """Encode a live run of deltas next, from its columns (its time steps are taken in
         one pass over the column, not one Python step per member)."""
         source = run.source
-        key = (source.kind, source.turn, source.step, source.index)
+        key = (source.kind, source.turn, source.step, source.index)  # as run_key makes it
         times, texts = run.times(), run.texts()
         seq = run.seq0
         dts = list(map(operator.sub, itertools.islice(times, 1, None), times))
@@ -136,14 +136,7 @@ class BatchEncoder:
         """Encode member ``at`` of a live run next."""
         if not self._continues(key, seq, time):
             source = run.source
-            head = {
-                "kind": source.kind,
-                "turn": source.turn,
-                "step": source.step,
-                "index": source.index,
-                "seq0": seq,
-                "time0": time,
-            }
+            head = delta_head(source.kind, source.turn, source.step, source.index, seq, time)
             self._open(key, head, None, seq, time)
         self._members.append((run, at, at + 1))
         self._payloads.append(text)

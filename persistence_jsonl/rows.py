@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from session.events.event import SessionEvent, build_plain_events
 from session.events.eventlog import LazyRun
+from session.events.livelog import DELTA_KEYS
 from session.events.types import ASSISTANT_CHUNK
 from session.json.lossless import (
     MAX_SAFE_INTEGER,
@@ -29,6 +30,7 @@ __all__ = [
     "MIN_RUN",
     "ROW_TYPES",
     "MalformedRowError",
+    "delta_head",
     "lazy_row_events",
     "packed_row",
     "run_head",
@@ -43,7 +45,6 @@ ROW_TYPES: Final = {
 _ROW_TO_DELTA: Final = {row: delta for delta, row in ROW_TYPES.items()}
 MIN_RUN: Final = 3
 _CHUNK_DATA_KEYS: Final = ("turn", "step", "chunk")
-_TEXT_KEYS: Final = ("type", "index", "text")
 _TOOL_KEYS: Final = ("type", "index", "id", "argumentsDelta")
 _TOOL_NAMED_KEYS: Final = ("type", "index", "id", "name", "argumentsDelta")
 
@@ -75,7 +76,7 @@ def run_key(event: SessionEvent) -> tuple[Any, ...] | None:
         return None
     turn, step = data["turn"], data["step"]
     shape = tuple(chunk)
-    if shape == _TEXT_KEYS:
+    if shape == DELTA_KEYS:
         kind, index, text = chunk.values()
         if (kind != "text-delta" and kind != "reasoning-delta") or type(text) is not str:
             return None
@@ -106,19 +107,22 @@ def run_head(first: SessionEvent) -> dict[str, Any]:
     """What a packed row keeps of its run's first member (see :func:`packed_row`)."""
     data = first.data
     chunk = data["chunk"]
-    head = {
-        "kind": chunk["type"],
-        "turn": data["turn"],
-        "step": data["step"],
-        "index": chunk["index"],
-        "seq0": first.seq,
-        "time0": first.time,
-    }
+    head = delta_head(
+        chunk["type"], data["turn"], data["step"], chunk["index"], first.seq, first.time
+    )
     if head["kind"] == "tool-call-delta":
         head["id"] = chunk["id"]
         if "name" in chunk:
             head["name"] = chunk["name"]
     return head
+
+
+def delta_head(
+    kind: str, turn: Any, step: Any, index: Any, seq0: int, time0: int
+) -> dict[str, Any]:
+    """:func:`run_head` of a run whose first member has these values (a tool-call delta's
+    head adds its ``id`` and ``name``)."""
+    return {"kind": kind, "turn": turn, "step": step, "index": index, "seq0": seq0, "time0": time0}
 
 
 def packed_row(head: Mapping[str, Any], dts: list[int], payloads: list[str]) -> dict[str, Any]:

@@ -30,16 +30,13 @@ class Line:
     """The JSONL line, without its newline."""
 
 
-def batch_lines(
-    events: Sequence[SessionEvent], encoded: Sequence[tuple[bytes, int]] | None = None
-) -> list[Line]:
-    """The rows of a contiguous batch: its JSONL lines, packed as the JSONL backend packs
-    (``encoded``: those lines with their event counts, when already at hand)."""
+def batch_lines(events: Sequence[SessionEvent]) -> list[Line]:
+    """The rows of a contiguous batch: its JSONL lines, packed as the JSONL backend packs."""
     if not events:
         return []
     out: list[Line] = []
     seq = first_seq(events)
-    for line, count in encode_lines(events, True) if encoded is None else encoded:
+    for line, count in encode_lines(events, True):
         kind = line[9 : line.index(b'"', 9)]  # after b'{"type":"'
         out.append(Line(seq, count, kind.decode(), line.decode()))
         seq += count

@@ -270,7 +270,7 @@ class PostgresStorage(Storage):
     async def append(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
     ) -> None:
-        lines = self._lines(header.id, events)
+        lines = batch_lines(events)
         if not materialized:
             await self.acquire(header.id)  # the writer of a new session holds it from now
         await self._run(lambda db: self._append(db, header, lines, materialized))
@@ -307,7 +307,7 @@ class PostgresStorage(Storage):
         or by a task once one is ready; on a worker thread instead for a batch of several
         statements, before the schema is known to be in place, with a pool of yours, or on a
         second event loop."""
-        lines = self._lines(header.id, events)
+        lines = batch_lines(events)
         if (
             self._opened
             and len(lines) <= ROWS_PER_STATEMENT
@@ -348,10 +348,6 @@ class PostgresStorage(Storage):
         except psycopg.Error:
             self._unsettled.add(id)
             raise
-
-    def _lines(self, id: str, events: Sequence[SessionEvent]) -> list[Line]:
-        """A batch's rows."""
-        return batch_lines(events)
 
     async def commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]

@@ -19,10 +19,9 @@ from session import (
 )
 from session.events.eventlog import EventLog
 from session.events.header import SESSION_FORMAT_VERSION, header_problem
-from session.events.livelog import DeltaRun
+from session.events.livelog import DeltaRun, delta_data
 from session.events.types import ASSISTANT_CHUNK
 from session.json.codec import decode_json, encode_json
-from session.json.lossless import JsonValue
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -131,8 +130,7 @@ def batch_values(id: str, events: Sequence[SessionEvent]) -> list[tuple[Any, ...
         run = part.source
         turn, step, kind, index = run.turn, run.step, run.kind, run.index
         for seq, time, text in zip(itertools.count(part.seq0), part.times(), part.texts()):
-            chunk: dict[str, JsonValue] = {"type": kind, "index": index, "text": text}
-            data = encode_json({"turn": turn, "step": step, "chunk": chunk}).decode()
+            data = encode_json(delta_data(turn, step, text, index, kind)).decode()
             rows.append((id, seq, ASSISTANT_CHUNK, time, data, None, None))
     return rows
 

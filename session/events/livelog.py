@@ -17,19 +17,28 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, overload
 
 from session.events.event import SessionEvent, build_plain_events
-from session.events.eventlog import EventLog, LazyRun, is_run
+from session.events.eventlog import EventLog, LazyRun
 from session.events.types import ASSISTANT_CHUNK
 from session.json.lossless import FrozenDict
 
-__all__ = ["DELTA_KINDS", "DeltaRun", "LiveLog", "OpenRun"]
+__all__ = ["DELTA_KEYS", "DELTA_KINDS", "DeltaRun", "LiveLog", "OpenRun", "delta_data"]
 
 DELTA_KINDS: Final = frozenset({"text-delta", "reasoning-delta"})
 """The chunk types a live log keeps as columns: ``{type, index, text}`` deltas."""
+DELTA_KEYS: Final = ("type", "index", "text")
+"""The keys of such a chunk, in order."""
+
+
+def delta_data(turn: Any, step: Any, text: Any, index: Any, kind: Any) -> dict[str, Any]:
+    """The ``assistant/chunk`` data of a delta, in the key order an append keeps."""
+    return {"turn": turn, "step": step, "chunk": {"type": kind, "index": index, "text": text}}
+
 
 _MEMBERS = threading.Lock()
 
@@ -135,11 +144,8 @@ class LiveLog(Sequence[SessionEvent]):
     def __init__(self, seed: Sequence[SessionEvent] = ()) -> None:
         log = seed if isinstance(seed, EventLog) else EventLog([seed])
         self._parts: list[Sequence[SessionEvent]] = list(log.parts)
-        self._starts: list[int] = [0]
-        for part in self._parts[:-1]:
-            self._starts.append(self._starts[-1] + len(part))
-        if not self._parts:
-            self._starts = []
+        self._starts = list(itertools.accumulate((len(p) for p in self._parts[:-1]), initial=0))
+        del self._starts[len(self._parts) :]  # (none for an empty seed)
         self._closed = len(log)
         """How many events the closed parts hold."""
         self._tail: list[SessionEvent] = []
@@ -237,15 +243,3 @@ class LiveLog(Sequence[SessionEvent]):
                 (*parts, tuple(self._tail)), [*starts, self._closed], self.size
             )
         return EventLog.of_parts(parts, list(starts), self.size)
-
-    @property
-    def last_type(self) -> str | None:
-        """The last event's type, without building a run."""
-        if self._run is not None:
-            return ASSISTANT_CHUNK
-        if self._tail:
-            return self._tail[-1].type
-        last: Any = self._parts[-1] if self._parts else None
-        if last is None:
-            return None
-        return str(last.type) if is_run(last) else str(last[-1].type)

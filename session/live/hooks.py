@@ -50,8 +50,9 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def takes_runs(observer: _F) -> _F:
     """Mark a ``session/event`` observer as one that takes runs of streamed deltas (see
-    :data:`SESSION_EVENT`). While every observer of a store is marked, a delta costs no call;
-    one unmarked observer makes every delta an event built and handed to each observer."""
+    :data:`SESSION_EVENT`). While every observer of a store is marked, a delta that continues a
+    run costs no call; one unmarked observer makes every delta an event built and handed to
+    each observer."""
     observer.takes_runs = True  # type: ignore[attr-defined]
     return observer
 
@@ -158,18 +159,6 @@ class HookBus:
         listeners = self.listeners(name)
         if not listeners:
             return False
-        if len(listeners) == 1:  # the usual case (one backend's flush), without the lists
-            result = listeners[0](*args)
-            if result is None:
-                return True
-            future = asyncio.ensure_future(result) if inspect.isawaitable(result) else None
-            if future is None:
-                return True
-            if not future.done():
-                await _settled(future)
-            if not future.cancelled() and future.exception() is not None:
-                raise future.exception()  # type: ignore[misc]
-            return True
         outcomes: list[BaseException | asyncio.Future[Any] | None] = []
         for fn in listeners:
             try:

@@ -19,7 +19,7 @@ from session.events.event import SessionEvent, build_event, is_known_event_type
 from session.events.eventlog import EventLog, is_run
 from session.events.header import SessionHeader, now_ms
 from session.events.interruption import Interruption, interruption
-from session.events.livelog import DELTA_KINDS, LiveLog
+from session.events.livelog import DELTA_KINDS, LiveLog, delta_data
 from session.events.rules import (
     RULED_TYPES,
     CheckedLog,
@@ -42,7 +42,7 @@ from session.events.types import (
     USER_MESSAGE,
 )
 from session.events.wire import WireModel
-from session.json.lossless import MAX_SAFE_INTEGER, JsonValue, is_text, snapshot
+from session.json.lossless import JsonValue, is_safe_int, is_text, snapshot
 
 __all__ = ["Clock", "Publisher", "Session"]
 
@@ -310,14 +310,7 @@ class Session:
             self._events_view = None
             if op is not None:
                 self._surface.apply(seq, op)
-            for observe in observers:
-                try:
-                    result = observe(self, event)
-                except Exception as e:
-                    log.warning('session "%s": session/event listener threw: %s', self.id, e)
-                    continue
-                if result is not None:
-                    self._settle_later(result)
+            self._notify(observers, event)
         finally:
             self._publishing = False
         if store is not None and store.detach_pending:
@@ -336,16 +329,13 @@ class Session:
         starts. With a validator or an observer that takes events installed, or other than
         ``int`` turn, step and index, ``str`` text and a text or reasoning kind, it is that
         ``append``."""
-        if (
-            type(turn) is not int
-            or type(step) is not int
-            or type(index) is not int
-            or type(text) is not str
-            or kind not in DELTA_KINDS
-            or not (-MAX_SAFE_INTEGER <= turn <= MAX_SAFE_INTEGER)
-            or not (-MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER)
-            or not (-MAX_SAFE_INTEGER <= index <= MAX_SAFE_INTEGER)
-            or not (text.isascii() or is_text(text))
+        if not (
+            is_safe_int(turn)
+            and is_safe_int(step)
+            and is_safe_int(index)
+            and type(text) is str
+            and kind in DELTA_KINDS
+            and is_text(text)
         ):
             return self._delta_event(turn, step, text, index, kind)
         store = self._publisher
@@ -362,11 +352,7 @@ class Session:
         if run is not None and observers:
             self._publishing = True
             try:
-                for observe in observers:
-                    try:
-                        observe(self, run)
-                    except Exception as e:
-                        log.warning('session "%s": session/event listener threw: %s', self.id, e)
+                self._notify(observers, run)
             finally:
                 self._publishing = False
         if store is not None and store.detach_pending:
@@ -374,8 +360,19 @@ class Session:
         return events.size - 1
 
     def _delta_event(self, turn: Any, step: Any, text: Any, index: Any, kind: Any) -> int:
-        chunk = {"type": kind, "index": index, "text": text}
-        return self.append(ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}).seq
+        return self.append(ASSISTANT_CHUNK, delta_data(turn, step, text, index, kind)).seq
+
+    def _notify(self, observers: tuple[Callable[..., Any], ...], item: Any) -> None:
+        """Call each ``session/event`` observer with ``item``, logging (never raising) a
+        failure and tracking an awaitable result."""
+        for observe in observers:
+            try:
+                result = observe(self, item)
+            except Exception as e:
+                log.warning('session "%s": session/event listener threw: %s', self.id, e)
+                continue
+            if result is not None:
+                self._settle_later(result)
 
     # --- publication (used by the store that publishes the session) -----------------------
 

@@ -15,8 +15,9 @@ method what is durable when it returns. The service never runs two writes of one
 once: ``append``, ``append_inline``, ``start_append`` (until its future is done),
 ``commit_repair``, ``acquire`` and ``release`` of an id are serialized (``append_inline`` and
 ``start_append`` only run while nothing else holds the id), and so are the
-reads a write depends on. :meth:`Storage.prepare` runs on the event loop as events are
-committed; ``list_snapshots``, ``read_raw`` and ``locate`` may run at any time.
+reads a write depends on; ``list_snapshots``, ``read_raw`` and ``locate`` may run at any
+time. A live writer's batch may carry the lines it already encoded for some of its events
+(``session.persistence.batches.Batch.lines``); a medium that writes JSONL lines may use them.
 """
 
 from __future__ import annotations

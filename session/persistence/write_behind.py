@@ -203,26 +203,24 @@ class WriteBehindController:
         barrier, nobody hears of the write: it ends as a background write does."""
         if barrier.done():
             self._background_landed(error, batch)
-            self._barrier_done(barrier)
-            return
-        self._active = None
-        if error is not None:
+        elif error is not None:
+            self._active = None
             self._retain(batch)
             barrier.set_exception(error)
-            self._barrier_done(barrier)
-            return
-        if self._pending:
-            self._barrier = None
-            try:
-                following = self.flush()
-            except BaseException as e:
-                barrier.set_exception(e)
-                self._barrier_done(barrier)
-                return
-            if following is not None:
-                following.add_done_callback(lambda after: self._followed(barrier, after))
-                return
-        barrier.set_result(None)
+        else:
+            self._active = None
+            if self._pending:
+                self._barrier = None
+                try:
+                    following = self.flush()
+                except BaseException as e:
+                    following = None
+                    barrier.set_exception(e)
+                if following is not None:
+                    following.add_done_callback(lambda after: self._followed(barrier, after))
+                    return
+            if not barrier.done():
+                barrier.set_result(None)
         self._barrier_done(barrier)
 
     def _followed(self, barrier: asyncio.Future[None], after: asyncio.Future[None]) -> None:
