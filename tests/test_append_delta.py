@@ -5,6 +5,7 @@ on disk; a run is built only when read, once."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import math
 import uuid
@@ -103,6 +104,41 @@ def test_a_validator_sees_every_delta_and_can_refuse_one() -> None:
     with pytest.raises(ValueError, match="refused"):
         session.append_delta(1, 1, "no")
     assert [e.data["chunk"]["text"] for e in session.events] == ["yes"]
+
+
+@pytest.mark.parametrize("hook", [SESSION_VALIDATE, SESSION_EVENT])
+def test_a_hook_installed_inside_a_run_gets_the_deltas_after_it(hook: str) -> None:
+    runtime = Runtime()
+    session = runtime.sessions.create("s")
+    for i in range(3):
+        session.append_delta(1, 1, f"t{i}")
+    seen: list[Any] = []
+    runtime.hooks.observe(hook, lambda s, event: seen.append(event))
+    for i in range(3, 6):
+        session.append_delta(1, 1, f"t{i}")
+    assert [e.data["chunk"]["text"] for e in seen] == ["t3", "t4", "t5"]
+    assert [e.data["chunk"]["text"] for e in session.events] == [f"t{i}" for i in range(6)]
+
+
+def test_a_long_live_log_leaves_nothing_for_the_collector_to_traverse() -> None:
+    """The events, the runs of deltas and the closed parts of a live log hold no cycle and
+    are untracked: a long log costs the cyclic collector's full passes nothing."""
+    session = Session.create("s")
+
+    def steps(first: int, count: int) -> None:
+        for step in range(first, first + count):
+            session.append("step/start", {"turn": 1, "step": step})
+            for i in range(20):
+                session.append_delta(1, step, f"t{i} ")
+            session.append("step/end", {"turn": 1, "step": step})
+
+    steps(1, 10)
+    gc.collect()
+    before = len(gc.get_objects())
+    steps(11, 300)
+    gc.collect()
+    assert len(gc.get_objects()) - before < 30  # 300 steps: 1,800 objects if tracked
+    assert len(session.events) == 310 * 22
 
 
 def test_a_delta_from_an_observer_is_refused_as_reentrant() -> None:

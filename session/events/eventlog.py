@@ -25,7 +25,16 @@ from typing_extensions import TypeIs
 from session.events.event import SessionEvent
 from session.json.gcpause import gc_paused
 
-__all__ = ["EventLog", "LazyRun", "first_seq", "is_run", "iter_parts", "same_events", "seq_gap"]
+__all__ = [
+    "EventLog",
+    "LazyRun",
+    "first_seq",
+    "is_run",
+    "iter_parts",
+    "last_type",
+    "same_events",
+    "seq_gap",
+]
 
 _T = TypeVar("_T")
 
@@ -54,7 +63,7 @@ class LazyRun(Sequence[SessionEvent]):
     __slots__ = ("_build", "_count", "_events", "seq0", "type")
 
     def __init__(
-        self, type: str, seq0: int, count: int, build: Callable[[], list[SessionEvent]]
+        self, type: str, seq0: int, count: int, build: Callable[[], list[SessionEvent]] | None
     ) -> None:
         self.type = type
         """The type of every member."""
@@ -76,14 +85,18 @@ class LazyRun(Sequence[SessionEvent]):
             with _BUILDING:  # threads reading one run at once get the same objects
                 events = self._events
                 if events is None:
-                    build = self._build
-                    assert build is not None
                     with gc_paused():  # many new objects, none in a cycle
-                        events = tuple(build())
+                        events = tuple(self._make())
                     if len(events) != self._count or (events and events[0].seq != self.seq0):
                         raise AssertionError("a lazy run built other events than it announced")
                     self._events, self._build = events, None
         return events
+
+    def _make(self) -> list[SessionEvent]:
+        """Build the members: with ``build`` (a subclass without one builds them itself)."""
+        build = self._build
+        assert build is not None
+        return build()
 
     def __len__(self) -> int:
         return self._count
@@ -223,6 +236,15 @@ def first_seq(events: Sequence[Any]) -> int:
     """The seq of the first event of a non-empty ``events``, without building a run."""
     first = events.parts[0] if isinstance(events, EventLog) else events
     return first.seq0 if is_run(first) else int(first[0].seq)
+
+
+def last_type(events: Sequence[SessionEvent]) -> str | None:
+    """The type of the last event, without building a run that ends the log."""
+    parts = events.parts if isinstance(events, EventLog) else (events,)
+    last = parts[-1] if parts else ()
+    if is_run(last):
+        return last.type
+    return last[-1].type if last else None
 
 
 def seq_gap(events: Sequence[Any], seq: int) -> tuple[int, int] | None:

@@ -16,7 +16,6 @@ once and every read returns the same object; a :meth:`LiveLog.view` never change
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
 import threading
 from collections.abc import Iterator, Sequence
@@ -25,6 +24,7 @@ from typing import Any, Final, overload
 from session.events.event import SessionEvent, build_plain_events
 from session.events.eventlog import EventLog, LazyRun
 from session.events.types import ASSISTANT_CHUNK
+from session.json.gcpause import untrack
 from session.json.lossless import FrozenDict
 
 __all__ = ["DELTA_KEYS", "DELTA_KINDS", "DeltaRun", "LiveLog", "OpenRun", "delta_data"]
@@ -61,6 +61,8 @@ class OpenRun:
         self.closed = False
         """Set once the run takes no more deltas (its log moved on, or a writer took it)."""
         self._built: list[SessionEvent] = []
+        for value in (self, self.times, self.texts, self._built):
+            untrack(value)  # never in a cycle: a long live log costs the collector nothing
 
     def seal(self) -> DeltaRun:
         """Close the run (the next delta starts a new one) and return all of it."""
@@ -106,14 +108,13 @@ class DeltaRun(LazyRun):
     __slots__ = ("offset", "source")
 
     def __init__(self, source: OpenRun, offset: int, count: int) -> None:
-        super().__init__(
-            ASSISTANT_CHUNK,
-            source.seq0 + offset,
-            count,
-            functools.partial(source.members, offset, count),
-        )
+        super().__init__(ASSISTANT_CHUNK, source.seq0 + offset, count, None)
         self.source = source
         self.offset = offset
+        untrack(self)  # (see OpenRun)
+
+    def _make(self) -> list[SessionEvent]:
+        return self.source.members(self.offset, len(self))
 
     def times(self) -> list[int]:
         """The members' times, in order."""
@@ -139,7 +140,7 @@ class LiveLog(Sequence[SessionEvent]):
     :meth:`append_delta` change it; :meth:`view` is an immutable :class:`EventLog` of its
     current state, made in time bounded by the number of parts and :data:`_FOLD`."""
 
-    __slots__ = ("_closed", "_parts", "_run", "_starts", "_tail", "size")
+    __slots__ = ("_closed", "_parts", "_starts", "_tail", "run", "size")
 
     def __init__(self, seed: Sequence[SessionEvent] = ()) -> None:
         log = seed if isinstance(seed, EventLog) else EventLog([seed])
@@ -149,13 +150,15 @@ class LiveLog(Sequence[SessionEvent]):
         self._closed = len(log)
         """How many events the closed parts hold."""
         self._tail: list[SessionEvent] = []
-        self._run: OpenRun | None = None
+        self.run: OpenRun | None = None
+        """The open run of deltas, or ``None``: appended to by :meth:`append_delta` and
+        :meth:`extend`, closed by anything else appended (or sealed by a writer)."""
         self.size = self._closed
         """How many events the log holds (its length)."""
 
     def append(self, event: SessionEvent) -> None:
         """Append one event (its seq is the log's length)."""
-        if self._run is not None:
+        if self.run is not None:
             self._close_run()
         tail = self._tail
         tail.append(event)
@@ -168,7 +171,7 @@ class LiveLog(Sequence[SessionEvent]):
     ) -> OpenRun | None:
         """Append one delta (values already checked); return the run it starts, or ``None``
         when it continues the open one."""
-        run = self._run
+        run = self.run
         self.size += 1
         if (
             run is not None
@@ -185,20 +188,32 @@ class LiveLog(Sequence[SessionEvent]):
             self._close_run()
         elif self._tail:
             self._close_tail()
-        run = self._run = OpenRun(kind, turn, step, index, self.size - 1)
+        run = self.run = OpenRun(kind, turn, step, index, self.size - 1)
         run.times.append(time)
         run.texts.append(text)
         return run
 
+    def extend(self, time: int, text: str) -> int:
+        """Append one delta to the open, unsealed :attr:`run` it continues (the caller
+        checked it does); return its seq."""
+        run = self.run
+        assert run is not None
+        run.times.append(time)
+        run.texts.append(text)
+        self.size += 1
+        return self.size - 1
+
     def _close_tail(self) -> None:
-        self._add_part(tuple(self._tail))
+        part = tuple(self._tail)
+        untrack(part)  # (the collector keeps a tuple of events tracked)
+        self._add_part(part)
         self._tail = []
 
     def _close_run(self) -> None:
-        run = self._run
+        run = self.run
         assert run is not None
         self._add_part(run.seal())
-        self._run = None
+        self.run = None
 
     def _add_part(self, part: Sequence[SessionEvent]) -> None:
         self._parts.append(part)
@@ -223,7 +238,7 @@ class LiveLog(Sequence[SessionEvent]):
         closed = self._closed
         if index >= closed:
             at = index - closed
-            run = self._run
+            run = self.run
             return run.members(at, 1)[0] if run is not None else self._tail[at]
         part = bisect.bisect_right(self._starts, index) - 1
         return self._parts[part][index - self._starts[part]]
@@ -235,7 +250,7 @@ class LiveLog(Sequence[SessionEvent]):
         """The log as it is now (closed parts shared, unbuilt runs included)."""
         parts: tuple[Sequence[SessionEvent], ...] = tuple(self._parts)
         starts = self._starts
-        run = self._run
+        run = self.run
         if run is not None:
             return EventLog.of_parts((*parts, run.part()), [*starts, self._closed], self.size)
         if self._tail:

@@ -12,7 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from session.errors import JsonValueError, SessionEventError
-from session.events.event import SessionEvent, build_event, envelope_problem
+from session.events.event import (
+    SessionEvent,
+    build_event,
+    envelope_problem,
+    is_known_event_type,
+)
 from session.events.eventlog import EventLog, LazyRun, is_run, iter_parts
 from session.events.surface import Surface, SurfaceReplace, parse_surface_metadata
 from session.events.types import (
@@ -25,7 +30,13 @@ from session.events.types import (
 )
 from session.json.lossless import snapshot
 
-__all__ = ["RULED_TYPES", "CheckedLog", "message_shape_problem", "validate_log"]
+__all__ = [
+    "RULED_TYPES",
+    "CheckedLog",
+    "check_loadable",
+    "message_shape_problem",
+    "validate_log",
+]
 
 _ADAPTER_DEFAULT_KEYS = frozenset({"reasoningEffort", "maxTokens"})
 RULED_TYPES = frozenset(
@@ -235,3 +246,19 @@ def _checked_event(
     return build_event(
         event_type, index, raw["time"], data, op, sources, raw.get("ignorable"), tuple(raw)
     )
+
+
+def check_loadable(type: str, data: Any) -> None:
+    """The load's rules an append could break, applied before the commit, so that nothing
+    appended makes the log unreadable: a type readers refuse (neither known nor registered),
+    or a message the load would refuse. (The reference's append is laxer; a log written here
+    must load here and there.) Raises :class:`SessionEventError`."""
+    if not is_known_event_type(type):
+        raise SessionEventError(
+            f'session event type "{type}" is unknown to this build: call '
+            f'register_event_type("{type}") first, or readers refuse the log'
+        )
+    if type in RULED_TYPES:
+        shape = message_shape_problem(type, data)
+        if shape is not None:
+            raise SessionEventError(f'session event "{type}" {shape}')

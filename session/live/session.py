@@ -15,16 +15,16 @@ from session.errors import (
     SessionEventError,
     SessionReentrancyError,
 )
-from session.events.event import SessionEvent, build_event, is_known_event_type
-from session.events.eventlog import EventLog, is_run
+from session.events.event import SessionEvent, build_event
+from session.events.eventlog import EventLog, last_type
 from session.events.header import SessionHeader, now_ms
 from session.events.interruption import Interruption, interruption
 from session.events.livelog import DELTA_KINDS, LiveLog, delta_data
 from session.events.rules import (
     RULED_TYPES,
     CheckedLog,
+    check_loadable,
     legacy_problem,
-    message_shape_problem,
     validate_log,
 )
 from session.events.surface import (
@@ -96,6 +96,7 @@ class Session:
         "_header",
         "_publisher",
         "_publishing",
+        "_run_hooks",
         "_surface",
     )
 
@@ -112,6 +113,9 @@ class Session:
         self._derived_generation = 0
         self._publishing = False
         self._publisher: Publisher | None = None
+        self._run_hooks: Hooks | None = None
+        """The hooks the open run of deltas was checked against (it continues while they
+        are the store's)."""
         self._background: set[asyncio.Future[Any]] = set()
 
     @classmethod
@@ -156,7 +160,7 @@ class Session:
         self._events_view = None
         self._surface = log.surface
         self._first_live_seq = len(events)
-        if not events or _last_type(log.events) != END_SEED:
+        if not events or last_type(log.events) != END_SEED:
             self.append(END_SEED, {})
 
     # --- read side --------------------------------------------------------------------------
@@ -294,12 +298,12 @@ class Session:
         seq = len(events)
         if plain:
             op = None
-            _check_loadable(type, frozen)
+            check_loadable(type, frozen)
             event = build_event(type, seq, self._clock(), frozen)
         else:
             op, sources = parse_surface_metadata(type, seq, raw_op, raw_sources)
             self._surface.check(type, op, sources, frozen, events)
-            _check_loadable(type, frozen)
+            check_loadable(type, frozen)
             event = build_event(type, seq, self._clock(), frozen, op, sources)
         validators, observers, _ = _NO_HOOKS if store is None else store.append_hooks()
         self._publishing = store is not None
@@ -329,6 +333,23 @@ class Session:
         starts. With a validator or an observer that takes events installed, or other than
         ``int`` turn, step and index, ``str`` text and a text or reasoning kind, it is that
         ``append``."""
+        events, store = self._events, self._publisher
+        run = events.run
+        if (  # continuing the open run under the hooks it was checked against: the hot path
+            run is not None
+            and not run.closed
+            and type(text) is str
+            and int is type(turn) is type(step) is type(index)  # (equal to the run's:
+            and turn == run.turn  # safe ints, so these are too)
+            and step == run.step
+            and index == run.index
+            and kind == run.kind
+            and (text.isascii() or is_text(text))
+            and not self._publishing
+            and self._run_hooks is (_NO_HOOKS if store is None else store.append_hooks())
+        ):
+            self._events_view = None
+            return events.extend(self._clock(), text)
         if not (
             is_safe_int(turn)
             and is_safe_int(step)
@@ -338,21 +359,21 @@ class Session:
             and is_text(text)
         ):
             return self._delta_event(turn, step, text, index, kind)
-        store = self._publisher
-        validators, observers, runs = _NO_HOOKS if store is None else store.append_hooks()
+        hooks = _NO_HOOKS if store is None else store.append_hooks()
+        validators, observers, runs = hooks
         if validators or not runs:
             return self._delta_event(turn, step, text, index, kind)
         if store is not None and self._publishing:
             raise SessionReentrancyError(
                 "session append cannot reenter while another append is being published"
             )
-        events = self._events
-        run = events.append_delta(kind, turn, step, index, self._clock(), text)
+        started = events.append_delta(kind, turn, step, index, self._clock(), text)
         self._events_view = None
-        if run is not None and observers:
+        self._run_hooks = hooks
+        if started is not None and observers:
             self._publishing = True
             try:
-                self._notify(observers, run)
+                self._notify(observers, started)
             finally:
                 self._publishing = False
         if store is not None and store.detach_pending:
@@ -413,28 +434,3 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} seq={self.seq}>"
-
-
-def _last_type(events: Sequence[SessionEvent]) -> str | None:
-    """The type of the last event, without building a run that ends the log."""
-    parts = events.parts if isinstance(events, EventLog) else (events,)
-    last = parts[-1] if parts else ()
-    if is_run(last):
-        return last.type
-    return last[-1].type if last else None
-
-
-def _check_loadable(type: str, data: Any) -> None:
-    """The load's rules an append could break, applied before the commit, so that nothing
-    appended makes the log unreadable: a type readers refuse (neither known nor registered),
-    or a message the load would refuse. (The reference's append is laxer; a log written here
-    must load here and there.)"""
-    if not is_known_event_type(type):
-        raise SessionEventError(
-            f'session event type "{type}" is unknown to this build: call '
-            f'register_event_type("{type}") first, or readers refuse the log'
-        )
-    if type in RULED_TYPES:
-        shape = message_shape_problem(type, data)
-        if shape is not None:
-            raise SessionEventError(f'session event "{type}" {shape}')
