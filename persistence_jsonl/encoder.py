@@ -90,10 +90,19 @@ class BatchEncoder:
         self._last_seq = -1
         self._last_time = 0
         self.known: dict[int, bytes] = {}
-        """Lines already encoded, by seq (used instead of encoding those events again)."""
+        """Lines already encoded, by seq (used instead of encoding those events again);
+        never an ``assistant/chunk``'s, which a row may pack."""
 
     def add(self, event: SessionEvent) -> None:
         """Encode ``event`` next."""
+        line = self.known.get(event.seq) if self.known else None
+        if line is not None:  # (a known line is never a chunk's: see Batch.lines)
+            if self._key is not None:
+                self._close()
+            self._lines.append(line)
+            self._count += 1
+            self._bounds.append(self._count)
+            return
         key = run_key(event) if self.pack else None
         if key is not None:
             fields = event.__dict__
@@ -108,8 +117,7 @@ class BatchEncoder:
             return
         if self._key is not None:
             self._close()
-        line = self.known.get(event.seq) if self.known else None
-        self._lines.append(event.encode() if line is None else line)
+        self._lines.append(event.encode())
         self._count += 1
         self._bounds.append(self._count)
 

@@ -487,3 +487,28 @@ def test_appended_events_are_out_of_the_cyclic_collectors_view() -> None:
     ]
     assert tracked == [platform.python_implementation() != "CPython"] * 6
     assert event.data == {"turn": 1, "nested": {"list": [1, {"x": "y"}]}}
+
+
+@pytest.mark.parametrize(
+    ("type", "data"),
+    [
+        ("assistant/message", {"turn": 1, "step": 1, "message": assistant()}),
+        ("user/message", user()),
+        ("step/start", {"turn": 1, "step": 1}),
+    ],
+)
+@pytest.mark.parametrize("op", ["append", {"op": "replace", "start": 0, "end": 0}, "other"])
+def test_an_empty_source_list_is_judged_as_any_other_sequence(
+    type: str, data: dict[str, Any], op: Any
+) -> None:
+    """The empty list a model's message usually cites takes a shorter path; the outcome is
+    the one an empty tuple (the general path) gets, event or error."""
+    outcomes = []
+    for sources in ([], ()):
+        session = Session.create("s", clock=lambda: 5)
+        session.append("user/message", user(), surface_op="append")
+        try:
+            outcomes.append(session.append(type, data, surface_op=op, source_event_seqs=sources))
+        except Exception as e:
+            outcomes.append((e.__class__, str(e)))
+    assert outcomes[0] == outcomes[1]

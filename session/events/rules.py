@@ -28,7 +28,7 @@ from session.events.types import (
     TOOL_RESULT,
     USER_MESSAGE,
 )
-from session.json.lossless import snapshot
+from session.json.lossless import FrozenDict, FrozenList, snapshot
 
 __all__ = [
     "RULED_TYPES",
@@ -51,6 +51,11 @@ def _non_empty_str(value: object) -> bool:
     return isinstance(value, str) and value != ""
 
 
+_MAPS: frozenset[type] = frozenset((dict, FrozenDict))
+_LISTS: frozenset[type] = frozenset((list, FrozenList, tuple))
+"""The containers frozen data is made of: known without an ABC check (the append path)."""
+
+
 def message_shape_problem(event_type: str, data: Any) -> str | None:
     """What is wrong with the message (request header, recorded call) an event carries, or
     ``None``."""
@@ -66,19 +71,25 @@ def message_shape_problem(event_type: str, data: Any) -> str | None:
     if event_type == USER_MESSAGE:
         message, role = data, "user"
     elif event_type in (ASSISTANT_MESSAGE, TOOL_RESULT):
-        message = data.get("message") if isinstance(data, Mapping) else None
+        message = data.get("message") if type(data) in _MAPS or isinstance(data, Mapping) else None
         role = "assistant" if event_type == ASSISTANT_MESSAGE else "user"
     else:
         return None
-    if not isinstance(message, Mapping) or not _non_empty_str(message.get("id")):
+    if not (type(message) in _MAPS or isinstance(message, Mapping)) or not _non_empty_str(
+        message.get("id")
+    ):
         return "lacks an identified message"
     if message.get("role") != role:
         return f'message must have role "{role}"'
     source = message.get("source")
-    if not isinstance(source, Mapping) or not _non_empty_str(source.get("kind")):
+    if not (type(source) in _MAPS or isinstance(source, Mapping)) or not _non_empty_str(
+        source.get("kind")
+    ):
         return "message must have a source kind"
     content = message.get("content")
-    if not isinstance(content, Sequence) or isinstance(content, str):
+    if type(content) not in _LISTS and (
+        not isinstance(content, Sequence) or isinstance(content, str)
+    ):
         return "message content must be an array"
     if event_type == ASSISTANT_MESSAGE:
         if source.get("kind") != "model" or not (

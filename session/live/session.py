@@ -280,10 +280,15 @@ class Session:
                 surface_op.to_json() if isinstance(surface_op, SurfaceReplace) else surface_op
             )
             try:
-                raw_op = snapshot(raw_op, "surfaceOp")
-                raw_sources = snapshot(
-                    list(source_event_seqs) if source_event_seqs is not None else None,
-                    "sourceEventSeqs",
+                if not (raw_op == "append" and raw_op.__class__ is str):  # (the usual op)
+                    raw_op = snapshot(raw_op, "surfaceOp")
+                raw_sources = (
+                    ()  # (the usual sources of a model's message)
+                    if source_event_seqs.__class__ is list and not source_event_seqs
+                    else snapshot(
+                        list(source_event_seqs) if source_event_seqs is not None else None,
+                        "sourceEventSeqs",
+                    )
                 )
             except (JsonValueError, TypeError) as e:
                 raise SessionDataError(

@@ -23,7 +23,8 @@ class Batch(EventLog[SessionEvent]):
 
     lines: dict[int, bytes]
     """The JSONL line of some of its events, by seq, encoded as they were committed (an
-    encoder may use them instead of encoding those events again)."""
+    encoder may use them instead of encoding those events again); never a line of an
+    ``assistant/chunk``, which a packed row may take."""
 
 
 def events_in(pending: Sequence[Any]) -> int:
