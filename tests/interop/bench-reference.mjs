@@ -47,9 +47,15 @@ async function checkpoints(dir, n, count, many) {
   const start = performance.now();
   const runs = await Promise.all(live.map((s) => runSteps(ctx, s, n, count)));
   const elapsed = (performance.now() - start) / 1000;
+  const quantile = (values, q) => values[Math.min(values.length - 1, Math.floor(q * values.length))];
   const flushes = runs.flatMap((r) => r.flushes).sort((a, b) => a - b);
-  const at = (q) => flushes[Math.min(flushes.length - 1, Math.floor(q * flushes.length))];
-  return { perSecond: (many * n) / elapsed, p50: at(0.5), p99: at(0.99) };
+  const later = runs.flatMap((r) => r.flushes.slice(1)).sort((a, b) => a - b); // (the first creates the log)
+  return {
+    perSecond: (many * n) / elapsed,
+    p50: quantile(flushes, 0.5),
+    p99: quantile(flushes, 0.99),
+    p99Later: quantile(later.length ? later : flushes, 0.99),
+  };
 }
 
 async function bulkAppend(dir, n) {
@@ -72,6 +78,7 @@ console.log(JSON.stringify({
   ref_checkpoints_per_s_1: one.perSecond,
   ref_checkpoints_per_s_16: many.perSecond,
   ref_checkpoint_p99_ms_16: many.p99,
+  ref_checkpoint_p99_ms_16_later: many.p99Later,
   ref_append_events_per_s: appends,
 }));
 process.exit(0);
