@@ -6,6 +6,7 @@ Every other row stays a wire dict for the service to validate."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -54,19 +55,20 @@ def _member(event: Mapping[str, Any]) -> tuple[Any, ...] | None:
 
 
 def _run(events: Sequence[Mapping[str, Any]], key: tuple[Any, ...]) -> LazyRun:
-    kind, turn, step, index = key
     seq0 = events[0]["seq"]
     times = [event["time"] for event in events]
     texts = [event["data"]["chunk"]["text"] for event in events]
-
-    def build() -> list[Any]:
-        datas = [
-            FrozenDict(turn=turn, step=step, chunk=FrozenDict(type=kind, index=index, text=text))
-            for text in texts
-        ]
-        return build_plain_events(ASSISTANT_CHUNK, seq0, times, datas, _ENVELOPE)
-
+    build = functools.partial(_members, key, seq0, times, texts)
     return LazyRun(ASSISTANT_CHUNK, seq0, len(events), build)
+
+
+def _members(key: tuple[Any, ...], seq0: int, times: list[int], texts: list[str]) -> list[Any]:
+    kind, turn, step, index = key
+    datas = [
+        FrozenDict(turn=turn, step=step, chunk=FrozenDict(type=kind, index=index, text=text))
+        for text in texts
+    ]
+    return build_plain_events(ASSISTANT_CHUNK, seq0, times, datas, _ENVELOPE)
 
 
 def with_lazy_runs(events: list[dict[str, Any]]) -> Sequence[Any]:

@@ -15,6 +15,7 @@ checked everything it needs when the run was made).
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -23,7 +24,7 @@ from typing import Any, Self, TypeVar, overload
 from typing_extensions import TypeIs
 
 from session.events.event import SessionEvent
-from session.json.gcpause import gc_paused
+from session.json.gcpause import gc_paused, untrack
 
 __all__ = [
     "EventLog",
@@ -54,7 +55,10 @@ def is_run(item: object) -> TypeIs[LazyRun]:
 
 class LazyRun(Sequence[SessionEvent]):
     """``count`` events of one ``type``, with seqs from ``seq0``, none of them on the surface,
-    built by ``build`` on first read (all at once; then kept)."""
+    built by ``build`` on first read (all at once; then kept).
+
+    A run is out of the cyclic collector's view, and so is a ``functools.partial`` builder
+    with its arguments' lists and tuples: a builder must never refer back to its run."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -72,6 +76,7 @@ class LazyRun(Sequence[SessionEvent]):
         self._count = count
         self._build: Callable[[], list[SessionEvent]] | None = build
         self._events: tuple[SessionEvent, ...] | None = None
+        _untrack_run(self, build)
 
     @property
     def built(self) -> bool:
@@ -139,7 +144,9 @@ class EventLog(Sequence[_T]):
                 if len(part):  # counted without building it
                     kept.append(part)  # type: ignore[arg-type]  # a run is a part of event logs
             elif part:
-                kept.append(tuple(part))
+                events = tuple(part)
+                untrack(events)  # (the collector keeps a tuple of events tracked)
+                kept.append(events)
         self._parts: tuple[Sequence[_T], ...] = tuple(kept)
         self._starts = list(itertools.accumulate((len(p) for p in self._parts), initial=0))
         self._len = self._starts.pop()
@@ -236,6 +243,18 @@ def first_seq(events: Sequence[Any]) -> int:
     """The seq of the first event of a non-empty ``events``, without building a run."""
     first = events.parts[0] if isinstance(events, EventLog) else events
     return first.seq0 if is_run(first) else int(first[0].seq)
+
+
+def _untrack_run(run: LazyRun, build: object) -> None:
+    """Untrack a run and its partial builder's containers (they hold JSON values and
+    columns, never a cycle): a long log then costs the collector's full passes nothing."""
+    untrack(run)
+    if type(build) is functools.partial:
+        untrack(build)
+        untrack(build.args)
+        for value in build.args:
+            if type(value) is list or type(value) is tuple:
+                untrack(value)
 
 
 def last_type(events: Sequence[SessionEvent]) -> str | None:

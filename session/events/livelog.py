@@ -111,7 +111,6 @@ class DeltaRun(LazyRun):
         super().__init__(ASSISTANT_CHUNK, source.seq0 + offset, count, None)
         self.source = source
         self.offset = offset
-        untrack(self)  # (see OpenRun)
 
     def _make(self) -> list[SessionEvent]:
         return self.source.members(self.offset, len(self))
