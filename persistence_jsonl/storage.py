@@ -84,6 +84,7 @@ class JsonlStorage(Storage):
     other with the reference's message."""
 
     name = "session-persistence-jsonl"
+    writes_lines = True
 
     def __init__(
         self,

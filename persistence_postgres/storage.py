@@ -84,6 +84,7 @@ class PostgresStorage(Storage):
     """Sessions as rows of one PostgreSQL database (see the module docstring)."""
 
     name = "session-persistence-postgres"
+    writes_lines = True
 
     def __init__(
         self,

@@ -122,7 +122,7 @@ def test_a_hook_installed_inside_a_run_gets_the_deltas_after_it(hook: str) -> No
 
 def test_a_long_live_log_leaves_nothing_for_the_collector_to_traverse() -> None:
     """The events, the runs of deltas and the closed parts of a live log hold no cycle and
-    are untracked: a long log costs the cyclic collector's full passes nothing."""
+    are untracked: a long log adds no tracked object per event or run."""
     session = Session.create("s")
 
     def steps(first: int, count: int) -> None:

@@ -1,6 +1,6 @@
-"""A long log costs the cyclic collector nothing: a loaded log's events, runs of deltas (with
-their builders and columns) and parts are out of its view, as a live log's are. (Without
-this, every full pass walks every packed row of every loaded session.)"""
+"""A long log adds no tracked object per event or run: a loaded log's events, runs of deltas
+(with their builders and columns) and parts are out of the cyclic collector's view, as a live
+log's are. (Without this, every full pass walks every packed row of every loaded session.)"""
 
 from __future__ import annotations
 

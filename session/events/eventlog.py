@@ -29,6 +29,7 @@ from session.json.gcpause import gc_paused, untrack
 __all__ = [
     "EventLog",
     "LazyRun",
+    "event_part",
     "first_seq",
     "is_run",
     "iter_parts",
@@ -131,7 +132,8 @@ _RUN_TYPES.add(LazyRun)
 
 class EventLog(Sequence[_T]):
     """An immutable concatenation of parts: sequences of items (events; wire dicts in a
-    scanner's log) and :class:`LazyRun`. ``EventLog[SessionEvent]`` is a stored log."""
+    scanner's log) and :class:`LazyRun`. ``EventLog[SessionEvent]`` is a stored log. Its
+    parts are :func:`event_part` tuples (an item never refers back to its log)."""
 
     __slots__ = ("_len", "_parts", "_starts")
 
@@ -144,9 +146,7 @@ class EventLog(Sequence[_T]):
                 if len(part):  # counted without building it
                     kept.append(part)  # type: ignore[arg-type]  # a run is a part of event logs
             elif part:
-                events = tuple(part)
-                untrack(events)  # (the collector keeps a tuple of events tracked)
-                kept.append(events)
+                kept.append(event_part(part))
         self._parts: tuple[Sequence[_T], ...] = tuple(kept)
         self._starts = list(itertools.accumulate((len(p) for p in self._parts), initial=0))
         self._len = self._starts.pop()
@@ -245,9 +245,18 @@ def first_seq(events: Sequence[Any]) -> int:
     return first.seq0 if is_run(first) else int(first[0].seq)
 
 
+def event_part(items: Iterable[_T]) -> tuple[_T, ...]:
+    """``items`` as a part of a log: a tuple out of the cyclic collector's view (it holds no
+    cycle, but the collector keeps a tuple of events tracked), so a long log adds no tracked
+    object per part."""
+    part = tuple(items)
+    untrack(part)
+    return part
+
+
 def _untrack_run(run: LazyRun, build: object) -> None:
     """Untrack a run and its partial builder's containers (they hold JSON values and
-    columns, never a cycle): a long log then costs the collector's full passes nothing."""
+    columns, never a cycle): a long log adds no tracked object per run."""
     untrack(run)
     if type(build) is functools.partial:
         untrack(build)

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Final, overload
 
 from session.events.event import SessionEvent, build_plain_events
-from session.events.eventlog import EventLog, LazyRun
+from session.events.eventlog import EventLog, LazyRun, event_part
 from session.events.types import ASSISTANT_CHUNK
 from session.json.gcpause import untrack
 from session.json.lossless import FrozenDict
@@ -62,7 +62,7 @@ class OpenRun:
         """Set once the run takes no more deltas (its log moved on, or a writer took it)."""
         self._built: list[SessionEvent] = []
         for value in (self, self.times, self.texts, self._built):
-            untrack(value)  # never in a cycle: a long live log costs the collector nothing
+            untrack(value)  # never in a cycle: a long live log adds no tracked object per run
 
     def seal(self) -> DeltaRun:
         """Close the run (the next delta starts a new one) and return all of it."""
@@ -203,9 +203,7 @@ class LiveLog(Sequence[SessionEvent]):
         return self.size - 1
 
     def _close_tail(self) -> None:
-        part = tuple(self._tail)
-        untrack(part)  # (the collector keeps a tuple of events tracked)
-        self._add_part(part)
+        self._add_part(event_part(self._tail))
         self._tail = []
 
     def _close_run(self) -> None:

@@ -9,7 +9,7 @@ reference's texts.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from session.errors import JsonValueError, SessionEventError
 from session.events.event import (
@@ -56,6 +56,14 @@ _LISTS: frozenset[type] = frozenset((list, FrozenList, tuple))
 """The containers frozen data is made of: known without an ABC check (the append path)."""
 
 
+def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
+    return type(value) in _MAPS or isinstance(value, Mapping)
+
+
+def _is_array(value: object) -> TypeGuard[Sequence[Any]]:
+    return type(value) in _LISTS or (isinstance(value, Sequence) and not isinstance(value, str))
+
+
 def message_shape_problem(event_type: str, data: Any) -> str | None:
     """What is wrong with the message (request header, recorded call) an event carries, or
     ``None``."""
@@ -64,32 +72,26 @@ def message_shape_problem(event_type: str, data: Any) -> str | None:
     if event_type == TOOL_CALL:
         # Recovery pairs a recorded call with the model's by this id: without it, a call whose
         # body ran would be closed as never started.
-        call = data if isinstance(data, Mapping) else {}
+        call = data if _is_map(data) else {}
         if not _non_empty_str(call.get("callId")) or not isinstance(call.get("name"), str):
             return "must name the call it records (a non-empty callId and a name)"
         return None
     if event_type == USER_MESSAGE:
         message, role = data, "user"
     elif event_type in (ASSISTANT_MESSAGE, TOOL_RESULT):
-        message = data.get("message") if type(data) in _MAPS or isinstance(data, Mapping) else None
+        message = data.get("message") if _is_map(data) else None
         role = "assistant" if event_type == ASSISTANT_MESSAGE else "user"
     else:
         return None
-    if not (type(message) in _MAPS or isinstance(message, Mapping)) or not _non_empty_str(
-        message.get("id")
-    ):
+    if not _is_map(message) or not _non_empty_str(message.get("id")):
         return "lacks an identified message"
     if message.get("role") != role:
         return f'message must have role "{role}"'
     source = message.get("source")
-    if not (type(source) in _MAPS or isinstance(source, Mapping)) or not _non_empty_str(
-        source.get("kind")
-    ):
+    if not _is_map(source) or not _non_empty_str(source.get("kind")):
         return "message must have a source kind"
     content = message.get("content")
-    if type(content) not in _LISTS and (
-        not isinstance(content, Sequence) or isinstance(content, str)
-    ):
+    if not _is_array(content):
         return "message content must be an array"
     if event_type == ASSISTANT_MESSAGE:
         if source.get("kind") != "model" or not (
@@ -102,10 +104,9 @@ def message_shape_problem(event_type: str, data: Any) -> str | None:
             return "message must have tool source"
         block = content[0] if len(content) == 1 else None
         if (
-            not isinstance(block, Mapping)
+            not _is_map(block)
             or block.get("type") != "tool-result"
-            or not isinstance(block.get("content"), Sequence)
-            or isinstance(block.get("content"), str)
+            or not _is_array(block.get("content"))
         ):
             return "message must contain one tool-result block"
         if block.get("toolCallId") != call_id:

@@ -11,11 +11,12 @@ The pause is process-wide (the collector has no per-thread switch): while it las
 garbage made by other threads is collected later, not never. Nested and concurrent pauses are
 counted, and the collector is re-enabled only if it was enabled when the first one began.
 
-``untrack`` serves the append path: an appended event, its field dict and the frozen containers
-``snapshot`` makes are untracked as they are built, so a long live log costs the collector's
-full passes nothing. Events a load builds in bulk (packed runs, under ``gc_paused``) stay
-tracked: untracking costs a ``ctypes`` call (about 0.4 µs) per object, and that cost has not
-been weighed against a loaded log's collections.
+``untrack`` keeps a long log from adding tracked objects: an appended event, its field dict
+and the frozen containers ``snapshot`` makes are untracked as they are built, and so are the
+runs of deltas and the parts of live and loaded logs (``LazyRun``, ``event_part``). The events
+a run builds when it is read (in bulk, under ``gc_paused``) stay tracked: untracking costs a
+``ctypes`` call (about 0.2 µs) per object, and that cost has not been weighed against a read
+log's collections.
 """
 
 from __future__ import annotations

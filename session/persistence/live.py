@@ -51,8 +51,8 @@ class _Live:
     """The binding of the session to its id (:meth:`LiveWriter._bind`)."""
     retired: bool = False
     lines: dict[int, bytes] = field(default_factory=dict)
-    """The line of each buffered event, by seq, encoded as it was committed (a batch takes
-    its own, so a checkpoint does not wait for them)."""
+    """The line of each buffered event but a delta, by seq, encoded as it was committed when
+    the storage writes lines (a batch takes its own, so a checkpoint does not wait for them)."""
 
     @property
     def bound(self) -> bool:
@@ -78,6 +78,8 @@ class LiveWriter:
     ) -> None:
         self._ledger = ledger
         self._storage: Storage = ledger.storage
+        self._encodes = self._storage.writes_lines
+        """Whether events are encoded as they are committed (the storage writes lines)."""
         self._delay_ms = delay_ms
         self._scheduler = scheduler
         self._live: dict[Session, _Live] = {}
@@ -168,8 +170,8 @@ class LiveWriter:
         live = self._live.get(session)
         if live is not None:
             live.controller.enqueue(event)
-            if type(event) is SessionEvent and event.type != ASSISTANT_CHUNK:  # (deltas
-                live.lines[event.seq] = event.encode()  # are packed into rows at the flush)
+            if self._encodes and type(event) is SessionEvent and event.type != ASSISTANT_CHUNK:
+                live.lines[event.seq] = event.encode()  # (deltas are packed at the flush)
 
     def on_flush(self, session: Session) -> asyncio.Future[None] | None:
         """``session/flush``: the barrier; ``None`` when there is nothing to do. After

@@ -16,8 +16,9 @@ once: ``append``, ``append_inline``, ``start_append`` (until its future is done)
 ``commit_repair``, ``acquire`` and ``release`` of an id are serialized (``append_inline`` and
 ``start_append`` only run while nothing else holds the id), and so are the
 reads a write depends on; ``list_snapshots``, ``read_raw`` and ``locate`` may run at any
-time. A live writer's batch may carry the lines it already encoded for some of its events
-(``session.persistence.batches.Batch.lines``); a medium that writes JSONL lines may use them.
+time. A medium that writes each event's JSONL line says so (:attr:`Storage.writes_lines`):
+a live writer's batch then carries the lines it already encoded for its events other than
+deltas (``session.persistence.batches.Batch.lines``).
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ class Storage(ABC):
 
     name: str
     """The backend's label, used in log messages and errors (``session-persistence-jsonl``)."""
+
+    writes_lines: bool = False
+    """Whether an append writes each event's JSONL line (``SessionEvent.encode``): then a live
+    writer encodes each event but a delta as it is committed, and its batches carry those
+    lines (``Batch.lines``). A medium that stores events otherwise leaves it ``False`` and
+    is spared that work."""
 
     def check_id(self, id: str) -> None:
         """Refuse an id this medium cannot store.
