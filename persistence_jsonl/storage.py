@@ -12,15 +12,15 @@ closers). Files are created 0600, directories 0700.
 
 Where the I/O runs (said here once): off the event loop, so fsyncs of different sessions
 overlap and the loop keeps running. Appends, and a new session's first write, run on the
-storage's own I/O threads (a checkpoint hands its write there without a task,
-``start_append``); reads and repairs on the loop's default worker threads. One exception:
-while exactly one session is live (``sole_writer``), a flush barrier (a checkpoint) that
-appends to its already created log writes and fsyncs on the event-loop thread: a thread round
-trip costs about as much as a fast fsync, and the agent is waiting for that checkpoint anyway.
-Background (batching-window) writes stay on the I/O threads. Inline checkpoints stop as
-soon as the latest write-and-fsync took longer than ``inline_fsync_budget_ms`` (a slow disk)
-and resume when one is fast again, so a slow disk blocks the loop at most once; ``0`` keeps
-all I/O off the loop.
+storage's own I/O threads (a checkpoint hands its batch there without a task, and the thread
+encodes it too, ``start_append``); reads and repairs on the loop's default worker threads.
+One exception: while exactly one session is live (``sole_writer``), a flush barrier (a
+checkpoint) that appends to its already created log encodes, writes and fsyncs on the
+event-loop thread: a thread round trip costs about as much as a fast fsync, and the agent is
+waiting for that checkpoint anyway. Background (batching-window) writes stay on the I/O
+threads. Inline checkpoints stop as soon as the latest write-and-fsync took longer than
+``inline_fsync_budget_ms`` (a slow disk) and resume when one is fast again, so a slow disk
+blocks the loop at most once; ``0`` keeps all I/O off the loop.
 """
 
 from __future__ import annotations
@@ -84,7 +84,6 @@ class JsonlStorage(Storage):
     other with the reference's message."""
 
     name = "session-persistence-jsonl"
-    writes_lines = True
 
     def __init__(
         self,
@@ -279,11 +278,16 @@ class JsonlStorage(Storage):
     def start_append(
         self, header: SessionHeader, events: Sequence[SessionEvent]
     ) -> asyncio.Future[None]:
-        """Encode the batch here and hand its write and fsync to an I/O thread of this
-        storage's own (up to :data:`IO_THREADS`, so many sessions' fsyncs overlap)."""
+        """Hand the batch's encoding, write and fsync to an I/O thread of this storage's own
+        (up to :data:`IO_THREADS`, so many sessions' fsyncs overlap): the event loop spends
+        nothing on the bytes of a checkpoint it does not write inline. The batch's events are
+        immutable and its runs of deltas sealed, so the thread reads what the loop left."""
         self._refuse_if_poisoned(header.id)
-        data = encode_batch(events, self.pack)
-        return self._io().submit(self._append, header, data)
+        return self._io().submit(self._encode_append, header, events)
+
+    def _encode_append(self, header: SessionHeader, events: Sequence[SessionEvent]) -> None:
+        """Encode and append a batch (on an I/O thread, see :meth:`start_append`)."""
+        self._append(header, encode_batch(events, self.pack))
 
     def _io(self) -> IOThreads:
         """The storage's own I/O threads, for appends (started on first use)."""
