@@ -54,6 +54,13 @@ async def test_busy_threads_start_more_up_to_the_size_and_no_further() -> None:
     threads.shutdown()
 
 
+async def test_calls_made_one_after_another_reuse_one_thread() -> None:
+    threads = IOThreads(8, "test-io")
+    names = [await threads.submit(lambda: threading.current_thread().name) for _ in range(50)]
+    assert set(names) == {"test-io-0"}  # each call ended leaving its thread free
+    threads.shutdown()
+
+
 async def test_calls_on_one_thread_run_in_submission_order() -> None:
     threads = IOThreads(1, "test-io")
     order: list[int] = []

@@ -22,6 +22,7 @@ from session import (
     SessionNotLiveError,
     SessionReentrancyError,
 )
+from session.live.hooks import CallerFuture
 from tests.builders import assistant, until, user
 
 
@@ -302,6 +303,36 @@ async def test_cancelling_a_flush_does_not_cancel_listeners(runtime: Runtime) ->
     release.set()
     # A cancelled listener would never set the event; the timeout turns that into a failure.
     await asyncio.wait_for(finished.wait(), timeout=5)
+
+
+async def test_a_lone_listeners_caller_future_is_awaited_directly_and_cancelled_alone(
+    runtime: Runtime,
+) -> None:
+    """A lone listener's ``CallerFuture`` is what the flush awaits (no waiter of its own): its
+    outcome is the flush's, and a cancelled flush cancels that future and nothing else."""
+    handed: list[CallerFuture] = []
+    work = asyncio.get_running_loop().create_future()
+
+    def listener(session: Session) -> CallerFuture:
+        waiter = CallerFuture()
+        work.add_done_callback(lambda done: waiter.done() or waiter.set_exception(OSError("eio")))
+        handed.append(waiter)
+        return waiter
+
+    runtime.hooks.listen("session/flush", listener)
+    session = runtime.sessions.create("s")
+    cancelled = asyncio.ensure_future(runtime.sessions.flush(session))
+    await until(lambda: len(handed) == 1)
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert handed[0].cancelled()
+    assert not work.done()  # the listener's work goes on
+    failing = asyncio.ensure_future(runtime.sessions.flush(session))
+    await until(lambda: len(handed) == 2)
+    work.set_result(None)
+    with pytest.raises(OSError, match="eio"):
+        await failing
 
 
 # --- fork (cases 24-28) -----------------------------------------------------------------------

@@ -457,13 +457,18 @@ async def test_a_handed_off_write_is_the_barrier_without_a_task(clock: ManualClo
     assert barrier is not None
     assert not isinstance(barrier, asyncio.Task)
     assert asyncio.all_tasks() == tasks
-    assert controller.flush() is barrier  # concurrent flushes share it
+    other = controller.flush()  # a concurrent flush waits on the same write, with a future
+    assert other is not None  # of its own
+    assert other is not barrier
+    assert len(hand.offered) == 1
     assert controller.has_work
     assert controller.window_ends_ms is None
     await settle()
     assert not barrier.done()
+    assert not other.done()
     hand.writes[0].set_result(None)
     await barrier
+    await other
     assert hand.landed == [[0, 1]]
     assert storage.attempts == []
     assert not controller.has_work
@@ -573,6 +578,29 @@ async def test_a_hand_off_barrier_a_waiter_cancelled_does_not_wedge_the_controll
     assert hand.landed == [[0], [1]]
     assert not controller.has_work
     assert errors == []
+
+
+async def test_a_caller_that_stops_waiting_on_a_hand_off_leaves_the_others_waiting(
+    clock: ManualClock,
+) -> None:
+    _, hand, controller = handing_off(clock)
+    e0, e1 = events(2)
+    controller.enqueue(e0)
+    first = controller.flush()
+    second = controller.flush()
+    assert first is not None
+    assert second is not None
+    first.cancel()  # what a cancelled caller awaiting it directly does
+    controller.enqueue(e1)  # admitted meanwhile: the barrier drains it for the second
+    hand.writes[0].set_result(None)
+    await settle()
+    assert hand.offered == [[0], [1]]
+    assert not second.done()
+    hand.writes[1].set_exception(OSError("fsync failed"))
+    with pytest.raises(OSError, match="fsync failed"):
+        await second
+    assert first.cancelled()
+    assert [e.seq for e in controller.pending] == [1]
 
 
 async def test_a_failed_hand_off_whose_barrier_was_cancelled_keeps_its_batch_and_says_so(

@@ -20,6 +20,7 @@ __all__ = [
     "SESSION_EVENT",
     "SESSION_FLUSH",
     "SESSION_VALIDATE",
+    "CallerFuture",
     "Disposer",
     "HookBus",
     "Middleware",
@@ -46,6 +47,13 @@ Middleware = Callable[..., Any]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class CallerFuture(asyncio.Future[Any]):
+    """A future a listener hands to its one caller alone: cancelling it ends that caller's
+    wait and nothing else (the work it stands for goes on to its end). :meth:`HookBus.gather`
+    awaits such a future of a lone listener directly, without a waiter of its own: one future
+    and one loop round trip fewer per call."""
 
 
 def takes_runs(observer: _F) -> _F:
@@ -166,6 +174,9 @@ class HookBus:
             except Exception as e:  # a synchronous raise counts as a rejection
                 outcomes.append(e)
                 continue
+            if type(result) is CallerFuture and len(listeners) == 1:
+                await result  # (this caller's own: cancelling it cancels no listener)
+                return True
             outcomes.append(asyncio.ensure_future(result) if inspect.isawaitable(result) else None)
         for outcome in outcomes:
             if isinstance(outcome, asyncio.Future) and not outcome.done():

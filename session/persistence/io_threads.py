@@ -46,12 +46,13 @@ class IOThreads:
         self._name = name
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._idle = 0
-        """Threads free for a new call and not yet promised to one. A thread is started for
-        a call, so it counts only once it finished one. A call queued while every thread is
-        busy leaves the count one high once a thread takes it; that happens only when all
-        ``size`` threads exist, and then no thread is started any more."""
-        self._lock = threading.Lock()  # guards _idle
+        self._idle: queue.SimpleQueue[None] = queue.SimpleQueue()
+        """A token per thread that finished a call and waits for the next: a call takes one,
+        or starts a thread when none is left (up to ``size``). A thread leaves its token
+        once its call ended, before the loop hears of it; a call queued just before may start
+        a thread it did not need and leave a token too many, which a later call takes and
+        then waits for the next free thread. No call is left without a thread: every thread
+        takes calls until shutdown."""
         self._shut = False
         self._landed: dict[asyncio.AbstractEventLoop, list[_Landed]] = {}
         """Per loop, the calls that ended and that its next :meth:`_deliver` settles."""
@@ -64,17 +65,16 @@ class IOThreads:
             raise RuntimeError(f"the {self._name} I/O threads are shut down")
         loop = asyncio.get_running_loop()
         future = Landing(loop=loop)
-        with self._lock:  # an idle thread is this call's, or a new one is started for it
-            start = self._idle == 0 and len(self._threads) < self._size
-            if self._idle:
-                self._idle -= 1
-        if start:
-            thread = threading.Thread(
-                target=self._serve, name=f"{self._name}-{len(self._threads)}", daemon=True
-            )
-            self._threads.append(thread)
-            thread.start()
         self._calls.put((loop, future, call, args))
+        try:
+            self._idle.get_nowait()  # a waiting thread takes it
+        except queue.Empty:
+            if len(self._threads) < self._size:
+                thread = threading.Thread(
+                    target=self._serve, name=f"{self._name}-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
         return future
 
     def shutdown(self) -> None:
@@ -113,15 +113,13 @@ class IOThreads:
             future.land(result, error)
 
     def _serve(self) -> None:
-        lock, take = self._lock, self._calls.get
+        take = self._calls.get
         while True:
             item = take()
             if item is None:
                 return
             _run(self, *item)
             del item  # hold nothing of a finished call while waiting for the next
-            with lock:
-                self._idle += 1  # (counted once the thread can take another call)
 
 
 def _run(
@@ -131,9 +129,13 @@ def _run(
     call: Callable[..., Any],
     args: tuple[Any, ...],
 ) -> None:
+    """Run one call; leave the thread's idle token before its outcome reaches the loop, so
+    a call the loop submits on hearing of it finds this thread free (none is started)."""
     try:
         result = call(*args)
     except BaseException as e:  # the caller's to see, on its loop
+        pool._idle.put(None)
         pool._post(loop, future, None, e)
     else:
+        pool._idle.put(None)
         pool._post(loop, future, result, None)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from session.events.event import SessionEvent
 from session.events.livelog import OpenRun
+from session.live.hooks import CallerFuture
 from session.persistence.futures import follow, on_landing
 
 __all__ = [
@@ -116,6 +117,9 @@ class WriteBehindController:
         """When the open batching window ends (scheduler milliseconds); ``None``: none open."""
         self._active: asyncio.Future[None] | None = None
         self._barrier: asyncio.Future[None] | None = None
+        self._waiters: list[CallerFuture] | None = None
+        """The callers' futures of a running hand-off's barrier (which stays inside):
+        ``None`` while the barrier is a drain task (shared by its callers) or none runs."""
         self._deadline_expired = False
         self._paused = False
 
@@ -152,13 +156,20 @@ class WriteBehindController:
     def flush(self) -> asyncio.Future[None] | None:
         """The barrier. ``None`` when there is nothing to do; otherwise a future that resolves
         once everything pending (including events admitted meanwhile) is written, or raises the
-        write's error with the batch retained. Concurrent calls share one barrier.
+        write's error with the batch retained. Concurrent calls share one barrier: a drain
+        task, or each its own :class:`~session.live.hooks.CallerFuture` of a handed-off
+        write's (a caller that cancels it stops only its own wait).
 
         When ``write_now`` takes the batch, the write is done before this returns: ``None`` on
         success; its error is raised here, with the batch retained."""
         running = self._running()
         if running is not None:
-            return running
+            waiters = self._waiters
+            if waiters is None:
+                return running
+            waiter = CallerFuture(loop=running.get_loop())
+            waiters.append(waiter)
+            return waiter
         if not self._pending and self._active is None:
             return None
         self._window = None
@@ -176,6 +187,7 @@ class WriteBehindController:
             if written is not False:
                 return self._follow(written, batch)
             self._pending = batch + self._pending
+        self._waiters = None
         barrier = self._barrier = asyncio.ensure_future(self._drain())
         barrier.add_done_callback(self._barrier_done)
         return barrier
@@ -187,45 +199,61 @@ class WriteBehindController:
         barrier = self._barrier
         return barrier if barrier is not None and not barrier.done() else None
 
-    def _follow(self, write: asyncio.Future[None], batch: list[Pending]) -> asyncio.Future[None]:
+    def _follow(self, write: asyncio.Future[None], batch: list[Pending]) -> CallerFuture:
         """The barrier of a handed-off write of ``batch``: it is in flight until it lands,
-        and the landing settles the barrier at once (:func:`on_landing`)."""
-        barrier = self._barrier = write.get_loop().create_future()
+        and the landing settles the barrier and its callers' futures at once
+        (:func:`on_landing`)."""
+        loop = write.get_loop()
+        barrier = self._barrier = loop.create_future()
+        waiter = CallerFuture(loop=loop)
+        waiters = self._waiters = [waiter]
         self._active = write
-        on_landing(write, lambda error: self._landed(error, batch, barrier))
-        return barrier
+        on_landing(write, lambda error: self._landed(error, batch, barrier, waiters))
+        return waiter
 
     def _landed(
-        self, error: BaseException | None, batch: list[Pending], barrier: asyncio.Future[None]
+        self,
+        error: BaseException | None,
+        batch: list[Pending],
+        barrier: asyncio.Future[None],
+        waiters: list[CallerFuture],
     ) -> None:
         """A handed-off write ended: keep its batch if it failed (as a drain does) and settle
-        its barrier, after draining what was admitted meanwhile. If a waiter cancelled the
-        barrier, nobody hears of the write: it ends as a background write does."""
-        if barrier.done():
+        its barrier, after draining what was admitted meanwhile. If every caller stopped
+        waiting, nobody hears of the write: it ends as a background write does."""
+        if all(waiter.done() for waiter in waiters):
             self._background_landed(error, batch)
-        elif error is not None:
-            self._active = None
+            barrier.set_result(None)
+            self._barrier_done(barrier)
+            return
+        self._active = None
+        if error is not None:
             self._retain(batch)
             barrier.set_exception(error)
-        else:
-            self._active = None
-            if self._pending:
-                self._barrier = None
-                try:
-                    following = self.flush()
-                except BaseException as e:
-                    following = None
-                    barrier.set_exception(e)
-                if following is not None:
-                    following.add_done_callback(lambda after: self._followed(barrier, after))
-                    return
-            if not barrier.done():
-                barrier.set_result(None)
+        elif self._pending:
+            self._barrier = self._waiters = None
+            try:
+                following = self.flush()
+            except BaseException as e:
+                following = None
+                barrier.set_exception(e)
+            if following is not None:
+                following.add_done_callback(lambda after: self._followed(barrier, waiters, after))
+                return
+        if not barrier.done():
+            barrier.set_result(None)
         self._barrier_done(barrier)
+        _settle(waiters, barrier)
 
-    def _followed(self, barrier: asyncio.Future[None], after: asyncio.Future[None]) -> None:
+    def _followed(
+        self,
+        barrier: asyncio.Future[None],
+        waiters: list[CallerFuture],
+        after: asyncio.Future[None],
+    ) -> None:
         follow(barrier, after)
         self._barrier_done(barrier)
+        _settle(waiters, barrier)
 
     def cancel_wait(self) -> None:
         """Close the batching window and cancel its timer (a flush is about to drain, or the
@@ -253,7 +281,7 @@ class WriteBehindController:
 
     def _barrier_done(self, barrier: asyncio.Future[None]) -> None:
         if self._barrier is barrier:
-            self._barrier = None
+            self._barrier = self._waiters = None
         if not barrier.cancelled():
             barrier.exception()  # the caller sees it; mark it retrieved
         if self._pending and self._window is None and not self._paused:
@@ -323,3 +351,12 @@ class WriteBehindController:
             return
         if self._running() is None and self._pending and self._deadline_expired:
             self._start_background()
+
+
+def _settle(waiters: list[CallerFuture], barrier: asyncio.Future[None]) -> None:
+    """Give each caller still waiting the outcome of its (done) barrier; the caller sees a
+    failure, so it is marked retrieved, as the barrier's own is."""
+    for waiter in waiters:
+        follow(waiter, barrier)
+        if not waiter.cancelled():
+            waiter.exception()
