@@ -6,8 +6,8 @@ One import for the common jobs::
 
 Every name below is loaded on first use, so importing this package (and running the
 ``agent-session`` command) stays fast and an optional extra is needed only for the names that
-use it (``EventLogSession`` and ``DurableRunHooks``: ``[openai-agents]``; a
-``postgresql://`` store: ``[postgres]``).
+use it (``EventLogSession`` and ``DurableRunHooks``: ``[openai-agents]``; ``otel_exporter``:
+``[otel]``; a ``postgresql://`` store: ``[postgres]``).
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from agent_session.integrations.openai_agents import (
         EventLogSession as EventLogSession,
     )
+    from agent_session.otel.export import TraceExportError as TraceExportError
+    from agent_session.otel.live import otel_exporter as otel_exporter
     from agent_session.stores import STORE_ENV as STORE_ENV
     from agent_session.stores import open_store as open_store
     from checkpoint_policy import checkpoint_policy as checkpoint_policy

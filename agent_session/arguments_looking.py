@@ -1,5 +1,5 @@
 """The grammar of the commands that look at sessions without changing them: ``stats``,
-``search``, ``view`` and ``serve`` (the rest of the command line is in
+``search``, ``view``, ``serve`` and ``export-otel`` (the rest of the command line is in
 :mod:`agent_session.arguments`)."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def count(text: str) -> int:
 
 
 def add_looking(command: Command) -> None:
-    """Add the four commands through ``command(name, help, description)``."""
+    """Add the five commands through ``command(name, help, description)``."""
     figures = command(
         "stats",
         "a session's figures: steps, model and tool time, tokens",
@@ -89,3 +89,53 @@ def add_looking(command: Command) -> None:
     web.add_argument(
         "--allow-remote", action="store_true", help="allow an address other hosts can reach"
     )
+
+    traces = command(
+        "export-otel",
+        "send the sessions' turns as OpenTelemetry traces",
+        "Every closed turn of the sessions (all, or the ids given) as one OpenTelemetry trace "
+        "in the GenAI conventions (invoke_agent, chat, execute_tool spans), crashed turns "
+        "included, ending in error at the crash point, to an OTLP/HTTP receiver (Jaeger, "
+        "Phoenix, Langfuse, Logfire, a collector). At least once: a cursor per receiver and "
+        "session, kept in the store, moves only once the receiver took a turn; span ids are "
+        "derived from the log, so a turn sent twice is deduplicated. The logs are not written.",
+    )
+    traces.add_argument("ids", nargs="*", metavar="ID", help="the sessions (default: all)")
+    traces.add_argument(
+        "--endpoint",
+        required=True,
+        help="the receiver: its traces URL, or a base URL (then /v1/traces is added)",
+    )
+    traces.add_argument(
+        "--headers",
+        action="append",
+        metavar="K=V[,K=V]",
+        help="request headers, as OTEL_EXPORTER_OTLP_HEADERS writes them (repeatable)",
+    )
+    traces.add_argument(
+        "--since", type=_since, help="only turns that ended since: 30m, 2h, 7d or an ISO time"
+    )
+    traces.add_argument(
+        "--content",
+        choices=("off", "refs", "full"),
+        default="off",
+        help="messages on the spans: off (default), refs (session#seq), full (redacted)",
+    )
+    traces.add_argument(
+        "--shape",
+        choices=("spans", "records"),
+        default="spans",
+        help="GenAI spans (default), or the reference's log record per event (session.id, "
+        "event.type, event.seq) to /v1/logs",
+    )
+    traces.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds per request (default 10)"
+    )
+    traces.add_argument("--attempts", type=count, default=5, help="tries per batch (default 5)")
+    traces.add_argument("--json", action="store_true", help="one JSON object")
+
+
+def _since(text: str) -> int:
+    from agent_session.otel.command import parse_since
+
+    return parse_since(text)

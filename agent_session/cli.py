@@ -139,8 +139,15 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "verify": commands.verify,
         "export": commands.export,
         "import": commands.import_history,
+        "export-otel": _export_otel,
     }
     return await handlers[args.command](args)
+
+
+async def _export_otel(args: argparse.Namespace) -> int:
+    from agent_session.otel.command import export_otel
+
+    return await export_otel(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,109 @@
+"""``agent-session export-otel STORE [ID...] --endpoint URL``: every closed turn of the store's
+sessions (crashed ones included) as OpenTelemetry traces to an OTLP/HTTP receiver, at least once
+(:mod:`agent_session.otel.export`). The session logs are never written; the store gains the
+sink's cursor (:mod:`agent_session.otel.cursor`)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+import sys
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from agent_session.exits import OK, UserError
+from agent_session.output import Progress, json_line
+
+__all__ = ["export_otel", "parse_headers", "parse_since", "traces_url"]
+
+_DURATION = re.compile(r"^(\d+)([smhd])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str, now: Callable[[], float] = time.time) -> int:
+    """``--since``: a duration back from now (``30m``, ``2h``, ``7d``) or an ISO 8601 date or
+    time (UTC unless it says otherwise), as Unix milliseconds."""
+    match = _DURATION.match(text)
+    if match:
+        return int((now() - int(match[1]) * _UNITS[match[2]]) * 1000)
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration (30m, 2h, 7d) or an ISO 8601 time: {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def parse_headers(values: list[str] | None) -> dict[str, str]:
+    """``--headers k=v,k2=v2`` (repeatable), the format of ``OTEL_EXPORTER_OTLP_HEADERS``."""
+    headers: dict[str, str] = {}
+    for value in values or ():
+        for pair in value.split(","):
+            key, equals, content = pair.partition("=")
+            if not equals or not key.strip():
+                raise UserError(f"--headers takes key=value pairs, not {pair.split('=')[0]!r}")
+            headers[key.strip()] = content.strip()
+    return headers
+
+
+def traces_url(endpoint: str, signal: str = "traces") -> str:
+    """The receiver's URL for ``signal`` (``traces`` or ``logs``): ``endpoint`` as given when
+    it names a path, else its ``/v1/<signal>`` (the OTLP/HTTP default)."""
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UserError("--endpoint must be an http:// or https:// URL")
+    if parts.path in ("", "/"):
+        return endpoint.rstrip("/") + f"/v1/{signal}"
+    return endpoint
+
+
+async def export_otel(args: argparse.Namespace) -> int:
+    """Export, then print what was sent (one JSON object with ``--json``)."""
+    from agent_session.commands import check_exists
+    from agent_session.otel.export import OtlpSink, export_store
+
+    check_exists(args.store)
+    sink = OtlpSink(
+        traces_url(args.endpoint, "traces" if args.shape == "spans" else "logs"),
+        shape=args.shape,
+        headers=parse_headers(args.headers),
+        timeout=args.timeout,
+        attempts=args.attempts,
+    )
+    try:
+        progress: Progress | None = None
+
+        def step(done: int, total: int) -> None:
+            nonlocal progress
+            if progress is None:
+                progress = Progress(total, "export-otel")
+            progress.step(done)
+
+        exported = await export_store(
+            args.store, sink, args.ids, content=args.content, since=args.since, on_session=step
+        )
+        if progress is not None:
+            progress.clear()
+    finally:
+        sink.close()
+    kind = "spans" if args.shape == "spans" else "records"
+    summary = {
+        "endpoint": sink.endpoint,
+        "sessions": exported.sessions,
+        "turns": exported.turns,
+        kind: exported.spans,
+    }
+    if args.json:
+        print(json_line(summary))
+    else:
+        print(
+            f"exported {exported.turns} turn(s), {exported.spans} {kind[:-1]}(s) of "
+            f"{exported.sessions} session(s) to {sink.endpoint}",
+            file=sys.stdout,
+        )
+    return OK

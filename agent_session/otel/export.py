@@ -1,0 +1,336 @@
+"""Sending a store's turns to an OTLP/HTTP receiver, at least once: the spans of
+:mod:`agent_session.otel.spans` through the OpenTelemetry SDK's OTLP exporter, and a
+per-session cursor (:mod:`agent_session.otel.cursor`) advanced only after the receiver
+acknowledged them.
+
+Guarantees: a turn is sent until a receiver acknowledges it (a crash of the exporter between the
+send and the cursor's advance sends it again, with the same ids, which receivers dedupe); a
+session whose log another process is writing has only its closed turns sent (its open turn
+is not a crash); a failure is retried with backoff, and then raised as
+:class:`TraceExportError` naming the receiver's answer, with the cursor where it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from agent_session.otel.spans import Content, SpanRecord, TurnTrace, turn_traces
+from session.errors import SessionError
+from session.persistence.redaction import mask_store, remember_store, scrub
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from agent_session.otel.cursor import Cursors
+    from agent_session.stores import StoreSpec
+
+__all__ = [
+    "Exported",
+    "OtlpSink",
+    "TraceExportError",
+    "export_store",
+    "send_turns",
+    "sink_name",
+    "traces_of_session",
+]
+
+Shape = Literal["spans", "records"]
+"""What goes to the receiver: GenAI spans, or the reference's one log record per event."""
+
+SCOPE = "agent-session-runtime"
+"""The instrumentation scope every span carries."""
+
+
+class TraceExportError(SessionError, ConnectionError):
+    """A trace receiver did not acknowledge a batch after every retry (it failed, hung or
+    could not be reached); nothing past the last acknowledged turn is recorded as exported."""
+
+
+@dataclass
+class Exported:
+    """What one export sent: sessions looked at, turns and spans acknowledged."""
+
+    sessions: int = 0
+    turns: int = 0
+    spans: int = 0
+
+
+def sink_name(endpoint: str) -> str:
+    """The cursor name of a receiver: its URL without credentials, hashed (so a password in
+    the URL never reaches the store)."""
+    return "otlp:" + hashlib.sha256(mask_store(endpoint).encode()).hexdigest()[:16]
+
+
+class OtlpSink:
+    """An OTLP/HTTP receiver reached through the SDK's ``OTLPSpanExporter`` (``shape="spans"``)
+    or ``OTLPLogExporter`` (``"records"``, :mod:`agent_session.otel.records`), with
+    ``attempts`` tries per batch, ``backoff`` seconds before the second (doubling), and
+    ``timeout`` seconds per request."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        shape: Shape = "spans",
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 10.0,
+        attempts: int = 5,
+        backoff: float = 0.5,
+        service_name: str = "agent-session",
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        from opentelemetry.sdk.resources import Resource
+
+        remember_store(endpoint)  # every message that quotes it is scrubbed
+        self.endpoint = mask_store(endpoint)
+        """The receiver's URL without any password it carries."""
+        self.name = sink_name(endpoint)
+        self.shape = shape
+        options: dict[str, Any] = {"endpoint": endpoint, "headers": dict(headers or {})}
+        if shape == "spans":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            self._exporter: Any = OTLPSpanExporter(timeout=timeout, **options)
+        else:
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+            self._exporter = OTLPLogExporter(timeout=timeout, **options)
+        self._resource = Resource.create({"service.name": service_name})
+        self._attempts = max(1, attempts)
+        self._backoff = backoff
+        self._sleep = sleep
+
+    def send(self, records: Sequence[Any]) -> None:
+        """Deliver ``records`` (spans or log records, as the shape says; one request per
+        attempt); raise :class:`TraceExportError`."""
+        if self.shape == "spans":
+            spans = [sdk_span(record, self._resource) for record in records]
+        else:
+            from agent_session.otel.records import sdk_log_record
+
+            spans = [sdk_log_record(record, self._resource) for record in records]
+        delay = self._backoff
+        heard: list[str] = []
+        for attempt in range(self._attempts):
+            with _Heard(heard):
+                result = self._exporter.export(spans)
+            if result.name == "SUCCESS":
+                return
+            if attempt + 1 < self._attempts:
+                self._sleep(delay)
+                delay *= 2
+        said = heard[-1] if heard else "no answer"
+        raise TraceExportError(
+            f"the OTLP receiver at {self.endpoint} did not take {len(spans)} "
+            f"{'span' if self.shape == 'spans' else 'log record'}(s) "
+            f"after {self._attempts} attempt(s): {scrub(said)}"
+        )
+
+    def close(self) -> None:
+        self._exporter.shutdown()
+
+
+class _Heard(logging.Handler):
+    """Collects what the SDK's exporter logs while one export runs (its only report of a
+    receiver's refusal), and keeps it from the root logger."""
+
+    def __init__(self, into: list[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self._into = into
+        self._logger = logging.getLogger("opentelemetry.exporter.otlp.proto.http")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._into.append(record.getMessage())
+
+    def __enter__(self) -> _Heard:
+        self._propagate = self._logger.propagate
+        self._logger.addHandler(self)
+        self._logger.propagate = False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.propagate = self._propagate
+
+
+def sdk_span(record: SpanRecord, resource: Any) -> ReadableSpan:
+    """``record`` as the SDK's finished span, with its own ids."""
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    def context(trace_id: int, span_id: int) -> SpanContext:
+        return SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(1))
+
+    parent = None if record.parent_id is None else context(record.trace_id, record.parent_id)
+    status = (
+        Status(StatusCode.UNSET) if record.error is None else Status(StatusCode.ERROR, record.error)
+    )
+    return ReadableSpan(
+        name=record.name,
+        context=context(record.trace_id, record.span_id),
+        parent=parent,
+        resource=resource,
+        attributes=record.attributes,
+        events=[Event(name, attributes, timestamp=at) for name, at, attributes in record.events],
+        links=[Link(context(t, s), attributes) for t, s, attributes in record.links],
+        kind=SpanKind.CLIENT if record.kind == "CLIENT" else SpanKind.INTERNAL,
+        status=status,
+        start_time=record.start_ns,
+        end_time=record.end_ns,
+        instrumentation_scope=InstrumentationScope(SCOPE),
+    )
+
+
+def traces_of_session(
+    session_id: str,
+    header: Any,
+    events: Sequence[Any],
+    after_seq: int,
+    content: Content,
+    redact: Callable[[str], str],
+    parents: Callable[[str], Any],
+) -> list[TurnTrace]:
+    """The traces of a loaded session past ``after_seq``; a fork's first turn links to the
+    parent's turn it continues, when ``parents(id)`` finds the parent's header and log."""
+    link = None
+    parent_id = getattr(header, "parent_session", None)
+    seed = getattr(header, "seed_length", None)
+    if isinstance(parent_id, str) and isinstance(seed, int) and seed > 0:
+        found = parents(parent_id)
+        if found is not None:
+            parent_header, parent_events = found
+            starts = [e.seq for e in parent_events[:seed] if e.type == "turn/start"]
+            if starts:
+                link = (parent_id, parent_header.created_at, starts[-1])
+    # A fork's seed is its parent's history: its turns are the parent's to export.
+    skip = max(after_seq, (seed - 1) if isinstance(seed, int) else -1)
+    return turn_traces(
+        session_id,
+        header.created_at,
+        events,
+        after_seq=skip,
+        content=content,
+        redact=redact,
+        parent=link,
+    )
+
+
+def send_turns(
+    sink: OtlpSink,
+    cursors: Cursors,
+    session_id: str,
+    incarnation: int,
+    turns: Iterable[tuple[int, Sequence[Any]]],
+    exported: Exported,
+) -> None:
+    """Send each turn's spans or records (``(end seq, items)``), advancing the session's
+    cursor after each acknowledgement."""
+    for end_seq, items in turns:
+        sink.send(items)
+        cursors.advance(sink.name, session_id, incarnation, end_seq)
+        exported.turns += 1
+        exported.spans += len(items)
+
+
+async def export_store(
+    store: StoreSpec,
+    sink: OtlpSink,
+    ids: Sequence[str] | None = None,
+    *,
+    content: Content = "off",
+    since: int | None = None,
+    on_session: Callable[[int, int], None] | None = None,
+) -> Exported:
+    """Send every turn of the store's sessions (all, or ``ids``) the sink has not
+    acknowledged, session by session; ``since`` (Unix ms) leaves out turns that ended
+    before it; ``on_session(done, total)`` hears of each session sent. Raises
+    :class:`TraceExportError` (what was acknowledged before stays recorded)."""
+    import asyncio
+
+    from agent_session.commands import backend, check_exists, diagnose
+    from agent_session.exits import NotFound
+    from agent_session.otel.cursor import cursors_for
+
+    exported = Exported()
+    try:
+        check_exists(store)
+    except NotFound:
+        return exported  # nothing written yet: nothing to send
+    reader = backend(store, read_only=True)
+    cursors = cursors_for(store)
+    try:
+        chosen = list(ids) if ids else sorted(h.id for h in await reader.list_headers())
+        found: dict[str, Any] = {}
+        for id in chosen:
+            examined = await diagnose(reader, store, id)
+            header, events = examined.session.header, examined.session.events
+            if examined.writer_elsewhere:  # its open turn is running, not interrupted
+                events = events[: examined.stored_events]
+            parent_id = header.parent_session
+            if parent_id and parent_id not in found:
+                found[parent_id] = await _parent(reader, parent_id)
+            after = cursors.position(sink.name, id, header.created_at)
+            turns = _turns_of(sink, id, header, events, after, content, found.get)
+            if since is not None:
+                turns = [t for t in turns if t[2] >= since * 1_000_000]
+            await asyncio.to_thread(
+                send_turns,
+                sink,
+                cursors,
+                id,
+                header.created_at,
+                [(end, items) for end, items, _ in turns],
+                exported,
+            )
+            exported.sessions += 1
+            if on_session is not None:
+                on_session(exported.sessions, len(chosen))
+    finally:
+        cursors.close()
+        await reader.aclose()
+    return exported
+
+
+def _turns_of(
+    sink: OtlpSink,
+    id: str,
+    header: Any,
+    events: Sequence[Any],
+    after: int,
+    content: Content,
+    parents: Callable[[str], Any],
+) -> list[tuple[int, Sequence[Any], int]]:
+    """Each turn past ``after`` as (end seq, what the sink takes, end time in ns)."""
+    if sink.shape == "spans":
+        traces = traces_of_session(id, header, events, after, content, scrub, parents)
+        return [(t.end_seq, t.spans, t.spans[0].end_ns) for t in traces]
+    from agent_session.otel.records import turn_records
+
+    seed = header.seed_length
+    return [
+        (t.end_seq, t.records, t.records[-1].time_ns)
+        for t in turn_records(
+            id,
+            header.created_at,
+            events,
+            after_seq=max(after, seed - 1 if seed else -1),
+            parent=header.parent_session,
+            seed_length=seed,
+        )
+    ]
+
+
+async def _parent(reader: Any, id: str) -> tuple[Any, Any] | None:
+    """A fork's parent (header and log), or ``None`` when it is gone or unreadable (then
+    the fork's first turn has no link, and nothing else is lost)."""
+    try:
+        found = await reader.diagnose(id)
+    except Exception:
+        return None
+    return found.session.header, found.session.events

@@ -1,0 +1,404 @@
+"""A session's log as OpenTelemetry spans in the GenAI semantic conventions (their latest
+experimental version, what ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``
+selects), without importing OpenTelemetry: plain :class:`SpanRecord` values that
+:mod:`agent_session.otel.export` hands to the SDK's OTLP exporter.
+
+One trace per turn: an ``invoke_agent`` span from ``turn/start`` to ``turn/end``, with a
+``chat {model}`` span per model request of each step and an ``execute_tool {name}`` span per
+call, from ``tool/call`` to its ``tool/result``. A turn a crash cut (``turn/end`` with reason
+``interrupted``, from a durable repair or the in-memory one of an inspection) ends at its last
+durable event with status ERROR, and its repaired calls carry ``error.type``
+``TOOL_OUTCOME_UNKNOWN`` or ``TOOL_NOT_STARTED``: the trace of a run whose process died.
+
+Guarantees: the ids are derived from (session id, incarnation, seq) alone, so exporting a turn
+again gives every span the same ids (receivers dedupe what is re-sent), and a fork or a copy
+(another id or incarnation) never collides with its source; every span ends at or after its
+start (a clock that went back is clamped, and the span says so in
+``agent_session.time_clamped``); message content is left out unless asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from session.events.outcomes import SETTLEMENT
+
+__all__ = ["Content", "SpanRecord", "TurnTrace", "ids_for", "turn_traces"]
+
+Content = Literal["off", "refs", "full"]
+"""What of the messages goes on the spans: nothing (the conventions' default), references
+``session#seq`` to the events that hold them, or the messages themselves (redacted)."""
+
+_REPAIRED = ("TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED")
+
+
+@dataclass(frozen=True)
+class SpanRecord:
+    """One span, ready for an exporter: ids as integers, times in Unix nanoseconds."""
+
+    trace_id: int
+    span_id: int
+    parent_id: int | None
+    name: str
+    kind: Literal["INTERNAL", "CLIENT"]
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    error: str | None = None
+    """The status description of a span with status ERROR; ``None``: status unset."""
+    events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+    links: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TurnTrace:
+    """A closed turn's spans (the ``invoke_agent`` span first) and the seq of its
+    ``turn/end``, which an export cursor advances to once a receiver took them."""
+
+    turn: int
+    end_seq: int
+    spans: list[SpanRecord]
+
+
+def ids_for(session_id: str, incarnation: int, *key: object) -> bytes:
+    """The digest the ids of one log's spans are cut from (32 bytes)."""
+    text = json.dumps([session_id, incarnation, *key], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).digest()
+
+
+def _trace_id(session_id: str, incarnation: int, seq: int) -> int:
+    return int.from_bytes(ids_for(session_id, incarnation, "trace", seq)[:16], "big") or 1
+
+
+def _span_id(session_id: str, incarnation: int, role: str, seq: int) -> int:
+    return int.from_bytes(ids_for(session_id, incarnation, role, seq)[:8], "big") or 1
+
+
+def turn_traces(
+    session_id: str,
+    incarnation: int,
+    events: Sequence[Any],
+    *,
+    after_seq: int = -1,
+    content: Content = "off",
+    redact: Callable[[str], str] = lambda text: text,
+    parent: tuple[str, int, int] | None = None,
+) -> list[TurnTrace]:
+    """The traces of the closed turns whose ``turn/end`` comes after ``after_seq``.
+
+    ``events`` is a loaded log (a repaired or inspected one: an open turn has no trace yet);
+    ``incarnation`` tells apart two sessions that had one id (the header's ``createdAt``).
+    ``parent``, for a fork, is (parent id, its incarnation, seq of the parent's turn/start the
+    fork continues): the fork's first turn links to that trace. ``redact`` sees every text that
+    ``content="full"`` puts on a span."""
+    traces: list[TurnTrace] = []
+    turn: list[Any] = []
+    context: Mapping[str, Any] = {}  # the request context in force (written when it changes)
+    before: Mapping[str, Any] = {}
+    for event in events:
+        if event.type == "request/context":
+            context = _map(event.data)
+        if event.type == "turn/start":
+            turn, before = [event], context
+        elif turn:
+            turn.append(event)
+            if event.type == "turn/end":
+                if event.seq > after_seq:
+                    link = parent if not traces else None
+                    traces.append(
+                        _turn(session_id, incarnation, turn, before, content, redact, link)
+                    )
+                turn = []
+    return traces
+
+
+def _turn(
+    session_id: str,
+    incarnation: int,
+    events: list[Any],
+    context: Mapping[str, Any],
+    content: Content,
+    redact: Callable[[str], str],
+    parent: tuple[str, int, int] | None,
+) -> TurnTrace:
+    start, end = events[0], events[-1]
+    trace = _trace_id(session_id, incarnation, start.seq)
+    root = _span_id(session_id, incarnation, "turn", start.seq)
+    reason = _map(end.data.get("reason")).get("kind", "completed")
+    interrupted = reason == "interrupted"
+    crash = _last_durable(events) if interrupted else end
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.conversation.id": session_id,
+        "agent_session.turn": start.data.get("turn"),
+        "agent_session.turn.end_reason": reason,
+        "agent_session.seq.first": start.seq,
+        "agent_session.seq.last": end.seq,
+    }
+    error = None
+    if reason != "completed":
+        attributes["error.type"] = reason
+        error = (
+            f"the process died; the turn was cut after seq {crash.seq}"
+            if interrupted
+            else f"the turn ended {reason}"
+        )
+    spans: list[SpanRecord] = []
+    turn_events: list[tuple[str, int, dict[str, Any]]] = []
+    steps: dict[Any, list[Any]] = {}
+    contexts: dict[Any, Mapping[str, Any]] = {}
+    calls: dict[str, Any] = {}
+    step: Any = None
+    for event in events[1:-1]:
+        data = _map(event.data)
+        if event.type == "request/context":
+            context = data
+        if event.type == "step/start":
+            step = data.get("step")
+        if step is not None:
+            contexts[step] = context
+        if step is not None and event.type not in ("tool/call", "tool/result"):
+            steps.setdefault(step, []).append(event)
+        if event.type == "step/end":
+            step = None
+        elif event.type == "tool/call":
+            calls[str(data.get("callId"))] = event
+        elif event.type == "tool/result":
+            source = _map(_map(data.get("message")).get("source"))
+            call = calls.pop(str(source.get("callId")), None)
+            spans.append(_tool(session_id, incarnation, trace, root, call, event, content, redact))
+        elif event.type in ("approval/asked", "approval/decided"):
+            turn_events.append((event.type, _ns(event.time), _flat(data, "agent_session")))
+    for call in calls.values():  # (never after a repair: every call has its result)
+        spans.append(_tool(session_id, incarnation, trace, root, call, None, content, redact))
+    for key, step_events in steps.items():
+        chat = _chat(
+            session_id, incarnation, trace, root, step_events, contexts[key], crash, content, redact
+        )
+        if chat is not None:
+            spans.append(chat)
+    links: list[tuple[int, int, dict[str, Any]]] = (
+        [] if parent is None else [(_trace_id(*parent), _span_id(*_turn_key(parent)), {})]
+    )
+    turn_span = SpanRecord(
+        trace_id=trace,
+        span_id=root,
+        parent_id=None,
+        name="invoke_agent",
+        kind="INTERNAL",
+        start_ns=_ns(start.time),
+        end_ns=_ended(start.time, crash.time, attributes),
+        attributes=attributes,
+        error=error,
+        events=turn_events,
+        links=links,
+    )
+    return TurnTrace(start.data.get("turn"), end.seq, [turn_span, *sorted(spans, key=_order)])
+
+
+def _turn_key(parent: tuple[str, int, int]) -> tuple[str, int, str, int]:
+    return parent[0], parent[1], "turn", parent[2]
+
+
+def _chat(
+    session_id: str,
+    incarnation: int,
+    trace: int,
+    root: int,
+    events: list[Any],
+    request: Mapping[str, Any],
+    crash: Any,
+    content: Content,
+    redact: Callable[[str], str],
+) -> SpanRecord | None:
+    """The model request of a step, under the request context in force (``request``): from
+    its ``step/start`` to its ``assistant/message``; cut by a crash, it ends there with status
+    ERROR."""
+    start = next((e for e in events if e.type == "step/start"), None)
+    if start is None:
+        return None
+    answer = next((e for e in events if e.type == "assistant/message"), None)
+    chunks = [e for e in events if e.type == "assistant/chunk"]
+    model = request.get("model")
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "agent_session.step": _map(start.data).get("step"),
+        "agent_session.seq.first": start.seq,
+    }
+    _put(attributes, "gen_ai.provider.name", request.get("provider"))
+    _put(attributes, "gen_ai.request.model", model)
+    for chunk in (_map(_map(e.data).get("chunk")) for e in chunks):
+        if chunk.get("type") == "usage":
+            usage = _map(chunk.get("usage"))
+            _put(attributes, "gen_ai.usage.input_tokens", usage.get("inputTokens"))
+            _put(attributes, "gen_ai.usage.output_tokens", usage.get("outputTokens"))
+            _put(attributes, "gen_ai.usage.cache_read.input_tokens", usage.get("cachedInputTokens"))
+            _put(attributes, "gen_ai.usage.reasoning.output_tokens", usage.get("reasoningTokens"))
+        elif chunk.get("type") == "finish":
+            kind = _map(chunk.get("reason")).get("kind")
+            if isinstance(kind, str):
+                attributes["gen_ai.response.finish_reasons"] = [kind]
+    if chunks:
+        first = max(0, chunks[0].time - start.time)
+        attributes["gen_ai.response.time_to_first_chunk"] = first / 1000
+    end = answer if answer is not None else crash
+    error = None
+    if answer is None:
+        attributes["error.type"] = "interrupted"
+        error = f"no answer: the process died after seq {crash.seq}"
+    else:
+        message = _map(_map(answer.data).get("message"))
+        _put(attributes, "gen_ai.response.model", _map(message.get("source")).get("model"))
+        _put(attributes, "gen_ai.response.id", message.get("id"))
+        attributes["agent_session.seq.last"] = answer.seq
+        if content == "refs":
+            attributes["agent_session.output.ref"] = f"{session_id}#{answer.seq}"
+        elif content == "full":
+            attributes["gen_ai.output.messages"] = redact(_json([message]))
+    name = f"chat {model}" if isinstance(model, str) and model else "chat"
+    return SpanRecord(
+        trace_id=trace,
+        span_id=_span_id(session_id, incarnation, "chat", start.seq),
+        parent_id=root,
+        name=name,
+        kind="CLIENT",
+        start_ns=_ns(start.time),
+        end_ns=_ended(start.time, end.time, attributes),
+        attributes=attributes,
+        error=error,
+    )
+
+
+def _tool(
+    session_id: str,
+    incarnation: int,
+    trace: int,
+    root: int,
+    call: Any,
+    result: Any,
+    content: Content,
+    redact: Callable[[str], str],
+) -> SpanRecord:
+    """A tool's execution, from its ``tool/call`` to its ``tool/result`` (a result without
+    its call, which a log cannot hold, would be a span of no time at the result)."""
+    first = call if call is not None else result
+    data = _map(call.data if call is not None else None)
+    name = data.get("name")
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.type": "function",
+        "agent_session.seq.first": first.seq,
+    }
+    _put(attributes, "gen_ai.tool.name", name)
+    error = None
+    span_events: list[tuple[str, int, dict[str, Any]]] = []
+    if result is not None:
+        outcome = _map(result.data)
+        message = _map(outcome.get("message"))
+        call_id = _map(message.get("source")).get("callId")
+        _put(attributes, "gen_ai.tool.call.id", call_id)
+        attributes["agent_session.seq.last"] = result.seq
+        code = _map(outcome.get("error")).get("code")
+        repaired = str(message.get("id", "")).startswith("interrupted-tool-result-")
+        blocks = message.get("content")
+        failed = (
+            any(_map(b).get("isError") is True for b in blocks or ()) if _seq(blocks) else False
+        )
+        if repaired and code in _REPAIRED:
+            attributes["error.type"] = code
+            error = f"{code}: the process died while the call was in flight"
+        elif failed or code is not None:
+            attributes["error.type"] = code if isinstance(code, str) else "tool_error"
+            error = "the tool returned an error"
+        how = _map(outcome.get("meta")).get(SETTLEMENT)
+        if isinstance(how, str):
+            span_events.append(("agent_session.settled", _ns(result.time), {"how": how}))
+        if content == "refs":
+            attributes["agent_session.output.ref"] = f"{session_id}#{result.seq}"
+        elif content == "full":
+            attributes["gen_ai.tool.call.result"] = redact(_json(blocks))
+    else:
+        _put(attributes, "gen_ai.tool.call.id", data.get("callId"))
+    if content == "refs" and call is not None:
+        attributes["agent_session.input.ref"] = f"{session_id}#{call.seq}"
+    elif content == "full" and isinstance(data.get("arguments"), str):
+        attributes["gen_ai.tool.call.arguments"] = redact(data["arguments"])
+    end = result if result is not None else first
+    span_name = f"execute_tool {name}" if isinstance(name, str) and name else "execute_tool"
+    return SpanRecord(
+        trace_id=trace,
+        span_id=_span_id(session_id, incarnation, "tool", first.seq),
+        parent_id=root,
+        name=span_name,
+        kind="INTERNAL",
+        start_ns=_ns(first.time),
+        end_ns=_ended(first.time, end.time, attributes),
+        attributes=attributes,
+        error=error,
+        events=span_events,
+    )
+
+
+def _last_durable(events: list[Any]) -> Any:
+    """The turn's last event before the closers a repair added (they reuse its time)."""
+    last = events[-1]
+    for event in reversed(events[:-1]):
+        data = _map(event.data)
+        message = _map(data.get("message"))
+        synthetic = event.type == "tool/result" and str(message.get("id", "")).startswith(
+            "interrupted-tool-result-"
+        )
+        if not synthetic and event.type != "step/end":
+            return event
+        last = event
+    return last
+
+
+def _ended(start_ms: int, end_ms: int, attributes: dict[str, Any]) -> int:
+    """The end in nanoseconds, never before the start (a clamp is recorded)."""
+    if end_ms < start_ms:
+        attributes["agent_session.time_clamped"] = True
+        return _ns(start_ms)
+    return _ns(end_ms)
+
+
+def _order(span: SpanRecord) -> tuple[int, int]:
+    return span.start_ns, span.span_id
+
+
+def _ns(ms: int) -> int:
+    return int(ms) * 1_000_000
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _seq(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str)
+
+
+def _put(attributes: dict[str, Any], key: str, value: Any) -> None:
+    if isinstance(value, str | int | float | bool) and value is not None:
+        attributes[key] = value
+
+
+def _flat(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The scalar members of an event's data as span-event attributes."""
+    return {f"{prefix}.{k}": v for k, v in data.items() if isinstance(v, str | int | float | bool)}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=_plain)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return list(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")

@@ -1,0 +1,375 @@
+"""``agent-session export-otel`` against an in-process OTLP/HTTP receiver: the span trees of the
+conformance corpus's runs (the reference wrote them; the crashed ones included), stable ids,
+the cursor that makes the export at least once, and a receiver that fails, hangs or is gone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_session.cli import main
+from tests.corpus import case_bytes, cases
+from tests.otlp_receiver import receiver
+
+REPO = Path(__file__).resolve().parent.parent
+INTERNAL, CLIENT = 1, 3  # the OTLP span kinds
+UNSET, ERROR = 0, 2  # the OTLP status codes
+
+
+def _plant(root: Path, scenario: str, case: str | None = None) -> str:
+    """The scenario's longest prefix (its whole log as written), or the case named."""
+    chosen = [c for c in cases() if c["scenario"] == scenario and c["case"].startswith("prefix")]
+    if case is None:
+        found = max(chosen, key=lambda c: int(c["case"].split("-")[1]))
+    else:
+        found = next(c for c in chosen if c["case"] == case)
+    path = root / found["path"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(case_bytes(found))
+    return str(found["session_id"])
+
+
+def _export(store: Path | str, url: str, *extra: str) -> int:
+    return main(["export-otel", str(store), "--endpoint", url, "--attempts", "2", *extra])
+
+
+def _tree(spans: list[dict[str, Any]], session: str) -> list[list[tuple[Any, ...]]]:
+    """Per trace, in time order: (name, kind, status code, error.type) of the root, then of
+    each child; each child's parent is that trace's root."""
+    mine = [s for s in spans if s["attributes"].get("gen_ai.conversation.id") == session]
+    trees = []
+    for root in sorted(mine, key=lambda s: s["start"]):
+        children = [s for s in spans if s["trace_id"] == root["trace_id"] and s is not root]
+        assert all(c["parent_id"] == root["span_id"] for c in children)
+        trees.append(
+            [
+                (s["name"], s["kind"], s["status"][0], s["attributes"].get("error.type"))
+                for s in [root, *sorted(children, key=lambda s: (s["start"], s["name"]))]
+            ]
+        )
+    return trees
+
+
+def test_the_corpus_runs_become_these_span_trees(tmp_path: Path) -> None:
+    for scenario in ("complete:2", "tool:1", "parallel-tool:1", "request:1"):
+        _plant(tmp_path, scenario)
+    with receiver() as got:
+        assert _export(tmp_path, got.url) == 0
+    spans = got.spans
+    assert all(s["end"] >= s["start"] for s in spans)
+    assert {s["service"] for s in spans} == {"agent-session"}
+    done = [
+        ("invoke_agent", INTERNAL, UNSET, None),
+        ("chat scripted-1", CLIENT, UNSET, None),
+        ("execute_tool read_file", INTERNAL, UNSET, None),
+        ("execute_tool write_file", INTERNAL, UNSET, None),
+        ("chat scripted-1", CLIENT, UNSET, None),
+    ]
+    assert _tree(spans, "upstream-complete") == [done, done]
+    assert _tree(spans, "upstream-tool") == [
+        [
+            ("invoke_agent", INTERNAL, ERROR, "interrupted"),
+            ("chat scripted-1", CLIENT, UNSET, None),
+            ("execute_tool write_file", INTERNAL, ERROR, "TOOL_OUTCOME_UNKNOWN"),
+        ]
+    ]
+    assert _tree(spans, "upstream-parallel-tool") == [
+        [
+            ("invoke_agent", INTERNAL, ERROR, "interrupted"),
+            ("chat scripted-1", CLIENT, UNSET, None),
+            ("execute_tool read_file", INTERNAL, UNSET, None),
+            ("execute_tool write_file", INTERNAL, ERROR, "TOOL_OUTCOME_UNKNOWN"),
+        ]
+    ]
+    assert _tree(spans, "upstream-request") == [
+        [
+            ("invoke_agent", INTERNAL, ERROR, "interrupted"),
+            ("chat scripted-1", CLIENT, ERROR, "interrupted"),
+        ]
+    ]
+    assert len({s["trace_id"] for s in spans}) == 5  # one trace per turn
+    assert len({s["span_id"] for s in spans}) == len(spans) == 10 + 3 + 4 + 2
+
+
+def test_a_completed_turn_carries_the_conventions_attributes(tmp_path: Path) -> None:
+    session = _plant(tmp_path, "complete:2")
+    with receiver() as got:
+        assert _export(tmp_path, got.url) == 0
+    first = [s for s in got.spans if s["trace_id"] == got.spans[0]["trace_id"]]
+    turn = next(s for s in first if s["name"] == "invoke_agent")
+    assert turn["attributes"]["gen_ai.operation.name"] == "invoke_agent"
+    assert turn["attributes"]["gen_ai.conversation.id"] == session
+    assert turn["attributes"]["agent_session.turn"] == 1
+    chat = min((s for s in first if s["kind"] == CLIENT), key=lambda s: s["start"])
+    assert chat["attributes"]["gen_ai.operation.name"] == "chat"
+    assert chat["attributes"]["gen_ai.provider.name"] == "scripted"
+    assert chat["attributes"]["gen_ai.request.model"] == "scripted-1"
+    assert chat["attributes"]["gen_ai.usage.input_tokens"] == 100
+    assert chat["attributes"]["gen_ai.usage.output_tokens"] == 20
+    assert chat["attributes"]["gen_ai.response.finish_reasons"] == ["tool-calls"]
+    assert chat["attributes"]["gen_ai.response.time_to_first_chunk"] >= 0
+    tools = sorted(
+        (s for s in first if s["name"].startswith("execute_tool")), key=lambda s: s["start"]
+    )
+    assert [t["attributes"]["gen_ai.tool.call.id"] for t in tools] == ["call-1", "call-2"]
+    assert [t["attributes"]["gen_ai.tool.name"] for t in tools] == ["read_file", "write_file"]
+    assert all(t["attributes"]["gen_ai.operation.name"] == "execute_tool" for t in tools)
+    assert not any(
+        k.startswith("gen_ai.input") or k.endswith(".ref") for s in first for k in s["attributes"]
+    )
+
+
+def test_a_crash_ends_the_turn_in_error_at_its_last_durable_event(tmp_path: Path) -> None:
+    _plant(tmp_path, "tool:1", "prefix-13-lines")  # cut while the model was streaming
+    with receiver() as got:
+        assert _export(tmp_path, got.url) == 0
+    turn = next(s for s in got.spans if s["name"] == "invoke_agent")
+    chat = next(s for s in got.spans if s["kind"] == CLIENT)
+    assert turn["status"][0] == chat["status"][0] == ERROR
+    assert "the process died" in turn["status"][1]
+    assert chat["attributes"]["error.type"] == "interrupted"
+    assert turn["end"] == chat["end"] >= chat["start"]  # the last text chunk's time
+
+
+def test_ids_are_the_same_in_two_exports_and_the_cursor_sends_each_turn_once(
+    tmp_path: Path,
+) -> None:
+    _plant(tmp_path, "complete:2")
+    with receiver() as got:
+        assert _export(tmp_path, got.url) == 0
+        first = sorted((s["trace_id"], s["span_id"]) for s in got.spans)
+        assert _export(tmp_path, got.url) == 0  # the cursor: nothing new to send
+        assert len(got.spans) == len(first)
+    with receiver() as other:  # another receiver has its own cursor, and gets the same ids
+        assert _export(tmp_path, other.url) == 0
+        assert sorted((s["trace_id"], s["span_id"]) for s in other.spans) == first
+    cursor = json.loads((tmp_path / ".agent-session-otel-cursors.json").read_bytes())
+    assert len(cursor["sinks"]) == 2
+
+
+def test_a_refusing_receiver_gets_retried_then_a_clear_error_and_the_cursor_stays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _plant(tmp_path, "complete:2")
+    with receiver() as got:
+        got.answer = "500"
+        assert _export(tmp_path, got.url, "--json") != 0
+        assert got.requests == 2  # --attempts 2
+        error = capsys.readouterr().err
+        assert "did not take" in error
+        assert "500" in error
+        got.answer = "ok"
+        assert _export(tmp_path, got.url, "--json") == 0
+        assert len({s["trace_id"] for s in got.spans}) == 2  # both turns, none lost
+
+
+def test_a_hanging_receiver_times_out_and_a_gone_one_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _plant(tmp_path, "request:1")
+    with receiver() as got:
+        got.answer = "hang"
+        assert _export(tmp_path, got.url, "--timeout", "0.3") != 0
+        assert "did not take" in capsys.readouterr().err
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    assert (
+        _export(tmp_path, f"http://user:hunter2@127.0.0.1:{port}/v1/traces", "--timeout", "0.5")
+        != 0
+    )
+    error = capsys.readouterr().err
+    assert "did not take" in error
+    assert "hunter2" not in error
+
+
+def test_content_refs_and_full_put_references_or_redacted_messages_on_the_spans(
+    tmp_path: Path,
+) -> None:
+    session = _plant(tmp_path, "complete:2")
+    with receiver() as got:
+        assert _export(tmp_path, got.url, "--content", "refs") == 0
+    tools = [s for s in got.spans if s["name"] == "execute_tool read_file"]
+    assert tools[0]["attributes"]["agent_session.input.ref"].startswith(f"{session}#")
+    with receiver() as full:
+        assert _export(tmp_path, full.url, "--content", "full") == 0
+    tool = next(s for s in full.spans if s["name"] == "execute_tool read_file")
+    assert json.loads(tool["attributes"]["gen_ai.tool.call.arguments"])["path"] == "/tmp/f1.txt"
+    assert "ok read_file" in tool["attributes"]["gen_ai.tool.call.result"]
+
+
+def _many(root: Path, count: int) -> list[str]:
+    """``count`` sessions with the corpus's two complete turns, each under its own id."""
+    log = case_bytes(
+        max(
+            (
+                c
+                for c in cases()
+                if c["scenario"] == "complete:2" and c["case"].startswith("prefix")
+            ),
+            key=lambda c: int(c["case"].split("-")[1]),
+        )
+    )
+    ids = [f"s-{n:03}" for n in range(count)]
+    for id in ids:
+        path = root / "_no-cwd" / id / "session.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(log.replace(b'"id":"upstream-complete"', f'"id":"{id}"'.encode(), 1))
+    return ids
+
+
+def _cli(store: Path, url: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent_session", "export-otel", str(store), "--endpoint", url],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kill_at", "acknowledged"),
+    [(1, False), (7, False), (23, False), (4, True), (19, True)],
+    ids=["1-in-flight", "7-in-flight", "23-in-flight", "4-acknowledged", "19-acknowledged"],
+)
+def test_an_exporter_killed_mid_export_sends_every_span_with_its_id_on_the_next_run(
+    tmp_path: Path, kill_at: int, acknowledged: bool
+) -> None:
+    """Killed while a request is in flight, or right after the receiver acknowledged one
+    (before or after the cursor moved: either way the next run completes the export)."""
+    store = tmp_path / "store"
+    ids = _many(store, 20)
+    clean = tmp_path / "clean"
+    shutil.copytree(store, clean)
+    with receiver() as expected:
+        assert _export(clean, expected.url) == 0
+    assert len({s["trace_id"] for s in expected.spans}) == 2 * len(ids)
+    with receiver() as got:
+        got.stop_at = kill_at  # request kill_at is held (or acknowledged) until the kill
+        got.acknowledge_held = acknowledged
+        child = _cli(store, got.url)
+        assert got.reached.wait(60)
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(60) == -signal.SIGKILL
+        got.stop_at = None
+        got.release.set()
+        finish = _cli(store, got.url)
+        _, err = finish.communicate(timeout=120)
+        assert finish.returncode == 0, err
+        received = got.spans
+    want = {s["span_id"]: s for s in expected.spans}
+    assert {s["span_id"] for s in received} == set(want)  # every span, and no other id
+    for span in received:  # each copy of a span says what the clean export's says
+        assert {k: span[k] for k in ("trace_id", "name", "start", "end", "attributes")} == {
+            k: want[span["span_id"]][k] for k in ("trace_id", "name", "start", "end", "attributes")
+        }
+
+
+def test_the_live_exporter_sends_the_turn_its_process_died_in_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    store = str(tmp_path / "store")
+    with receiver() as got:
+        crash = subprocess.run(
+            [sys.executable, "-m", "tests.otel_child", store, got.url, "crash"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert crash.returncode == -signal.SIGKILL, crash.stderr
+        assert "turn 1 sent" in crash.stdout
+        assert "dying" in crash.stdout
+        sent_live = {s["trace_id"] for s in got.spans}
+        assert len(sent_live) == 1  # the completed turn, while the agent ran
+        restart = subprocess.run(
+            [sys.executable, "-m", "tests.otel_child", store, got.url, "restart"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert restart.returncode == 0, restart.stderr
+        assert "caught up" in restart.stdout
+        spans = got.spans
+    turns = sorted((s for s in spans if s["name"] == "invoke_agent"), key=lambda s: s["start"])
+    assert [t["status"][0] for t in turns] == [UNSET, ERROR]
+    crashed = [s for s in spans if s["trace_id"] == turns[1]["trace_id"]]
+    write = next(s for s in crashed if s["name"] == "execute_tool write_file")
+    assert write["attributes"]["error.type"] == "TOOL_OUTCOME_UNKNOWN"
+    assert write["status"][0] == ERROR
+
+
+def test_the_reference_still_loads_a_store_that_holds_export_cursors(tmp_path: Path) -> None:
+    from tests.test_reference_interop import reference_load, reference_load_sqlite
+
+    session = _plant(tmp_path / "jsonl", "complete:2")
+    database = tmp_path / "sessions.db"
+    assert main(["copy", str(tmp_path / "jsonl"), f"sqlite:///{database}"]) == 0
+    with receiver() as got:
+        assert _export(tmp_path / "jsonl", got.url) == 0
+        assert _export(f"sqlite:///{database}", got.url) == 0
+    assert (tmp_path / "jsonl" / ".agent-session-otel-cursors.json").exists()
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT count(*) FROM agent_session_otel_cursor").fetchone() == (1,)
+    for loaded in (
+        reference_load(tmp_path / "jsonl", session, "none"),
+        reference_load_sqlite(database, session),
+    ):
+        assert "error" not in loaded, loaded
+        assert len(loaded["events"]) == 92
+
+
+def test_every_store_kind_keeps_the_cursor_and_sends_each_turn_once(
+    tmp_path: Path, store: str
+) -> None:
+    source = tmp_path / "source"
+    _plant(source, "complete:2")
+    target = store if "://" in store else str(tmp_path / "target")
+    assert main(["copy", str(source), target]) == 0
+    with receiver() as got:
+        assert _export(target, got.url) == 0
+        assert _export(target, got.url) == 0
+        assert got.requests == 2  # one per turn, the second run sent nothing
+        assert len({s["trace_id"] for s in got.spans}) == 2
+
+
+def test_the_reference_shape_is_one_log_record_per_event_with_its_keys(tmp_path: Path) -> None:
+    session = _plant(tmp_path, "tool:1")
+    with receiver() as got:
+        base = got.url.removesuffix("/v1/traces")
+        assert _export(tmp_path, base, "--shape", "records") == 0
+        assert _export(tmp_path, base, "--shape", "records") == 0  # its own cursor: nothing new
+        assert got.spans == []
+        records = got.records
+    seqs = [r["attributes"]["event.seq"] for r in records]
+    assert seqs == sorted(set(seqs))  # each event once, in order
+    assert {r["attributes"]["session.id"] for r in records} == {session}
+    types = [r["attributes"]["event.type"] for r in records]
+    assert types.count("assistant/chunk") == 1  # a step's first chunk only
+    assert types[-1] == "turn/end"
+    errors = {r["attributes"]["event.type"] for r in records if r["severity"] == 17}  # ERROR
+    assert errors == {"tool/result", "turn/end"}  # the repaired call, the interrupted turn
+    assert all(r["severity"] in (9, 17) for r in records)  # INFO or ERROR
+    assert (
+        len(
+            {
+                r["trace_id"]
+                for r in records
+                if r["attributes"]["event.type"] != "agent/inbox/spliced"
+            }
+        )
+        == 1
+    )
