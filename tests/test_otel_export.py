@@ -279,28 +279,21 @@ def test_the_live_exporter_sends_the_turn_its_process_died_in_at_the_next_start(
     tmp_path: Path,
 ) -> None:
     store = str(tmp_path / "store")
-    with receiver() as got:
-        crash = subprocess.run(
-            [sys.executable, "-m", "tests.otel_child", store, got.url, "crash"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+
+    def child(phase: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "tests.otel_child", store, got.url, phase]
+        return subprocess.run(
+            command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False
         )
+
+    with receiver() as got:
+        crash = child("crash")
         assert crash.returncode == -signal.SIGKILL, crash.stderr
         assert "turn 1 sent" in crash.stdout
         assert "dying" in crash.stdout
         sent_live = {s["trace_id"] for s in got.spans}
         assert len(sent_live) == 1  # the completed turn, while the agent ran
-        restart = subprocess.run(
-            [sys.executable, "-m", "tests.otel_child", store, got.url, "restart"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        restart = child("restart")
         assert restart.returncode == 0, restart.stderr
         assert "caught up" in restart.stdout
         spans = got.spans

@@ -38,7 +38,10 @@ def _log(times: list[int]) -> list[Event]:
         ("step/end", {"turn": 1, "step": 1}),
         ("turn/end", {"turn": 1, "reason": {"kind": "completed"}}),
     ]
-    return [Event(t, seq, time, data) for seq, ((t, data), time) in enumerate(zip(kinds, times))]
+    return [
+        Event(t, seq, time, data)
+        for seq, ((t, data), time) in enumerate(zip(kinds, times, strict=True))
+    ]
 
 
 def test_a_span_whose_clock_went_back_ends_at_its_start_and_says_so() -> None:

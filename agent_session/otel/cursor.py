@@ -51,8 +51,8 @@ def cursors_for(store: StoreSpec) -> Cursors:
     if store.kind == "jsonl":
         return _FileCursors(store.path)
     if store.kind == "sqlite":
-        return _SqliteCursors(store.path)
-    return _PostgresCursors(store.path)
+        return _sqlite_cursors(store.path)
+    return _postgres_cursors(store.path)
 
 
 class _FileCursors:
@@ -125,37 +125,34 @@ _UPSERT = (
 _SELECT = f"SELECT incarnation, seq FROM {CURSOR_TABLE} WHERE sink = {{0}} AND session_id = {{0}}"
 
 
-class _SqliteCursors:
-    def __init__(self, path: str) -> None:
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA synchronous = FULL")
-        self._db.execute("PRAGMA busy_timeout = 5000")
-        self._db.execute(_CREATE)
+class _SqlCursors:
+    """The table in a database: ``mark`` is the driver's parameter placeholder."""
+
+    def __init__(self, db: Any, mark: str) -> None:
+        self._db = db
+        self._select = _SELECT.format(mark)
+        self._upsert = _UPSERT.format(mark)
+        db.execute(_CREATE)
 
     def position(self, sink: str, session_id: str, incarnation: int) -> int:
-        row = self._db.execute(_SELECT.format("?"), (sink, session_id)).fetchone()
+        row = self._db.execute(self._select, (sink, session_id)).fetchone()
         return int(row[1]) if row is not None and row[0] == incarnation else -1
 
     def advance(self, sink: str, session_id: str, incarnation: int, seq: int) -> None:
-        self._db.execute(_UPSERT.format("?"), (sink, session_id, incarnation, seq))
+        self._db.execute(self._upsert, (sink, session_id, incarnation, seq))
 
     def close(self) -> None:
         self._db.close()
 
 
-class _PostgresCursors:
-    def __init__(self, url: str) -> None:
-        import psycopg
+def _sqlite_cursors(path: str) -> _SqlCursors:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA synchronous = FULL")
+    db.execute("PRAGMA busy_timeout = 5000")
+    return _SqlCursors(db, "?")
 
-        self._db = psycopg.connect(url, autocommit=True, connect_timeout=10)
-        self._db.execute(_CREATE)
 
-    def position(self, sink: str, session_id: str, incarnation: int) -> int:
-        row = self._db.execute(_SELECT.format("%s"), (sink, session_id)).fetchone()
-        return int(row[1]) if row is not None and row[0] == incarnation else -1
+def _postgres_cursors(url: str) -> _SqlCursors:
+    import psycopg
 
-    def advance(self, sink: str, session_id: str, incarnation: int, seq: int) -> None:
-        self._db.execute(_UPSERT.format("%s"), (sink, session_id, incarnation, seq))
-
-    def close(self) -> None:
-        self._db.close()
+    return _SqlCursors(psycopg.connect(url, autocommit=True, connect_timeout=10), "%s")

@@ -260,17 +260,8 @@ def _chat(
         elif content == "full":
             attributes["gen_ai.output.messages"] = redact(_json([message]))
     name = f"chat {model}" if isinstance(model, str) and model else "chat"
-    return SpanRecord(
-        trace_id=trace,
-        span_id=_span_id(session_id, incarnation, "chat", start.seq),
-        parent_id=root,
-        name=name,
-        kind="CLIENT",
-        start_ns=_ns(start.time),
-        end_ns=_ended(start.time, end.time, attributes),
-        attributes=attributes,
-        error=error,
-    )
+    ids = (session_id, incarnation, trace, root)
+    return _child(ids, "chat", name, "CLIENT", start, end, attributes, error)
 
 
 def _tool(
@@ -329,17 +320,35 @@ def _tool(
         attributes["gen_ai.tool.call.arguments"] = redact(data["arguments"])
     end = result if result is not None else first
     span_name = f"execute_tool {name}" if isinstance(name, str) and name else "execute_tool"
+    ids = (session_id, incarnation, trace, root)
+    return _child(ids, "tool", span_name, "INTERNAL", first, end, attributes, error, span_events)
+
+
+def _child(
+    ids: tuple[str, int, int, int],
+    role: str,
+    name: str,
+    kind: Literal["INTERNAL", "CLIENT"],
+    first: Any,
+    last: Any,
+    attributes: dict[str, Any],
+    error: str | None,
+    events: list[tuple[str, int, dict[str, Any]]] | None = None,
+) -> SpanRecord:
+    """A span under the turn's root (``ids``: session, incarnation, trace, root), from the
+    event ``first`` to the event ``last``, its id from ``role`` and ``first``'s seq."""
+    session_id, incarnation, trace, root = ids
     return SpanRecord(
         trace_id=trace,
-        span_id=_span_id(session_id, incarnation, "tool", first.seq),
+        span_id=_span_id(session_id, incarnation, role, first.seq),
         parent_id=root,
-        name=span_name,
-        kind="INTERNAL",
+        name=name,
+        kind=kind,
         start_ns=_ns(first.time),
-        end_ns=_ended(first.time, end.time, attributes),
+        end_ns=_ended(first.time, last.time, attributes),
         attributes=attributes,
         error=error,
-        events=span_events,
+        events=events or [],
     )
 
 
