@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agent_session.cli import main
+from agent_session.exits import IO_ERROR
 from tests.corpus import case_bytes, cases
 from tests.otlp_receiver import receiver
 
@@ -162,7 +163,7 @@ def test_a_refusing_receiver_gets_retried_then_a_clear_error_and_the_cursor_stay
     _plant(tmp_path, "complete:2")
     with receiver() as got:
         got.answer = "500"
-        assert _export(tmp_path, got.url, "--json") != 0
+        assert _export(tmp_path, got.url, "--json") == IO_ERROR
         assert got.requests == 2  # --attempts 2
         error = capsys.readouterr().err
         assert "did not take" in error
@@ -178,14 +179,14 @@ def test_a_hanging_receiver_times_out_and_a_gone_one_is_named(
     _plant(tmp_path, "request:1")
     with receiver() as got:
         got.answer = "hang"
-        assert _export(tmp_path, got.url, "--timeout", "0.3") != 0
+        assert _export(tmp_path, got.url, "--timeout", "0.3") == IO_ERROR
         assert "did not take" in capsys.readouterr().err
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     assert (
         _export(tmp_path, f"http://user:hunter2@127.0.0.1:{port}/v1/traces", "--timeout", "0.5")
-        != 0
+        == IO_ERROR
     )
     error = capsys.readouterr().err
     assert "did not take" in error
