@@ -367,3 +367,55 @@ def test_the_reference_shape_is_one_log_record_per_event_with_its_keys(tmp_path:
         )
         == 1
     )
+
+
+def test_since_leaves_out_the_turns_that_ended_before_it(tmp_path: Path) -> None:
+    _plant(tmp_path, "complete:2")  # its turns ended on 2026-11-29 (UTC)
+    with receiver() as got:
+        assert _export(tmp_path, got.url, "--since", "2026-11-30") == 0
+        assert got.spans == []
+        assert _export(tmp_path, got.url, "--since", "2026-11-29T00:00:00") == 0
+        assert len({s["trace_id"] for s in got.spans}) == 2
+
+
+async def test_the_live_exporter_puts_full_content_through_the_redaction_hook(
+    tmp_path: Path,
+) -> None:
+    from agent_session import (
+        Runtime,
+        assistant_message,
+        open_store,
+        otel_exporter,
+        step_end,
+        step_start,
+        tool_call,
+        tool_call_block,
+        tool_result,
+        turn_end,
+        turn_start,
+    )
+
+    store = str(tmp_path / "store")
+    with receiver() as got:
+        runtime = Runtime()
+        backend = open_store(store)
+        runtime.install(backend)
+        exporter = otel_exporter(
+            store, got.url, content="full", redact=lambda text: text.replace("secret", "[x]")
+        )
+        runtime.install(exporter)
+        session = runtime.sessions.create("chat-1")
+        session.append("turn/start", turn_start(1))
+        session.append("step/start", step_start(1, 1))
+        block = tool_call_block("c1", "f", '{"k":"secret"}')
+        answer = assistant_message(1, 1, provider="p", model="m", calls=[block])
+        session.append("assistant/message", answer, surface_op="append", source_event_seqs=[])
+        call = session.append("tool/call", tool_call(1, 1, "c1", "f", '{"k":"secret"}'))
+        result = tool_result(1, 1, "c1", "done")
+        session.append("tool/result", result, surface_op="append", source_event_seqs=[call.seq])
+        session.append("step/end", step_end(1, 1))
+        session.append("turn/end", turn_end(1))
+        await exporter.drain()
+        await backend.aclose()
+    tool = next(s for s in got.spans if s["name"] == "execute_tool f")
+    assert tool["attributes"]["gen_ai.tool.call.arguments"] == '{"k":"[x]"}'

@@ -244,6 +244,7 @@ async def export_store(
     ids: Sequence[str] | None = None,
     *,
     content: Content = "off",
+    redact: Callable[[str], str] = scrub,
     since: int | None = None,
     on_session: Callable[[int, int], None] | None = None,
 ) -> Exported:
@@ -276,7 +277,7 @@ async def export_store(
             if parent_id and parent_id not in found:
                 found[parent_id] = await _parent(reader, parent_id)
             after = cursors.position(sink.name, id, header.created_at)
-            turns = _turns_of(sink, id, header, events, after, content, found.get)
+            turns = _turns_of(sink, id, header, events, after, content, redact, found.get)
             if since is not None:
                 turns = [t for t in turns if t[2] >= since * 1_000_000]
             await asyncio.to_thread(
@@ -304,11 +305,12 @@ def _turns_of(
     events: Sequence[Any],
     after: int,
     content: Content,
+    redact: Callable[[str], str],
     parents: Callable[[str], Any],
 ) -> list[tuple[int, Sequence[Any], int]]:
     """Each turn past ``after`` as (end seq, what the sink takes, end time in ns)."""
     if sink.shape == "spans":
-        traces = traces_of_session(id, header, events, after, content, scrub, parents)
+        traces = traces_of_session(id, header, events, after, content, redact, parents)
         return [(t.end_seq, t.spans, t.spans[0].end_ns) for t in traces]
     from agent_session.otel.records import turn_records
 

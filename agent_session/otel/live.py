@@ -32,10 +32,13 @@ log = logging.getLogger("agent_session.otel")
 class OtelExporter:
     """The plugin :func:`otel_exporter` makes (install it with ``runtime.install``)."""
 
-    def __init__(self, spec: Any, sink: Any, content: Content) -> None:
+    def __init__(
+        self, spec: Any, sink: Any, content: Content, redact: Callable[[str], str]
+    ) -> None:
         self._spec = spec
         self._sink = sink
         self._content = content
+        self._redact = redact
         self._queue: asyncio.Queue[Any] | None = None
         self._worker: asyncio.Task[None] | None = None
 
@@ -66,7 +69,7 @@ class OtelExporter:
             self._queue = asyncio.Queue()
             self._queue.put_nowait(None)  # the catch-up of everything not acknowledged
             self._worker = loop.create_task(
-                _work(self._spec, self._sink, self._queue, self._content, scope)
+                _work(self._spec, self._sink, self._queue, self._content, self._redact, scope)
             )
         return self._queue
 
@@ -82,21 +85,34 @@ def otel_exporter(
     *,
     headers: Mapping[str, str] | None = None,
     content: Content = "off",
+    redact: Callable[[str], str] | None = None,
     timeout: float = 10.0,
     attempts: int = 5,
 ) -> OtelExporter:
     """A plugin exporting the sessions of ``store`` (the name given to ``open_store``) to the
-    OTLP/HTTP receiver at ``endpoint`` (its traces URL, or a base URL)."""
+    OTLP/HTTP receiver at ``endpoint`` (its traces URL, or a base URL). With
+    ``content="full"``, every text put on a span goes through ``redact`` (after the masking of
+    the secrets this process knows of)."""
     from agent_session.otel.command import traces_url
     from agent_session.otel.export import OtlpSink
     from agent_session.stores import parse_store
 
     sink = OtlpSink(traces_url(endpoint), headers=headers, timeout=timeout, attempts=attempts)
-    return OtelExporter(parse_store(store), sink, content)
+
+    def masked(text: str) -> str:
+        text = scrub(text)
+        return redact(text) if redact is not None else text
+
+    return OtelExporter(parse_store(store), sink, content, masked)
 
 
 async def _work(
-    spec: Any, sink: Any, queue: asyncio.Queue[Any], content: Content, scope: PluginScope
+    spec: Any,
+    sink: Any,
+    queue: asyncio.Queue[Any],
+    content: Content,
+    redact: Callable[[str], str],
+    scope: PluginScope,
 ) -> None:
     """Export what the queue names, one at a time: ``None`` the whole store, a session its
     turns past the cursor once they are durable."""
@@ -108,7 +124,7 @@ async def _work(
         item = await queue.get()
         try:
             if item is None:
-                await export_store(spec, sink, content=content)
+                await export_store(spec, sink, content=content, redact=redact)
                 continue
             sessions = scope.runtime.sessions
             if sessions.is_live(item):
@@ -123,7 +139,7 @@ async def _work(
                     _since(item.events, after),
                     after_seq=after,
                     content=content,
-                    redact=scrub,
+                    redact=redact,
                 )
                 turns = [(t.end_seq, t.spans) for t in traces]
                 await asyncio.to_thread(
