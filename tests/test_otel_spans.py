@@ -117,3 +117,28 @@ def test_a_call_settled_on_resume_has_a_settled_event() -> None:
     (trace,) = turn_traces("s", 1, log)
     tool = next(s for s in trace.spans if s.name == "execute_tool f")
     assert tool.events == [("agent_session.settled", 1004 * 1_000_000, {"how": "probed-applied"})]
+
+
+def test_cache_and_reasoning_tokens_go_where_the_conventions_put_them() -> None:
+    log = _log(list(range(1000, 1007)))
+    usage = {"inputTokens": 7, "outputTokens": 5, "cacheReadTokens": 3, "cacheWriteTokens": 2}
+    chunk = Event(
+        "assistant/chunk",
+        2,
+        1001,
+        {
+            "turn": 1,
+            "step": 1,
+            "chunk": {"type": "usage", "usage": {**usage, "reasoningTokens": 4}},
+        },
+    )
+    shifted = [log[0], log[1], chunk, *(Event(e.type, e.seq + 1, e.time, e.data) for e in log[2:])]
+    (trace,) = turn_traces("s", 1, shifted)
+    chat = next(s for s in trace.spans if s.kind == "CLIENT")
+    assert {k: v for k, v in chat.attributes.items() if k.startswith("gen_ai.usage")} == {
+        "gen_ai.usage.input_tokens": 7,
+        "gen_ai.usage.output_tokens": 5,
+        "gen_ai.usage.cache_read.input_tokens": 3,
+        "gen_ai.usage.cache_creation.input_tokens": 2,
+        "gen_ai.usage.reasoning.output_tokens": 4,
+    }

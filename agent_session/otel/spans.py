@@ -34,6 +34,11 @@ Content = Literal["off", "refs", "full"]
 ``session#seq`` to the events that hold them, or the messages themselves (redacted)."""
 
 _REPAIRED = ("TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED")
+_USAGE = {
+    "cacheReadTokens": "gen_ai.usage.cache_read.input_tokens",
+    "cacheWriteTokens": "gen_ai.usage.cache_creation.input_tokens",
+    "reasoningTokens": "gen_ai.usage.reasoning.output_tokens",
+}
 
 
 @dataclass(frozen=True)
@@ -236,8 +241,8 @@ def _chat(
             usage = _map(chunk.get("usage"))
             _put(attributes, "gen_ai.usage.input_tokens", usage.get("inputTokens"))
             _put(attributes, "gen_ai.usage.output_tokens", usage.get("outputTokens"))
-            _put(attributes, "gen_ai.usage.cache_read.input_tokens", usage.get("cachedInputTokens"))
-            _put(attributes, "gen_ai.usage.reasoning.output_tokens", usage.get("reasoningTokens"))
+            for key, name in _USAGE.items():  # the reference's TokenUsage, optional fields
+                _put(attributes, name, usage.get(key))
         elif chunk.get("type") == "finish":
             kind = _map(chunk.get("reason")).get("kind")
             if isinstance(kind, str):
