@@ -23,6 +23,7 @@ COMMANDS = [
     "search",
     "view",
     "serve",
+    "export-otel",
     "show",
     "verify",
     "recover",
