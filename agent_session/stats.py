@@ -15,46 +15,46 @@ from agent_session.output import json_line
 
 __all__ = ["beyond", "checkpoints", "stats"]
 
-_REPAIRED = ("TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED")
-
 
 def beyond(events: Sequence[Any]) -> dict[str, Any]:
     """What the reference's figures do not say: ``crashes`` (per turn a crash cut: the turn,
     the seq and time of its last durable event, and the calls repair answered, by code),
     ``settled`` (calls settled on resume, by how), ``approvals`` (asked, decided by outcome,
     and still parked), ``checkpoints`` (:func:`checkpoints`)."""
+    from recovery import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, crash_point, is_repair_result
     from session.events.eventlog import is_run, iter_parts
     from session.events.outcomes import SETTLEMENT
     from session.events.parked import parked_calls
 
+    repaired = (TOOL_OUTCOME_UNKNOWN, TOOL_NOT_STARTED)
+
     crashes: list[dict[str, Any]] = []
     settled: Counter[str] = Counter()
     asked, decided = 0, Counter[str]()
-    answered: dict[str, list[str]] = {code: [] for code in _REPAIRED}
+    answered: dict[str, list[str]] = {code: [] for code in repaired}
     for event in iter_parts(events):
         if is_run(event):
             continue  # packed streamed deltas: none of these figures is in them
         data = event.data if isinstance(event.data, Mapping) else {}
         if event.type == "tool/result":
             code = (data.get("error") or {}).get("code")
-            message_id = str((data.get("message") or {}).get("id", ""))
-            if code in answered and message_id.startswith("interrupted-tool-result-"):
+            if code in answered and is_repair_result(event):
                 answered[code].append(data["message"]["source"]["callId"])
             how = (data.get("meta") or {}).get(SETTLEMENT)
             if isinstance(how, str):
                 settled[how] += 1
         elif event.type == "turn/end" and (data.get("reason") or {}).get("kind") == "interrupted":
-            last = _last_durable(events, event.seq)
+            last = crash_point(events, event.seq)
             crashes.append(
                 {
                     "turn": data.get("turn"),
                     "lastDurableSeq": last.seq,
                     "time": last.time,
-                    "outcomeUnknown": answered["TOOL_OUTCOME_UNKNOWN"],
-                    "notStarted": answered["TOOL_NOT_STARTED"],
+                    "outcomeUnknown": answered[TOOL_OUTCOME_UNKNOWN],
+                    "notStarted": answered[TOOL_NOT_STARTED],
                 }
             )
-            answered = {code: [] for code in _REPAIRED}
+            answered = {code: [] for code in repaired}
         elif event.type == "approval/asked":
             asked += 1
         elif event.type == "approval/decided":
@@ -123,24 +123,6 @@ def _turn_end(events: Sequence[Any], after: int) -> int:
         if events[seq].type == "turn/end":
             return seq
     return len(events) - 1
-
-
-def _last_durable(events: Sequence[Any], turn_end: int) -> Any:
-    """The last event before the closers that end at ``turn_end`` (the crash point)."""
-    seq = turn_end - 1
-    while seq > 0:
-        event = events[seq]
-        data = event.data if isinstance(event.data, Mapping) else {}
-        closer = event.type == "step/end" or (
-            event.type == "tool/result"
-            and str((data.get("message") or {}).get("id", "")).startswith(
-                "interrupted-tool-result-"
-            )
-        )
-        if not closer:
-            break
-        seq -= 1
-    return events[seq]
 
 
 async def stats(args: argparse.Namespace) -> int:

@@ -33,13 +33,16 @@ from session.events.types import (
 from session.json.lossless import snapshot
 
 __all__ = [
+    "REPAIR_RESULT_PREFIX",
     "TOOL_NOT_STARTED",
     "TOOL_NOT_STARTED_TEXT",
     "TOOL_OUTCOME_UNKNOWN",
     "TOOL_OUTCOME_UNKNOWN_TEXT",
     "answers",
     "closers",
+    "crash_point",
     "is_balanced",
+    "is_repair_result",
 ]
 
 # The reference writes closers with this envelope key order.
@@ -121,6 +124,31 @@ def _answered(pending: dict[Any, _Pending], event: SessionEvent) -> None:
             pending.pop(source.get("callId"), None)
 
 
+REPAIR_RESULT_PREFIX: Final = "interrupted-tool-result-"
+"""How the message id of every ``tool/result`` that crash repair adds starts (the
+reference's ids)."""
+
+
+def is_repair_result(event: Any) -> bool:
+    """Whether ``event`` is a ``tool/result`` that crash repair added."""
+    if event.type != TOOL_RESULT or not isinstance(event.data, Mapping):
+        return False
+    message = event.data.get("message")
+    return isinstance(message, Mapping) and str(message.get("id", "")).startswith(
+        REPAIR_RESULT_PREFIX
+    )
+
+
+def crash_point(events: Sequence[Any], end: int) -> Any:
+    """The crash point of a turn that repair closed with ``events[end]`` (its ``turn/end``):
+    the last event before the closers (the added results and ``step/end``), which reuse its
+    time."""
+    at = end - 1
+    while at > 0 and (events[at].type == STEP_END or is_repair_result(events[at])):
+        at -= 1
+    return events[at]
+
+
 def _missing_result(turn: Any, entry: _Pending, call_id: Any, seq: int, time: int) -> SessionEvent:
     """The error result of a call that has none: outcome unknown when its ``tool/call`` was
     recorded (the body may have run), not started otherwise."""
@@ -131,7 +159,7 @@ def _missing_result(turn: Any, entry: _Pending, call_id: Any, seq: int, time: in
         "turn": turn,
         "step": entry.step,
         "message": {
-            "id": f"interrupted-tool-result-{call_id}-{seq}",
+            "id": f"{REPAIR_RESULT_PREFIX}{call_id}-{seq}",
             "role": "user",
             "source": {"kind": "tool", "callId": call_id},
             "content": [
