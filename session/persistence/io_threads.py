@@ -131,11 +131,11 @@ def _run(
 ) -> None:
     """Run one call; leave the thread's idle token before its outcome reaches the loop, so
     a call the loop submits on hearing of it finds this thread free (none is started)."""
+    result: Any = None
+    error: BaseException | None = None
     try:
         result = call(*args)
     except BaseException as e:  # the caller's to see, on its loop
-        pool._idle.put(None)
-        pool._post(loop, future, None, e)
-    else:
-        pool._idle.put(None)
-        pool._post(loop, future, result, None)
+        error = e
+    pool._idle.put(None)
+    pool._post(loop, future, result, error)
