@@ -1,6 +1,7 @@
 """An OTLP/HTTP trace receiver on 127.0.0.1 for the tests: it decodes each request with
 ``opentelemetry-proto`` and keeps the spans as plain dicts, or answers as told (``500``,
-``hang`` until released, ``ok``)."""
+``echo`` (a 500 whose reason quotes the request's ``Authorization``), ``hang`` until released,
+``ok``)."""
 
 from __future__ import annotations
 
@@ -126,8 +127,9 @@ def receiver() -> Iterator[Receiver]:
                 return  # (the client is gone)
             if answer == "hang":
                 state.release.wait()
-            if answer == "500":
-                self.send_response(500)
+            if answer in ("500", "echo"):  # "echo": the reason quotes the request's credentials
+                reason = self.headers.get("Authorization", "") if answer == "echo" else None
+                self.send_response(500, reason)
                 self.send_header("Content-Length", "5")
                 self.end_headers()
                 self.wfile.write(b"boom!")

@@ -173,6 +173,20 @@ def test_a_refusing_receiver_gets_retried_then_a_clear_error_and_the_cursor_stay
         assert len({s["trace_id"] for s in got.spans}) == 2  # both turns, none lost
 
 
+def test_a_header_value_a_receiver_quotes_back_never_reaches_the_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _plant(tmp_path, "request:1")
+    with receiver() as got:
+        got.answer = "echo"
+        headers = "Authorization=Bearer s3cr3t-token"
+        assert _export(tmp_path, got.url, "--headers", headers) == IO_ERROR
+    error = capsys.readouterr().err
+    assert "did not take" in error
+    assert "reason: ***" in error  # the receiver did quote it back, masked
+    assert "s3cr3t-token" not in error
+
+
 def test_a_hanging_receiver_times_out_and_a_gone_one_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -419,3 +433,35 @@ async def test_the_live_exporter_puts_full_content_through_the_redaction_hook(
         await backend.aclose()
     tool = next(s for s in got.spans if s["name"] == "execute_tool f")
     assert tool["attributes"]["gen_ai.tool.call.arguments"] == '{"k":"[x]"}'
+
+
+async def test_the_live_exporter_sends_a_forks_own_turns_linked_to_its_parent(
+    tmp_path: Path,
+) -> None:
+    from agent_session import Runtime, open_store, otel_exporter, turn_end, turn_start
+
+    store = str(tmp_path / "store")
+    with receiver() as got:
+        runtime = Runtime()
+        backend = open_store(store)
+        runtime.install(backend)
+        exporter = otel_exporter(store, got.url)
+        runtime.install(exporter)
+        parent = runtime.sessions.create("parent")
+        parent.append("turn/start", turn_start(1))
+        parent.append("turn/end", turn_end(1))
+        child = runtime.sessions.fork(parent, child_id="child")
+        child.append("turn/start", turn_start(2))
+        child.append("turn/end", turn_end(2))
+        child.append("turn/start", turn_start(3))
+        child.append("turn/end", turn_end(3))
+        await exporter.drain()
+        await backend.aclose()
+    turns = {
+        (s["attributes"]["gen_ai.conversation.id"], s["attributes"]["agent_session.turn"]): s
+        for s in got.spans
+    }
+    assert sorted(turns) == [("child", 2), ("child", 3), ("parent", 1)]  # no seeded copy
+    parent_turn = turns[("parent", 1)]
+    assert turns[("child", 2)]["links"] == [(parent_turn["trace_id"], parent_turn["span_id"])]
+    assert turns[("child", 3)]["links"] == []

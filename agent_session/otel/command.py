@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import re
-import sys
 import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -96,14 +95,13 @@ async def export_otel(args: argparse.Namespace) -> int:
         "endpoint": sink.endpoint,
         "sessions": exported.sessions,
         "turns": exported.turns,
-        kind: exported.spans,
+        kind: exported.items,
     }
     if args.json:
         print(json_line(summary))
     else:
         print(
-            f"exported {exported.turns} turn(s), {exported.spans} {kind[:-1]}(s) of "
-            f"{exported.sessions} session(s) to {sink.endpoint}",
-            file=sys.stdout,
+            f"exported {exported.turns} turn(s), {exported.items} {kind[:-1]}(s) of "
+            f"{exported.sessions} session(s) to {sink.endpoint}"
         )
     return OK

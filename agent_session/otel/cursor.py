@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pathlib
 import secrets
 import sqlite3
 from typing import TYPE_CHECKING, Any, Protocol
@@ -146,7 +147,10 @@ class _SqlCursors:
 
 
 def _sqlite_cursors(path: str) -> _SqlCursors:
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    """The table in an existing database (``mode=rw``: a missing file is an error, never an
+    empty database the store would then refuse as foreign)."""
+    uri = pathlib.Path(path).resolve().as_uri() + "?mode=rw"
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA synchronous = FULL")
     db.execute("PRAGMA busy_timeout = 5000")
     return _SqlCursors(db, "?")

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent_session.otel.spans import Content, SpanRecord, TurnTrace, turn_traces
+from agent_session.otel.spans import Content, SpanRecord, turn_traces
 from session.errors import SessionError
-from session.persistence.redaction import mask_store, remember_store, scrub
+from session.persistence.redaction import MASK, mask_store, remember_store, scrub
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -34,9 +34,10 @@ __all__ = [
     "OtlpSink",
     "TraceExportError",
     "export_store",
+    "first_unsent",
+    "fork_link",
     "send_turns",
     "sink_name",
-    "traces_of_session",
 ]
 
 Shape = Literal["spans", "records"]
@@ -53,11 +54,12 @@ class TraceExportError(SessionError, ConnectionError):
 
 @dataclass
 class Exported:
-    """What one export sent: sessions looked at, turns and spans acknowledged."""
+    """What one export sent: sessions looked at, turns and their spans (or log records)
+    acknowledged."""
 
     sessions: int = 0
     turns: int = 0
-    spans: int = 0
+    items: int = 0
 
 
 def sink_name(endpoint: str) -> str:
@@ -81,8 +83,6 @@ class OtlpSink:
         timeout: float = 10.0,
         attempts: int = 5,
         backoff: float = 0.5,
-        service_name: str = "agent-session",
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         from opentelemetry.sdk.resources import Resource
 
@@ -91,6 +91,8 @@ class OtlpSink:
         """The receiver's URL without any password it carries."""
         self.name = sink_name(endpoint)
         self.shape = shape
+        self._secrets = [value for value in (headers or {}).values() if value]
+        """Header values (API keys, tokens), kept out of every message."""
         options: dict[str, Any] = {"endpoint": endpoint, "headers": dict(headers or {})}
         if shape == "spans":
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -100,10 +102,9 @@ class OtlpSink:
             from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 
             self._exporter = OTLPLogExporter(timeout=timeout, **options)
-        self._resource = Resource.create({"service.name": service_name})
+        self._resource = Resource.create({"service.name": "agent-session"})
         self._attempts = max(1, attempts)
         self._backoff = backoff
-        self._sleep = sleep
 
     def send(self, records: Sequence[Any]) -> None:
         """Deliver ``records`` (spans or log records, as the shape says; one request per
@@ -122,9 +123,11 @@ class OtlpSink:
             if result.name == "SUCCESS":
                 return
             if attempt + 1 < self._attempts:
-                self._sleep(delay)
+                time.sleep(delay)
                 delay *= 2
         said = heard[-1] if heard else "no answer"
+        for secret in self._secrets:
+            said = said.replace(secret, MASK)
         raise TraceExportError(
             f"the OTLP receiver at {self.endpoint} did not take {len(spans)} "
             f"{'span' if self.shape == 'spans' else 'log record'}(s) "
@@ -187,38 +190,25 @@ def sdk_span(record: SpanRecord, resource: Any) -> ReadableSpan:
     )
 
 
-def traces_of_session(
-    session_id: str,
-    header: Any,
-    events: Sequence[Any],
-    after_seq: int,
-    content: Content,
-    redact: Callable[[str], str],
-    parents: Callable[[str], Any],
-) -> list[TurnTrace]:
-    """The traces of a loaded session past ``after_seq``; a fork's first turn links to the
-    parent's turn it continues, when ``parents(id)`` finds the parent's header and log."""
-    link = None
-    parent_id = getattr(header, "parent_session", None)
-    seed = getattr(header, "seed_length", None)
-    if isinstance(parent_id, str) and isinstance(seed, int) and seed > 0:
-        found = parents(parent_id)
-        if found is not None:
-            parent_header, parent_events = found
-            starts = [e.seq for e in parent_events[:seed] if e.type == "turn/start"]
-            if starts:
-                link = (parent_id, parent_header.created_at, starts[-1])
-    # A fork's seed is its parent's history: its turns are the parent's to export.
-    skip = max(after_seq, (seed - 1) if isinstance(seed, int) else -1)
-    return turn_traces(
-        session_id,
-        header.created_at,
-        events,
-        after_seq=skip,
-        content=content,
-        redact=redact,
-        parent=link,
-    )
+def first_unsent(cursor: int, header: Any) -> int:
+    """The seq past which a session's turns are still to send: past the cursor, and past a
+    fork's seed (its seeded turns are its parent's to send)."""
+    return max(cursor, (header.seed_length or 0) - 1)
+
+
+def fork_link(
+    header: Any, events: Sequence[Any], cursor: int, parent_incarnation: int | None
+) -> tuple[str, int, int] | None:
+    """For a fork none of whose own turns was sent yet, the parent's turn its first turn
+    continues, as ``turn_traces`` takes it (the seeded prefix holds the parent's seqs);
+    ``None`` otherwise, or when the parent's incarnation is unknown."""
+    seed = header.seed_length
+    if header.parent_session is None or not seed or parent_incarnation is None:
+        return None
+    if cursor >= seed:
+        return None
+    starts = [e.seq for e in events[:seed] if e.type == "turn/start"]
+    return (header.parent_session, parent_incarnation, starts[-1]) if starts else None
 
 
 def send_turns(
@@ -235,7 +225,7 @@ def send_turns(
         sink.send(items)
         cursors.advance(sink.name, session_id, incarnation, end_seq)
         exported.turns += 1
-        exported.spans += len(items)
+        exported.items += len(items)
 
 
 async def export_store(
@@ -247,10 +237,12 @@ async def export_store(
     redact: Callable[[str], str] = scrub,
     since: int | None = None,
     on_session: Callable[[int, int], None] | None = None,
+    cursors: Cursors | None = None,
 ) -> Exported:
     """Send every turn of the store's sessions (all, or ``ids``) the sink has not
     acknowledged, session by session; ``since`` (Unix ms) leaves out turns that ended
-    before it; ``on_session(done, total)`` hears of each session sent. Raises
+    before it; ``on_session(done, total)`` hears of each session sent; ``cursors``, when
+    given, are used (and left open) instead of opening the store's. Raises
     :class:`TraceExportError` (what was acknowledged before stays recorded)."""
     import asyncio
 
@@ -264,26 +256,32 @@ async def export_store(
     except NotFound:
         return exported  # nothing written yet: nothing to send
     reader = backend(store, read_only=True)
-    cursors = cursors_for(store)
+    owned = cursors is None
+    positions = cursors_for(store) if cursors is None else cursors
     try:
-        chosen = list(ids) if ids else sorted(h.id for h in await reader.list_headers())
-        found: dict[str, Any] = {}
+        headers: dict[str, Any] | None = None  # every stored header, read once if needed
+        if not ids:
+            headers = {h.id: h for h in await reader.list_headers()}
+        chosen = list(ids) if ids else sorted(headers or ())
         for id in chosen:
             examined = await diagnose(reader, store, id)
             header, events = examined.session.header, examined.session.events
             if examined.writer_elsewhere:  # its open turn is running, not interrupted
                 events = events[: examined.stored_events]
-            parent_id = header.parent_session
-            if parent_id and parent_id not in found:
-                found[parent_id] = await _parent(reader, parent_id)
-            after = cursors.position(sink.name, id, header.created_at)
-            turns = _turns_of(sink, id, header, events, after, content, redact, found.get)
+            cursor = positions.position(sink.name, id, header.created_at)
+            parent = None
+            if header.parent_session is not None and cursor < (header.seed_length or 0):
+                if headers is None:
+                    headers = {h.id: h for h in await reader.list_headers()}
+                parent = headers.get(header.parent_session)
+            link = fork_link(header, events, cursor, parent.created_at if parent else None)
+            turns = _turns_of(sink, header, events, cursor, content, redact, link)
             if since is not None:
                 turns = [t for t in turns if t[2] >= since * 1_000_000]
             await asyncio.to_thread(
                 send_turns,
                 sink,
-                cursors,
+                positions,
                 id,
                 header.created_at,
                 [(end, items) for end, items, _ in turns],
@@ -293,46 +291,44 @@ async def export_store(
             if on_session is not None:
                 on_session(exported.sessions, len(chosen))
     finally:
-        cursors.close()
+        if owned:
+            positions.close()
         await reader.aclose()
     return exported
 
 
 def _turns_of(
     sink: OtlpSink,
-    id: str,
     header: Any,
     events: Sequence[Any],
-    after: int,
+    cursor: int,
     content: Content,
     redact: Callable[[str], str],
-    parents: Callable[[str], Any],
+    link: tuple[str, int, int] | None,
 ) -> list[tuple[int, Sequence[Any], int]]:
-    """Each turn past ``after`` as (end seq, what the sink takes, end time in ns)."""
+    """Each turn still to send as (end seq, what the sink takes, end time in ns)."""
+    after = first_unsent(cursor, header)
     if sink.shape == "spans":
-        traces = traces_of_session(id, header, events, after, content, redact, parents)
+        traces = turn_traces(
+            header.id,
+            header.created_at,
+            events,
+            after_seq=after,
+            content=content,
+            redact=redact,
+            parent=link,
+        )
         return [(t.end_seq, t.spans, t.spans[0].end_ns) for t in traces]
     from agent_session.otel.records import turn_records
 
-    seed = header.seed_length
     return [
         (t.end_seq, t.records, t.records[-1].time_ns)
         for t in turn_records(
-            id,
+            header.id,
             header.created_at,
             events,
-            after_seq=max(after, seed - 1 if seed else -1),
+            after_seq=after,
             parent=header.parent_session,
-            seed_length=seed,
+            seed_length=header.seed_length,
         )
     ]
-
-
-async def _parent(reader: Any, id: str) -> tuple[Any, Any] | None:
-    """A fork's parent (header and log), or ``None`` when it is gone or unreadable (then
-    the fork's first turn has no link, and nothing else is lost)."""
-    try:
-        found = await reader.diagnose(id)
-    except Exception:
-        return None
-    return found.session.header, found.session.events

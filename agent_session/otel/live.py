@@ -115,47 +115,67 @@ async def _work(
     scope: PluginScope,
 ) -> None:
     """Export what the queue names, one at a time: ``None`` the whole store, a session its
-    turns past the cursor once they are durable."""
-    from agent_session.otel.cursor import cursors_for
-    from agent_session.otel.export import Exported, export_store, send_turns
+    turns past the cursor once they are durable. The cursors are opened once the store
+    exists, and kept for the worker's life."""
+    from agent_session.commands import check_exists
+    from agent_session.exits import NotFound
+    from agent_session.otel.cursor import Cursors, cursors_for
+    from agent_session.otel.export import (
+        Exported,
+        export_store,
+        first_unsent,
+        fork_link,
+        send_turns,
+    )
     from agent_session.otel.spans import turn_traces
 
-    while True:
-        item = await queue.get()
-        try:
-            if item is None:
-                await export_store(spec, sink, content=content, redact=redact)
-                continue
-            sessions = scope.runtime.sessions
-            if sessions.is_live(item):
-                await sessions.flush(item)  # durable first: a lost turn/end is a crash
-            header = item.header
-            cursors = cursors_for(spec)
+    cursors: Cursors | None = None
+    try:
+        while True:
+            item = await queue.get()
             try:
-                after = cursors.position(sink.name, item.id, header.created_at)
+                sessions = scope.runtime.sessions
+                if item is not None and sessions.is_live(item):
+                    await sessions.flush(item)  # durable first: a lost turn/end is a crash
+                if cursors is None:
+                    try:
+                        check_exists(spec)
+                    except NotFound:
+                        continue  # nothing stored yet: nothing to send
+                    cursors = cursors_for(spec)
+                if item is None:
+                    await export_store(spec, sink, content=content, redact=redact, cursors=cursors)
+                    continue
+                header = item.header
+                cursor = cursors.position(sink.name, item.id, header.created_at)
+                after = first_unsent(cursor, header)
+                parent = sessions.get(header.parent_session or "")
+                incarnation = parent.header.created_at if parent is not None else None
                 traces = turn_traces(
                     item.id,
                     header.created_at,
-                    _since(item.events, after),
+                    _unsent_events(item.events, after),
                     after_seq=after,
                     content=content,
                     redact=redact,
+                    parent=fork_link(header, item.events, cursor, incarnation),
                 )
                 turns = [(t.end_seq, t.spans) for t in traces]
                 await asyncio.to_thread(
                     send_turns, sink, cursors, item.id, header.created_at, turns, Exported()
                 )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the agent goes on; the next turn or start sends it
+                log.warning("OpenTelemetry export to %s failed: %s", sink.endpoint, scrub(str(e)))
             finally:
-                cursors.close()
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # the agent goes on; the next turn or start sends it
-            log.warning("OpenTelemetry export to %s failed: %s", sink.endpoint, scrub(str(e)))
-        finally:
-            queue.task_done()
+                queue.task_done()
+    finally:
+        if cursors is not None:
+            cursors.close()
 
 
-def _since(events: Any, after: int) -> list[Any]:
+def _unsent_events(events: Any, after: int) -> list[Any]:
     """The events from the request context in force at the first turn past ``after`` on
     (a backward scan: a long log is not read whole at every turn's end)."""
     first = len(events)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_session.otel.spans import ids_for
+from agent_session.otel.spans import is_error_result, trace_id
 
 __all__ = ["EventRecord", "TurnRecords", "sdk_log_record", "turn_records"]
 
@@ -60,8 +60,7 @@ def turn_records(
         if event.seq <= after_seq:
             continue
         if event.type == "turn/start":
-            digest = ids_for(session_id, incarnation, "trace", event.seq)
-            trace = int.from_bytes(digest[:16], "big") or 1
+            trace = trace_id(session_id, incarnation, event.seq)
         if event.type == "assistant/chunk":
             data = event.data if isinstance(event.data, Mapping) else {}
             step = (data.get("turn"), data.get("step"))
@@ -92,16 +91,10 @@ def _record(
 
 
 def _is_error(event: Any) -> bool:
-    data = event.data if isinstance(event.data, Mapping) else {}
     if event.type == "turn/end":
-        reason = data.get("reason")
+        reason = event.data.get("reason") if isinstance(event.data, Mapping) else None
         return isinstance(reason, Mapping) and reason.get("kind") not in ("completed", None)
-    if event.type == "tool/result":
-        message = data.get("message")
-        blocks = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(blocks, Sequence) and not isinstance(blocks, str):
-            return any(isinstance(b, Mapping) and b.get("isError") is True for b in blocks)
-    return False
+    return event.type == "tool/result" and is_error_result(event.data)
 
 
 def sdk_log_record(record: EventRecord, resource: Any) -> Any:

@@ -25,20 +25,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from recovery import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, crash_point, is_repair_result
 from session.events.outcomes import SETTLEMENT
+from session.json.codec import encode_json
 
-__all__ = ["Content", "SpanRecord", "TurnTrace", "ids_for", "turn_traces"]
+__all__ = ["Content", "SpanRecord", "TurnTrace", "is_error_result", "trace_id", "turn_traces"]
 
 Content = Literal["off", "refs", "full"]
 """What of the messages goes on the spans: nothing (the conventions' default), references
 ``session#seq`` to the events that hold them, or the messages themselves (redacted)."""
 
-_REPAIRED = ("TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED")
+_REPAIRED = (TOOL_OUTCOME_UNKNOWN, TOOL_NOT_STARTED)
 _USAGE = {
     "cacheReadTokens": "gen_ai.usage.cache_read.input_tokens",
     "cacheWriteTokens": "gen_ai.usage.cache_creation.input_tokens",
     "reasoningTokens": "gen_ai.usage.reasoning.output_tokens",
 }
+
+
+_Ids = tuple[str, int, int, int]
+"""What a turn's child spans are identified by: session id, incarnation, trace id, root id."""
 
 
 @dataclass(frozen=True)
@@ -69,18 +75,25 @@ class TurnTrace:
     spans: list[SpanRecord]
 
 
-def ids_for(session_id: str, incarnation: int, *key: object) -> bytes:
+def _digest(session_id: str, incarnation: int, *key: object) -> bytes:
     """The digest the ids of one log's spans are cut from (32 bytes)."""
     text = json.dumps([session_id, incarnation, *key], ensure_ascii=False)
     return hashlib.sha256(text.encode()).digest()
 
 
-def _trace_id(session_id: str, incarnation: int, seq: int) -> int:
-    return int.from_bytes(ids_for(session_id, incarnation, "trace", seq)[:16], "big") or 1
+def trace_id(session_id: str, incarnation: int, seq: int) -> int:
+    """The trace id of the turn that starts at ``seq`` (never 0)."""
+    return int.from_bytes(_digest(session_id, incarnation, "trace", seq)[:16], "big") or 1
 
 
 def _span_id(session_id: str, incarnation: int, role: str, seq: int) -> int:
-    return int.from_bytes(ids_for(session_id, incarnation, role, seq)[:8], "big") or 1
+    return int.from_bytes(_digest(session_id, incarnation, role, seq)[:8], "big") or 1
+
+
+def is_error_result(data: Any) -> bool:
+    """Whether a ``tool/result``'s data answers with an error (a result block says so)."""
+    blocks: Any = _map(_map(data).get("message")).get("content")
+    return _seq(blocks) and any(_map(block).get("isError") is True for block in blocks)
 
 
 def turn_traces(
@@ -98,8 +111,9 @@ def turn_traces(
     ``events`` is a loaded log (a repaired or inspected one: an open turn has no trace yet);
     ``incarnation`` tells apart two sessions that had one id (the header's ``createdAt``).
     ``parent``, for a fork, is (parent id, its incarnation, seq of the parent's turn/start the
-    fork continues): the fork's first turn links to that trace. ``redact`` sees every text that
-    ``content="full"`` puts on a span."""
+    fork continues): the first trace returned links to that turn (pass it only while the
+    fork's own first turn is not yet sent). ``redact`` sees every text that ``content="full"``
+    puts on a span."""
     traces: list[TurnTrace] = []
     turn: list[Any] = []
     context: Mapping[str, Any] = {}  # the request context in force (written when it changes)
@@ -131,11 +145,12 @@ def _turn(
     parent: tuple[str, int, int] | None,
 ) -> TurnTrace:
     start, end = events[0], events[-1]
-    trace = _trace_id(session_id, incarnation, start.seq)
+    trace = trace_id(session_id, incarnation, start.seq)
     root = _span_id(session_id, incarnation, "turn", start.seq)
+    ids = (session_id, incarnation, trace, root)
     reason = _map(end.data.get("reason")).get("kind", "completed")
     interrupted = reason == "interrupted"
-    crash = _last_durable(events) if interrupted else end
+    crash = crash_point(events, len(events) - 1) if interrupted else end
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.conversation.id": session_id,
@@ -175,20 +190,20 @@ def _turn(
         elif event.type == "tool/result":
             source = _map(_map(data.get("message")).get("source"))
             call = calls.pop(str(source.get("callId")), None)
-            spans.append(_tool(session_id, incarnation, trace, root, call, event, content, redact))
+            spans.append(_tool(ids, call, event, content, redact))
         elif event.type in ("approval/asked", "approval/decided"):
             turn_events.append((event.type, _ns(event.time), _flat(data, "agent_session")))
     for call in calls.values():  # (never after a repair: every call has its result)
-        spans.append(_tool(session_id, incarnation, trace, root, call, None, content, redact))
+        spans.append(_tool(ids, call, None, content, redact))
     for key, step_events in steps.items():
-        chat = _chat(
-            session_id, incarnation, trace, root, step_events, contexts[key], crash, content, redact
-        )
+        chat = _chat(ids, step_events, contexts[key], crash, content, redact)
         if chat is not None:
             spans.append(chat)
-    links: list[tuple[int, int, dict[str, Any]]] = (
-        [] if parent is None else [(_trace_id(*parent), _span_id(*_turn_key(parent)), {})]
-    )
+    links: list[tuple[int, int, dict[str, Any]]] = []
+    if parent is not None:
+        parent_id, parent_incarnation, parent_seq = parent
+        parent_root = _span_id(parent_id, parent_incarnation, "turn", parent_seq)
+        links.append((trace_id(*parent), parent_root, {}))
     turn_span = SpanRecord(
         trace_id=trace,
         span_id=root,
@@ -205,15 +220,8 @@ def _turn(
     return TurnTrace(start.data.get("turn"), end.seq, [turn_span, *sorted(spans, key=_order)])
 
 
-def _turn_key(parent: tuple[str, int, int]) -> tuple[str, int, str, int]:
-    return parent[0], parent[1], "turn", parent[2]
-
-
 def _chat(
-    session_id: str,
-    incarnation: int,
-    trace: int,
-    root: int,
+    ids: _Ids,
     events: list[Any],
     request: Mapping[str, Any],
     crash: Any,
@@ -261,19 +269,15 @@ def _chat(
         _put(attributes, "gen_ai.response.id", message.get("id"))
         attributes["agent_session.seq.last"] = answer.seq
         if content == "refs":
-            attributes["agent_session.output.ref"] = f"{session_id}#{answer.seq}"
+            attributes["agent_session.output.ref"] = f"{ids[0]}#{answer.seq}"
         elif content == "full":
             attributes["gen_ai.output.messages"] = redact(_json([message]))
     name = f"chat {model}" if isinstance(model, str) and model else "chat"
-    ids = (session_id, incarnation, trace, root)
     return _child(ids, "chat", name, "CLIENT", start, end, attributes, error)
 
 
 def _tool(
-    session_id: str,
-    incarnation: int,
-    trace: int,
-    root: int,
+    ids: _Ids,
     call: Any,
     result: Any,
     content: Content,
@@ -299,38 +303,32 @@ def _tool(
         _put(attributes, "gen_ai.tool.call.id", call_id)
         attributes["agent_session.seq.last"] = result.seq
         code = _map(outcome.get("error")).get("code")
-        repaired = str(message.get("id", "")).startswith("interrupted-tool-result-")
-        blocks = message.get("content")
-        failed = (
-            any(_map(b).get("isError") is True for b in blocks or ()) if _seq(blocks) else False
-        )
-        if repaired and code in _REPAIRED:
+        if is_repair_result(result) and code in _REPAIRED:
             attributes["error.type"] = code
             error = f"{code}: the process died while the call was in flight"
-        elif failed or code is not None:
+        elif is_error_result(outcome) or code is not None:
             attributes["error.type"] = code if isinstance(code, str) else "tool_error"
             error = "the tool returned an error"
         how = _map(outcome.get("meta")).get(SETTLEMENT)
         if isinstance(how, str):
             span_events.append(("agent_session.settled", _ns(result.time), {"how": how}))
         if content == "refs":
-            attributes["agent_session.output.ref"] = f"{session_id}#{result.seq}"
+            attributes["agent_session.output.ref"] = f"{ids[0]}#{result.seq}"
         elif content == "full":
-            attributes["gen_ai.tool.call.result"] = redact(_json(blocks))
+            attributes["gen_ai.tool.call.result"] = redact(_json(message.get("content")))
     else:
         _put(attributes, "gen_ai.tool.call.id", data.get("callId"))
     if content == "refs" and call is not None:
-        attributes["agent_session.input.ref"] = f"{session_id}#{call.seq}"
+        attributes["agent_session.input.ref"] = f"{ids[0]}#{call.seq}"
     elif content == "full" and isinstance(data.get("arguments"), str):
         attributes["gen_ai.tool.call.arguments"] = redact(data["arguments"])
     end = result if result is not None else first
     span_name = f"execute_tool {name}" if isinstance(name, str) and name else "execute_tool"
-    ids = (session_id, incarnation, trace, root)
     return _child(ids, "tool", span_name, "INTERNAL", first, end, attributes, error, span_events)
 
 
 def _child(
-    ids: tuple[str, int, int, int],
+    ids: _Ids,
     role: str,
     name: str,
     kind: Literal["INTERNAL", "CLIENT"],
@@ -355,21 +353,6 @@ def _child(
         error=error,
         events=events or [],
     )
-
-
-def _last_durable(events: list[Any]) -> Any:
-    """The turn's last event before the closers a repair added (they reuse its time)."""
-    last = events[-1]
-    for event in reversed(events[:-1]):
-        data = _map(event.data)
-        message = _map(data.get("message"))
-        synthetic = event.type == "tool/result" and str(message.get("id", "")).startswith(
-            "interrupted-tool-result-"
-        )
-        if not synthetic and event.type != "step/end":
-            return event
-        last = event
-    return last
 
 
 def _ended(start_ms: int, end_ms: int, attributes: dict[str, Any]) -> int:
@@ -397,7 +380,7 @@ def _seq(value: Any) -> bool:
 
 
 def _put(attributes: dict[str, Any], key: str, value: Any) -> None:
-    if isinstance(value, str | int | float | bool) and value is not None:
+    if isinstance(value, str | int | float | bool):
         attributes[key] = value
 
 
@@ -407,12 +390,4 @@ def _flat(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=_plain)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        return list(value)
-    raise TypeError(f"not JSON: {type(value).__name__}")
+    return encode_json(value).decode()
