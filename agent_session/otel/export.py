@@ -1,5 +1,5 @@
 """Sending a store's turns to an OTLP/HTTP receiver, at least once: the spans of
-:mod:`agent_session.otel.spans` through the OpenTelemetry SDK's OTLP exporter, and a
+:mod:`agent_session.otel.spans` in the OpenTelemetry SDK's OTLP encoding, and a
 per-session cursor (:mod:`agent_session.otel.cursor`) advanced only after the receiver
 acknowledged them.
 
@@ -13,8 +13,9 @@ is not a crash); a failure is retried with backoff, and then raised as
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -69,10 +70,11 @@ def sink_name(endpoint: str) -> str:
 
 
 class OtlpSink:
-    """An OTLP/HTTP receiver reached through the SDK's ``OTLPSpanExporter`` (``shape="spans"``)
-    or ``OTLPLogExporter`` (``"records"``, :mod:`agent_session.otel.records`), with
-    ``attempts`` tries per batch, ``backoff`` seconds before the second (doubling), and
-    ``timeout`` seconds per request."""
+    """An OTLP/HTTP receiver: spans (``shape="spans"``, to its ``/v1/traces``) or log records
+    (``"records"``, :mod:`agent_session.otel.records`), encoded by the SDK's OTLP protobuf
+    encoder and posted here, one request per attempt, with ``attempts`` tries per batch,
+    ``backoff`` seconds before the second (doubling), and ``timeout`` seconds per request.
+    (The SDK's own exporters retry inside one call, each release differently.)"""
 
     def __init__(
         self,
@@ -87,21 +89,15 @@ class OtlpSink:
         from opentelemetry.sdk.resources import Resource
 
         remember_store(endpoint)  # every message that quotes it is scrubbed
+        self._url = endpoint
         self.endpoint = mask_store(endpoint)
         """The receiver's URL without any password it carries."""
         self.name = sink_name(endpoint)
         self.shape = shape
+        self._headers = {**(headers or {}), "Content-Type": "application/x-protobuf"}
         self._secrets = [value for value in (headers or {}).values() if value]
         """Header values (API keys, tokens), kept out of every message."""
-        options: dict[str, Any] = {"endpoint": endpoint, "headers": dict(headers or {})}
-        if shape == "spans":
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            self._exporter: Any = OTLPSpanExporter(timeout=timeout, **options)
-        else:
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-
-            self._exporter = OTLPLogExporter(timeout=timeout, **options)
+        self._timeout = timeout
         self._resource = Resource.create({"service.name": "agent-session"})
         self._attempts = max(1, attempts)
         self._backoff = backoff
@@ -110,55 +106,52 @@ class OtlpSink:
         """Deliver ``records`` (spans or log records, as the shape says; one request per
         attempt); raise :class:`TraceExportError`."""
         if self.shape == "spans":
+            from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
             spans = [sdk_span(record, self._resource) for record in records]
+            body = encode_spans(spans).SerializeToString()
         else:
+            from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+
             from agent_session.otel.records import sdk_log_record
 
-            spans = [sdk_log_record(record, self._resource) for record in records]
+            logs = [sdk_log_record(record, self._resource) for record in records]
+            body = encode_logs(logs).SerializeToString()
         delay = self._backoff
-        heard: list[str] = []
+        said = "no answer"
         for attempt in range(self._attempts):
-            with _Heard(heard):
-                result = self._exporter.export(spans)
-            if result.name == "SUCCESS":
+            said = self._post(body)
+            if not said:
                 return
             if attempt + 1 < self._attempts:
                 time.sleep(delay)
                 delay *= 2
-        said = heard[-1] if heard else "no answer"
         for secret in self._secrets:
             said = said.replace(secret, MASK)
         raise TraceExportError(
-            f"the OTLP receiver at {self.endpoint} did not take {len(spans)} "
+            f"the OTLP receiver at {self.endpoint} did not take {len(records)} "
             f"{'span' if self.shape == 'spans' else 'log record'}(s) "
             f"after {self._attempts} attempt(s): {scrub(said)}"
         )
 
+    def _post(self, body: bytes) -> str:
+        """One request; ``""`` when the receiver acknowledged it (a 2xx), else what it said."""
+        request = urllib.request.Request(self._url, body, self._headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as answer:
+                answer.read()
+                return ""
+        except urllib.error.HTTPError as refused:
+            return f"code: {refused.code}, reason: {refused.reason}"
+        except TimeoutError:
+            return f"no answer within {self._timeout:g} s"
+        except urllib.error.URLError as failed:
+            return f"could not reach it: {failed.reason}"
+        except OSError as failed:
+            return f"could not reach it: {failed}"
+
     def close(self) -> None:
-        self._exporter.shutdown()
-
-
-class _Heard(logging.Handler):
-    """Collects what the SDK's exporter logs while one export runs (its only report of a
-    receiver's refusal), and keeps it from the root logger."""
-
-    def __init__(self, into: list[str]) -> None:
-        super().__init__(logging.DEBUG)
-        self._into = into
-        self._logger = logging.getLogger("opentelemetry.exporter.otlp.proto.http")
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self._into.append(record.getMessage())
-
-    def __enter__(self) -> _Heard:
-        self._propagate = self._logger.propagate
-        self._logger.addHandler(self)
-        self._logger.propagate = False
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._logger.removeHandler(self)
-        self._logger.propagate = self._propagate
+        """Nothing is held between requests."""
 
 
 def sdk_span(record: SpanRecord, resource: Any) -> ReadableSpan:
