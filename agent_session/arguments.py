@@ -335,12 +335,15 @@ def parser() -> argparse.ArgumentParser:
         "import",
         "create a session from another framework's history",
         "Create session ID from FILE (- for stdin), a pydantic-ai message history "
-        "(ModelMessagesTypeAdapter JSON, as export --format pydantic-ai writes it). The "
-        "history is checked whole before anything is written; an ID that exists is refused.",
+        "(ModelMessagesTypeAdapter JSON, as export --format pydantic-ai writes it); with "
+        "--format adk, ID is an ADK session of the SQLite database FILE that ADK's "
+        "SqliteSessionService or DatabaseSessionService wrote, kept as EventLogSessionService "
+        "keeps it. The history is checked whole before anything is written; an ID that "
+        "exists is refused.",
     )
     import_.add_argument("id", help="the id of the new session")
     import_.add_argument("file", metavar="FILE", help="the history (- reads stdin)")
-    import_.add_argument("--format", required=True, choices=["pydantic-ai"])
+    import_.add_argument("--format", required=True, choices=["pydantic-ai", "adk"])
 
     rm = command(
         "rm",

@@ -391,10 +391,12 @@ def _pydantic_ai() -> Any:
 
 
 async def import_history(args: argparse.Namespace) -> int:
-    """Create a session from a pydantic-ai history (checked whole before anything is
-    written; an existing id is refused)."""
+    """Create a session from a pydantic-ai history or an ADK session database (checked whole
+    before anything is written; an existing id is refused)."""
     from session import Runtime, SessionNotFoundError
 
+    if args.format == "adk":
+        return await _import_adk(args)
     integration = _pydantic_ai()
     if args.file == "-":
         document = sys.stdin.buffer.read()
@@ -427,6 +429,17 @@ async def import_history(args: argparse.Namespace) -> int:
         await runtime.sessions.flush(session)
     print(f"imported {count} messages into {args.id} ({session.seq} events) in {args.store.shown}")
     return OK
+
+
+async def _import_adk(args: argparse.Namespace) -> int:
+    try:
+        from agent_session.integrations.google_adk.importing import import_command
+    except ImportError as e:
+        raise UserError(
+            f"the adk format needs the google-adk extra: pip install "
+            f"'agent-session-runtime[google-adk]' ({e})"
+        ) from None
+    return await import_command(args.store, args.file, args.id)
 
 
 async def rm(args: argparse.Namespace) -> int:

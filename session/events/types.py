@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "ADK_EVENT",
     "APPROVAL_ASKED",
     "APPROVAL_DECIDED",
     "APPROVAL_POLICY",
@@ -59,7 +60,11 @@ call, an MCP call, a compaction ...), kept verbatim (``agent_session.integration
 FRAMEWORK_ITEMS_FORGOTTEN: Final = "openai-agents/forgotten"
 """``{seqs}``: earlier :data:`FRAMEWORK_ITEM` events that a ``pop_item`` or ``clear_session``
 took out of the session's item history (the events themselves stay in the log)."""
-INTEGRATION_EVENT_TYPES: Final = frozenset({FRAMEWORK_ITEM, FRAMEWORK_ITEMS_FORGOTTEN})
+ADK_EVENT: Final = "google-adk/event"
+"""``{event}``: a Google ADK event no event of this vocabulary expresses (a state or artifact
+change alone, a transfer, an escalation, code execution ...), kept verbatim
+(``agent_session.integrations.google_adk``)."""
+INTEGRATION_EVENT_TYPES: Final = frozenset({FRAMEWORK_ITEM, FRAMEWORK_ITEMS_FORGOTTEN, ADK_EVENT})
 """Types this build's framework integrations write: every reader of this build knows them,
 so a log written through an integration loads without importing it. They never enter the
 surface."""

@@ -1,0 +1,368 @@
+"""What ADK keeps beside a session's events, durably, in the store beside the logs: each
+session's creation (its initial state, its creation and last update times) and the state
+ADK shares across sessions (``app:`` keys per app, ``user:`` keys per app and user).
+
+- A JSONL store keeps one file per app in its root, ``.agent-session-adk-<hash>.json``,
+  replaced atomically (a temporary file, synced, renamed over, the root synced) under an
+  exclusive ``flock`` of ``.agent-session-adk-<hash>.lock``, so processes sharing the store
+  never lose each other's changes. The reference's readers look only at directories under
+  the root, so they never see them.
+- A SQLite or PostgreSQL store keeps the tables ``agent_session_adk_session`` and
+  ``agent_session_adk_state`` in its database (the reference reads its own tables only); a
+  change is one transaction.
+
+Guarantees: every write returns once it is durable; a state change only sets the keys it
+names (a concurrent change of other keys is kept); ``temp:`` keys never get here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agent_session.stores import StoreSpec
+
+__all__ = ["Catalog", "Row", "catalog_for"]
+
+SESSION_TABLE = "agent_session_adk_session"
+STATE_TABLE = "agent_session_adk_state"
+
+
+@dataclass
+class Row:
+    """One ADK session as the catalog knows it."""
+
+    user: str
+    id: str
+    created: float
+    updated: float
+    state: dict[str, Any] = field(default_factory=dict)
+    """Its session-scoped state when last recorded (at creation, then with its update time):
+    the log's state deltas applied over it give the state now, as ADK's deltas only set
+    keys."""
+
+
+class Catalog(Protocol):
+    """The ADK sessions and shared state of one store."""
+
+    def add(
+        self, app: str, row: Row, app_state: Mapping[str, Any], user_state: Mapping[str, Any]
+    ) -> bool:
+        """Record a new session and the shared state its creation sets; ``False`` (nothing
+        written) when the session exists."""
+        ...
+
+    def get(self, app: str, user: str, id: str) -> Row | None: ...
+
+    def rows(self, app: str, user: str | None) -> list[Row]:
+        """The app's sessions (of ``user`` only when given)."""
+        ...
+
+    def remove(self, app: str, user: str, id: str) -> None: ...
+
+    def shared(self, app: str, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The app's state and the user's (unprefixed keys)."""
+        ...
+
+    def update(
+        self,
+        app: str,
+        user: str,
+        app_delta: Mapping[str, Any],
+        user_delta: Mapping[str, Any],
+        touched: Mapping[tuple[str, str], tuple[float, Mapping[str, Any]]],
+    ) -> None:
+        """Set the keys of the deltas, and the update time and session state of the
+        ``(user, id)`` sessions ``touched`` names (only over an older record)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def catalog_for(store: StoreSpec) -> Catalog:
+    """The catalog of the store ``store`` names."""
+    if store.kind == "jsonl":
+        return _FileCatalog(store.path)
+    if store.kind == "sqlite":
+        from persistence_sqlite.schema import open_database
+
+        db = open_database(os.path.abspath(store.path), None, 5000).connection
+        return _SqlCatalog(db, "?", "BEGIN IMMEDIATE")
+    import psycopg
+
+    return _SqlCatalog(
+        psycopg.connect(store.path, autocommit=True, connect_timeout=10), "%s", "BEGIN"
+    )
+
+
+# --- JSONL: a file per app --------------------------------------------------------------------
+
+
+class _FileCatalog:
+    def __init__(self, root: str) -> None:
+        self._root = root
+
+    def _paths(self, app: str) -> tuple[str, str]:
+        name = (
+            ".agent-session-adk-"
+            + hashlib.sha256(app.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        )
+        return os.path.join(self._root, name + ".json"), os.path.join(self._root, name + ".lock")
+
+    def _read(self, app: str) -> dict[str, Any]:
+        path, _ = self._paths(app)
+        try:
+            with open(path, "rb") as file:
+                data = json.loads(file.read())
+        except FileNotFoundError:
+            return {"version": 1, "app": app, "state": {}, "users": {}}
+        except ValueError as e:
+            raise ValueError(f'ADK catalog "{path}" is not valid JSON: {e}') from e
+        if (
+            not isinstance(data, dict)
+            or data.get("app") != app
+            or not isinstance(data.get("users"), dict)
+        ):
+            raise ValueError(f'ADK catalog "{path}" is not the catalog of app {app!r}')
+        return data
+
+    @contextlib.contextmanager
+    def _changing(self, app: str) -> Iterator[dict[str, Any]]:
+        """The app's catalog, locked; written back durably when the block ends normally."""
+        path, lock = self._paths(app)
+        os.makedirs(self._root, mode=0o700, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            data = self._read(app)
+            yield data
+            self._write(path, data)
+        finally:
+            os.close(fd)  # (releases the lock)
+
+    def _write(self, path: str, data: dict[str, Any]) -> None:
+        temp = f"{path}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(
+                fd,
+                json.dumps(data, ensure_ascii=False, sort_keys=True).encode(
+                    "utf-8", "surrogatepass"
+                ),
+            )
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        directory = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    def add(
+        self, app: str, row: Row, app_state: Mapping[str, Any], user_state: Mapping[str, Any]
+    ) -> bool:
+        with self._changing(app) as data:
+            user = data["users"].setdefault(row.user, {"state": {}, "sessions": {}})
+            if row.id in user["sessions"]:
+                return False
+            user["sessions"][row.id] = {
+                "created": row.created,
+                "updated": row.updated,
+                "state": row.state,
+            }
+            user["state"].update(user_state)
+            data["state"].update(app_state)
+        return True
+
+    def get(self, app: str, user: str, id: str) -> Row | None:
+        entry = self._read(app)["users"].get(user, {}).get("sessions", {}).get(id)
+        if entry is None:
+            return None
+        return Row(user, id, entry["created"], entry["updated"], dict(entry["state"]))
+
+    def rows(self, app: str, user: str | None) -> list[Row]:
+        users = self._read(app)["users"]
+        return [
+            Row(name, id, entry["created"], entry["updated"], dict(entry["state"]))
+            for name, of in users.items()
+            if user is None or name == user
+            for id, entry in of.get("sessions", {}).items()
+        ]
+
+    def remove(self, app: str, user: str, id: str) -> None:
+        with self._changing(app) as data:
+            data["users"].get(user, {}).get("sessions", {}).pop(id, None)
+
+    def shared(self, app: str, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        data = self._read(app)
+        return dict(data["state"]), dict(data["users"].get(user, {}).get("state", {}))
+
+    def update(
+        self,
+        app: str,
+        user: str,
+        app_delta: Mapping[str, Any],
+        user_delta: Mapping[str, Any],
+        touched: Mapping[tuple[str, str], tuple[float, Mapping[str, Any]]],
+    ) -> None:
+        with self._changing(app) as data:
+            data["state"].update(app_delta)
+            if user_delta:
+                data["users"].setdefault(user, {"state": {}, "sessions": {}})["state"].update(
+                    user_delta
+                )
+            for (name, id), (time, state) in touched.items():
+                entry = data["users"].get(name, {}).get("sessions", {}).get(id)
+                if entry is not None and entry["updated"] <= time:
+                    entry["updated"], entry["state"] = time, dict(state)
+
+    def close(self) -> None:
+        return None
+
+
+# --- SQLite and PostgreSQL: two tables ----------------------------------------------------------
+
+
+class _SqlCatalog:
+    """The tables in a database: ``mark`` is the driver's parameter placeholder, ``begin``
+    the statement that starts a write transaction."""
+
+    def __init__(self, db: Any, mark: str, begin: str) -> None:
+        self._db = db
+        self._begin = begin
+        self._mark = mark
+        db.execute(
+            f"CREATE TABLE IF NOT EXISTS {SESSION_TABLE} (app TEXT NOT NULL, user_id TEXT NOT "
+            "NULL, id TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION "
+            "NOT NULL, state TEXT NOT NULL, PRIMARY KEY (app, user_id, id))"
+        )
+        db.execute(
+            f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (app TEXT NOT NULL, scope TEXT NOT NULL, "
+            "user_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
+            "PRIMARY KEY (app, scope, user_id, key))"
+        )
+
+    def _sql(self, text: str) -> str:
+        return text.replace("?", self._mark)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        self._db.execute(self._begin)
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _set(self, db: Any, app: str, scope: str, user: str, delta: Mapping[str, Any]) -> None:
+        for key, value in delta.items():
+            db.execute(
+                self._sql(
+                    f"INSERT INTO {STATE_TABLE} (app, scope, user_id, key, value) VALUES "
+                    "(?, ?, ?, ?, ?) ON CONFLICT (app, scope, user_id, key) DO UPDATE SET "
+                    "value = excluded.value"
+                ),
+                (app, scope, user, key, json.dumps(value, ensure_ascii=False)),
+            )
+
+    def add(
+        self, app: str, row: Row, app_state: Mapping[str, Any], user_state: Mapping[str, Any]
+    ) -> bool:
+        with self._transaction() as db:
+            found = db.execute(
+                self._sql(
+                    f"SELECT 1 FROM {SESSION_TABLE} WHERE app = ? AND user_id = ? AND id = ?"
+                ),
+                (app, row.user, row.id),
+            ).fetchone()
+            if found is not None:
+                return False
+            db.execute(
+                self._sql(f"INSERT INTO {SESSION_TABLE} VALUES (?, ?, ?, ?, ?, ?)"),
+                (
+                    app,
+                    row.user,
+                    row.id,
+                    row.created,
+                    row.updated,
+                    json.dumps(row.state, ensure_ascii=False),
+                ),
+            )
+            self._set(db, app, "app", "", app_state)
+            self._set(db, app, "user", row.user, user_state)
+        return True
+
+    def get(self, app: str, user: str, id: str) -> Row | None:
+        found = self._db.execute(
+            self._sql(
+                f"SELECT created, updated, state FROM {SESSION_TABLE} WHERE app = ? AND "
+                "user_id = ? AND id = ?"
+            ),
+            (app, user, id),
+        ).fetchone()
+        return None if found is None else Row(user, id, found[0], found[1], json.loads(found[2]))
+
+    def rows(self, app: str, user: str | None) -> list[Row]:
+        query = f"SELECT user_id, id, created, updated, state FROM {SESSION_TABLE} WHERE app = ?"
+        values: tuple[str, ...] = (app,)
+        if user is not None:
+            query, values = query + " AND user_id = ?", (app, user)
+        found = self._db.execute(self._sql(query), values).fetchall()
+        return [Row(u, i, c, t, json.loads(state)) for u, i, c, t, state in found]
+
+    def remove(self, app: str, user: str, id: str) -> None:
+        self._db.execute(
+            self._sql(f"DELETE FROM {SESSION_TABLE} WHERE app = ? AND user_id = ? AND id = ?"),
+            (app, user, id),
+        )
+
+    def shared(self, app: str, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        found = self._db.execute(
+            self._sql(
+                f"SELECT scope, key, value FROM {STATE_TABLE} WHERE app = ? AND "
+                "((scope = 'app' AND user_id = '') OR (scope = 'user' AND user_id = ?))"
+            ),
+            (app, user),
+        ).fetchall()
+        app_state = {key: json.loads(value) for scope, key, value in found if scope == "app"}
+        user_state = {key: json.loads(value) for scope, key, value in found if scope == "user"}
+        return app_state, user_state
+
+    def update(
+        self,
+        app: str,
+        user: str,
+        app_delta: Mapping[str, Any],
+        user_delta: Mapping[str, Any],
+        touched: Mapping[tuple[str, str], tuple[float, Mapping[str, Any]]],
+    ) -> None:
+        with self._transaction() as db:
+            self._set(db, app, "app", "", app_delta)
+            self._set(db, app, "user", user, user_delta)
+            for (name, id), (time, state) in touched.items():
+                db.execute(
+                    self._sql(
+                        f"UPDATE {SESSION_TABLE} SET updated = ?, state = ? WHERE app = ? AND "
+                        "user_id = ? AND id = ? AND updated <= ?"
+                    ),
+                    (time, json.dumps(state, ensure_ascii=False), app, name, id, time),
+                )
+
+    def close(self) -> None:
+        self._db.close()

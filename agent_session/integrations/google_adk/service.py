@@ -1,0 +1,428 @@
+"""``EventLogSessionService``: Google ADK's ``BaseSessionService`` over this library's event
+log, on any store (a directory of JSONL logs, ``sqlite:///``, ``postgresql://``).
+
+Guarantees:
+
+- ``append_event`` returns only after the event is durable. ADK appends a model response
+  before it runs the tools the response calls, so every ``function_call`` is on disk (as a
+  ``tool/call``) before its tool body starts.
+- ``get_session`` gives back every appended event exactly (``Event.model_dump`` equal) and
+  the state ADK's own services compute: the session's state deltas over its creation state,
+  with the app's (``app:``) and the user's (``user:``) state shared across sessions;
+  ``temp:`` keys are never stored.
+- A crash never leaves a dangling call: the next ``get_session`` answers a call that has no
+  response with a ``function_response`` carrying ``TOOL_OUTCOME_UNKNOWN`` (its ``tool/call``
+  was recorded: the tool may have run) or ``TOOL_NOT_STARTED``, so the next model request
+  is valid.
+- One writer per session: a session this service reads becomes its own (the store's writer
+  lock; a SQLite store's lease) until :meth:`release` or :meth:`aclose`. Another process
+  gets the session read-only, and its first ``append_event`` raises
+  ``SessionCollisionError`` naming the holder; nothing is ever spliced into the log.
+- A session's first read in a process reads its log once; later reads read nothing but
+  the catalog, and only the events a ``GetSessionConfig`` selects are rebuilt.
+- Usable from any thread and any event loop (the store runs on a private loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError as AdkNotFound
+from google.adk.events.event import Event
+from google.adk.sessions.base_session_service import (
+    BaseSessionService,
+    GetSessionConfig,
+    ListSessionsResponse,
+)
+from google.adk.sessions.session import Session as AdkSession
+
+from agent_session.integrations.google_adk.catalog import Catalog, Row, catalog_for
+from agent_session.integrations.google_adk.lease import FileLeases
+from agent_session.integrations.google_adk.mapping import log_id, project
+from agent_session.integrations.google_adk.pages import page_of
+from agent_session.integrations.google_adk.writing import write_event
+from agent_session.integrations.home_loop import HomeLoop
+from agent_session.integrations.turns import BracketCursor
+from session.errors import SessionCollisionError, SessionDataError, SessionNotFoundError
+from session.live.runtime import Runtime
+from session.live.session import Session
+
+__all__ = ["EventLogSessionService", "SessionPage"]
+
+T = TypeVar("T")
+
+APP, USER, TEMP = "app:", "user:", "temp:"
+
+
+class SessionPage(ListSessionsResponse):
+    """A page of :meth:`EventLogSessionService.list_sessions`: pass ``next_page_token`` back
+    for the next one (``None``: this was the last)."""
+
+    next_page_token: str | None = None
+
+
+def split_state(state: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    """``(app, user, session)`` scoped parts of a state or delta (prefixes removed; ``temp:``
+    keys dropped)."""
+    app = {k[len(APP) :]: v for k, v in state.items() if k.startswith(APP)}
+    user = {k[len(USER) :]: v for k, v in state.items() if k.startswith(USER)}
+    own = {k: v for k, v in state.items() if not k.startswith((APP, USER, TEMP))}
+    return app, user, own
+
+
+@dataclass
+class _View:
+    """One session's log as this service reads it: its ADK events (JSON) and state."""
+
+    row: Row
+    session: Session | None
+    """The live session (``None``: another process writes it; ``held`` says who)."""
+    held: SessionCollisionError | None = None
+    events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+    read: int = 0
+    asked: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    brackets: BracketCursor = field(default_factory=BracketCursor)
+
+    def extend(self, log: Any) -> None:
+        """Project the log's events past those already read."""
+        for seq, event in project(log[self.read :], self.asked):
+            self.events.append((seq, event))
+            delta = (event.get("actions") or {}).get("state_delta") or {}
+            self.state.update(split_state(delta)[2])
+        self.read = len(log)
+
+
+class EventLogSessionService(BaseSessionService):
+    """ADK sessions kept as crash-safe event logs in ``store`` (what
+    :func:`agent_session.open_store` accepts, with ``store_options``). Close it with
+    :meth:`aclose` (or ``async with``)."""
+
+    def __init__(self, store: str | os.PathLike[str], **store_options: Any) -> None:
+        from agent_session.stores import parse_store
+
+        super().__init__()
+        self._spec = parse_store(os.fspath(store))
+        self._options = store_options
+        self._home: HomeLoop | None = None
+        self._runtime: Runtime | None = None
+        self._catalog: Catalog | None = None
+        self._leases: FileLeases | None = None
+        self._views: dict[str, _View] = {}
+        self._touched: dict[str, dict[tuple[str, str], tuple[float, dict[str, Any]]]] = {}
+
+    # --- where the work runs ----------------------------------------------------------------
+
+    async def _call(self, work: Coroutine[Any, Any, T]) -> T:
+        if self._home is None:
+            self._home = HomeLoop("agent-session google-adk")
+        return await self._home.run(work)
+
+    async def _started(self) -> tuple[Runtime, Catalog]:
+        if self._runtime is None or self._catalog is None:
+            catalog = await asyncio.to_thread(catalog_for, self._spec)
+            runtime = Runtime()
+            runtime.install(self._spec.open(**self._options))
+            self._runtime, self._catalog = runtime, catalog
+            if self._spec.kind == "sqlite":
+                self._leases = FileLeases(os.path.abspath(self._spec.path) + ".adk-leases")
+        return self._runtime, self._catalog
+
+    # --- BaseSessionService ---------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> AdkSession:
+        """Create a session (a fresh id when ``session_id`` is not given); raise ADK's
+        ``AlreadyExistsError`` for an id the user already has."""
+        return await self._call(self._create(app_name, user_id, state or {}, session_id))
+
+    async def _create(
+        self, app: str, user: str, state: dict[str, Any], session_id: str | None
+    ) -> AdkSession:
+        runtime, catalog = await self._started()
+        sid = session_id.strip() if session_id else str(uuid.uuid4())
+        lid = log_id(app, user, sid)
+        assert runtime.persistence is not None
+        runtime.persistence.storage.check_id(lid)
+        app_state, user_state, own = split_state(state)
+        now = time.time()
+        row = Row(user, sid, now, now, own)
+        if runtime.sessions.get(lid) is not None or not await asyncio.to_thread(
+            catalog.add, app, row, app_state, user_state
+        ):
+            raise AlreadyExistsError(f"Session with id {sid} already exists.")
+        view = await self._view(app, user, sid, row)
+        return await self._session(app, view, None)
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> AdkSession | None:
+        """The session with its events (those ``config`` selects) and merged state, or
+        ``None``."""
+        return await self._call(self._get(app_name, user_id, session_id, config))
+
+    async def _get(
+        self, app: str, user: str, sid: str, config: GetSessionConfig | None
+    ) -> AdkSession | None:
+        _, catalog = await self._started()
+        sid = sid.strip() if sid else sid
+        view = self._views.get(log_id(app, user, sid))
+        if view is None:
+            row = await asyncio.to_thread(catalog.get, app, user, sid)
+            if row is None:
+                return None
+            view = await self._view(app, user, sid, row)
+        elif view.session is None:  # (another process writes it: read it again)
+            view = await self._view(app, user, sid, view.row)
+        return await self._session(app, view, config)
+
+    async def list_sessions(
+        self,
+        *,
+        app_name: str,
+        user_id: str | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+    ) -> SessionPage:
+        """The app's sessions (the user's, when given), oldest update first, without
+        events, with their state as last recorded; ``page_size`` at a time from
+        ``page_token``."""
+        return await self._call(self._list(app_name, user_id, page_size, page_token))
+
+    async def _list(
+        self, app: str, user: str | None, size: int | None, token: str | None
+    ) -> SessionPage:
+        _, catalog = await self._started()
+        await self._record(app)
+        rows = await asyncio.to_thread(catalog.rows, app, user)
+        chosen, after = page_of(rows, size, token)
+        shared: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        sessions = []
+        for row in chosen:
+            if row.user not in shared:
+                shared[row.user] = await asyncio.to_thread(catalog.shared, app, row.user)
+            state = merged(row.state, *shared[row.user])
+            sessions.append(
+                AdkSession(
+                    id=row.id,
+                    app_name=app,
+                    user_id=row.user,
+                    state=state,
+                    last_update_time=row.updated,
+                )
+            )
+        return SessionPage(sessions=sessions, next_page_token=after)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete the session's log and its record (nothing when there is none); another
+        process's session is refused with ``SessionCollisionError``."""
+        await self._call(self._delete(app_name, user_id, session_id))
+
+    async def _delete(self, app: str, user: str, sid: str) -> None:
+        runtime, catalog = await self._started()
+        lid = log_id(app, user, sid)
+        view = self._views.get(lid)
+        if view is not None and view.held is not None:
+            raise view.held
+        await self._drop(lid)
+        assert runtime.persistence is not None
+        with contextlib.suppress(SessionNotFoundError):  # (created, never appended to)
+            await runtime.persistence.delete(lid)
+        self._touched.get(app, {}).pop((user, sid), None)
+        await asyncio.to_thread(catalog.remove, app, user, sid)
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's state in the app (keys without ``user:``)."""
+        return await self._call(self._user_state(app_name, user_id))
+
+    async def _user_state(self, app: str, user: str) -> dict[str, Any]:
+        _, catalog = await self._started()
+        return (await asyncio.to_thread(catalog.shared, app, user))[1]
+
+    async def append_event(self, session: AdkSession, event: Event) -> Event:
+        """Append ``event`` durably (a partial event is not stored), then to ``session``."""
+        if event.partial:
+            return event
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        try:
+            dump = event.model_dump(exclude_none=True, mode="json")
+        except Exception as e:
+            raise SessionDataError(
+                f"ADK event {event.id!r} of session {session.id!r} cannot be stored as JSON: "
+                f"{e}; nothing was written"
+            ) from e
+        await self._call(self._append(session.app_name, session.user_id, session.id, dump))
+        self._commit_event_to_session(session, event)
+        session.last_update_time = event.timestamp
+        return event
+
+    async def _append(self, app: str, user: str, sid: str, event: dict[str, Any]) -> None:
+        runtime, catalog = await self._started()
+        view = self._views.get(log_id(app, user, sid))
+        if view is None or view.session is None:
+            row = view.row if view else await asyncio.to_thread(catalog.get, app, user, sid)
+            if row is None:
+                raise AdkNotFound(f"Session {sid} not found.")
+            view = await self._view(app, user, sid, row)
+        if view.session is None:
+            assert view.held is not None
+            raise view.held
+        write_event(view.session, view.brackets, event)
+        await runtime.sessions.flush(view.session)
+        view.extend(view.session.events)
+        app_delta, user_delta, _ = split_state(
+            (event.get("actions") or {}).get("state_delta") or {}
+        )
+        stamp = float(event.get("timestamp") or time.time())
+        self._touched.setdefault(app, {})[(user, sid)] = (stamp, dict(view.state))
+        if app_delta or user_delta:
+            await self._record(app, user, app_delta, user_delta)
+
+    async def flush(self) -> None:
+        """Record every session's update time and state in the catalog (the events are
+        already durable)."""
+        await self._call(self._record_all())
+
+    # --- sessions held here -----------------------------------------------------------------
+
+    async def release(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Stop writing the session here, so that another process may (its lease is given
+        back)."""
+        await self._call(self._drop(log_id(app_name, user_id, session_id)))
+
+    async def aclose(self) -> None:
+        """Record what is pending, release every session and close the store."""
+        if self._home is None:
+            return
+        try:
+            await self._call(self._close())
+        finally:
+            home, self._home = self._home, None
+            await asyncio.to_thread(home.close)
+
+    async def __aenter__(self) -> EventLogSessionService:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _close(self) -> None:
+        try:
+            await self._record_all()
+        finally:
+            if self._runtime is not None:
+                await self._runtime.__aexit__(None, None, None)
+            if self._catalog is not None:
+                self._catalog.close()
+            if self._leases is not None:
+                self._leases.close()
+            self._runtime = self._catalog = self._leases = None
+            self._views.clear()
+
+    async def _view(self, app: str, user: str, sid: str, row: Row) -> _View:
+        """The session's view, taking it live here when no other process holds it."""
+        runtime, _ = await self._started()
+        lid = log_id(app, user, sid)
+        name = f"ADK session {sid!r} of user {user!r} in app {app!r}"
+        try:
+            if self._leases is not None:
+                self._leases.take(lid, name)
+            live = runtime.sessions.get(lid) or await runtime.sessions.open_or_create(lid)
+        except SessionCollisionError as e:
+            assert runtime.persistence is not None
+            try:
+                stored: Any = (await runtime.persistence.inspect(lid)).events
+            except SessionNotFoundError:
+                stored = ()
+            held = SessionCollisionError(f"{name} is written by another process: {e}")
+            view = _View(row, None, held, state=dict(row.state))
+            view.extend(stored)
+            self._views[lid] = view
+            return view
+        view = _View(row, live, state=dict(row.state))
+        view.extend(live.events)
+        self._views[lid] = view
+        return view
+
+    async def _drop(self, lid: str) -> None:
+        view = self._views.pop(lid, None)
+        runtime = self._runtime
+        if view is not None and view.session is not None and runtime is not None:
+            await runtime.sessions.flush(view.session)
+            await runtime.sessions.dispose(view.session)
+        if self._leases is not None:
+            self._leases.release(lid)
+
+    async def _session(self, app: str, view: _View, config: GetSessionConfig | None) -> AdkSession:
+        _, catalog = await self._started()
+        chosen = [event for _, event in view.events]
+        if config is not None:
+            if config.num_recent_events is not None:
+                count = config.num_recent_events
+                chosen = chosen[-count:] if count else []
+            if config.after_timestamp is not None:
+                since = config.after_timestamp
+                chosen = [e for e in chosen if float(e.get("timestamp", 0)) >= since]
+        events = [Event.model_validate(event) for event in chosen]
+        app_state, user_state = await asyncio.to_thread(catalog.shared, app, view.row.user)
+        last = view.events[-1][1].get("timestamp", 0.0) if view.events else 0.0
+        return AdkSession(
+            id=view.row.id,
+            app_name=app,
+            user_id=view.row.user,
+            state=merged(view.state, app_state, user_state),
+            events=events,
+            last_update_time=max(view.row.updated, float(last)),
+        )
+
+    async def _record(
+        self,
+        app: str,
+        user: str = "",
+        app_delta: Mapping[str, Any] | None = None,
+        user_delta: Mapping[str, Any] | None = None,
+    ) -> None:
+        touched = self._touched.pop(app, {})
+        if not (touched or app_delta or user_delta) or self._catalog is None:
+            return
+        try:
+            await asyncio.to_thread(
+                self._catalog.update, app, user, app_delta or {}, user_delta or {}, touched
+            )
+        except BaseException:
+            self._touched.setdefault(app, {}).update(touched)
+            raise
+
+    async def _record_all(self) -> None:
+        for app in list(self._touched):
+            await self._record(app)
+
+
+def merged(
+    own: Mapping[str, Any], app_state: Mapping[str, Any], user_state: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A session's state as ADK shows it: its own keys, then ``app:`` and ``user:`` keys."""
+    state = dict(own)
+    state.update({APP + k: v for k, v in app_state.items()})
+    state.update({USER + k: v for k, v in user_state.items()})
+    return state
