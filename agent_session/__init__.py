@@ -6,8 +6,9 @@ One import for the common jobs::
 
 Every name below is loaded on first use, so importing this package (and running the
 ``agent-session`` command) stays fast and an optional extra is needed only for the names that
-use it (``EventLogSession`` and ``DurableRunHooks``: ``[openai-agents]``; ``otel_exporter``:
-``[otel]``; a ``postgresql://`` store: ``[postgres]``).
+use it (``EventLogSession`` and ``DurableRunHooks``: ``[openai-agents]``;
+``EventLogSessionService``: ``[google-adk]``; ``otel_exporter``: ``[otel]``; a
+``postgresql://`` store: ``[postgres]``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
     from agent_session.deciders import approve as approve
     from agent_session.deciders import pending_approvals as pending_approvals
     from agent_session.deciders import reject as reject
+    from agent_session.integrations.google_adk import (
+        EventLogSessionService as EventLogSessionService,
+    )
     from agent_session.integrations.openai_agents import (
         DurableRunHooks as DurableRunHooks,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import json
 import os
 import stat
@@ -370,7 +371,7 @@ async def export(args: argparse.Namespace) -> int:
     elif args.format == "anthropic":
         document = to_anthropic(messages, system)
     else:
-        document = json.loads(_pydantic_ai().export_messages(seeded))
+        document = json.loads(_integration("pydantic_ai", "pydantic-ai").export_messages(seeded))
     if args.json:
         print(json_line(document))
     else:
@@ -378,16 +379,15 @@ async def export(args: argparse.Namespace) -> int:
     return OK
 
 
-def _pydantic_ai() -> Any:
-    """The pydantic-ai integration, or a usage error naming the extra it needs."""
+def _integration(name: str, extra: str) -> Any:
+    """The integration module ``name``, or a usage error naming the extra it needs."""
     try:
-        from agent_session.integrations import pydantic_ai
+        return importlib.import_module(f"agent_session.integrations.{name}")
     except ImportError as e:
         raise UserError(
-            f"the pydantic-ai format needs the pydantic-ai extra: pip install "
-            f"'agent-session-runtime[pydantic-ai]' ({e})"
+            f"the {extra} format needs the {extra} extra: pip install "
+            f"'agent-session-runtime[{extra}]' ({e})"
         ) from None
-    return pydantic_ai
 
 
 async def import_history(args: argparse.Namespace) -> int:
@@ -396,8 +396,9 @@ async def import_history(args: argparse.Namespace) -> int:
     from session import Runtime, SessionNotFoundError
 
     if args.format == "adk":
-        return await _import_adk(args)
-    integration = _pydantic_ai()
+        importing = _integration("google_adk.importing", "google-adk")
+        return int(await importing.import_command(args.store, args.file, args.id))
+    integration = _integration("pydantic_ai", "pydantic-ai")
     if args.file == "-":
         document = sys.stdin.buffer.read()
     else:
@@ -429,17 +430,6 @@ async def import_history(args: argparse.Namespace) -> int:
         await runtime.sessions.flush(session)
     print(f"imported {count} messages into {args.id} ({session.seq} events) in {args.store.shown}")
     return OK
-
-
-async def _import_adk(args: argparse.Namespace) -> int:
-    try:
-        from agent_session.integrations.google_adk.importing import import_command
-    except ImportError as e:
-        raise UserError(
-            f"the adk format needs the google-adk extra: pip install "
-            f"'agent-session-runtime[google-adk]' ({e})"
-        ) from None
-    return await import_command(args.store, args.file, args.id)
 
 
 async def rm(args: argparse.Namespace) -> int:

@@ -49,6 +49,7 @@ EXPORTED = [
     "ApprovalPendingError",
     "DurableRunHooks",
     "EventLogSession",
+    "EventLogSessionService",
     "Interruption",
     "JsonValueError",
     "JsonlPersistence",

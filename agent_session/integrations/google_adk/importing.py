@@ -133,7 +133,7 @@ async def import_command(store: StoreSpec, database: str, session_id: str) -> in
     from agent_session.integrations.google_adk.mapping import log_id
 
     try:
-        done = await import_adk_session(store.path, database, session_id)
+        done = await import_adk_session(store.url, database, session_id)
     except (FileNotFoundError, LookupError) as e:
         raise NotFound(str(e)) from None
     except AlreadyExistsError:

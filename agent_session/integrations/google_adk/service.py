@@ -287,8 +287,17 @@ class EventLogSessionService(BaseSessionService):
         if view.session is None:
             assert view.held is not None
             raise view.held
-        write_event(view.session, view.brackets, event)
-        await runtime.sessions.flush(view.session)
+        try:
+            write_event(view.session, view.brackets, event)
+            await runtime.sessions.flush(view.session)
+        except BaseException:
+            # what this call appended must never reach the log later: forget the live
+            # session (the next call reads the log again)
+            self._views.pop(log_id(app, user, sid), None)
+            await runtime.sessions.dispose(view.session)
+            if self._leases is not None:
+                self._leases.release(log_id(app, user, sid))
+            raise
         view.extend(view.session.events)
         app_delta, user_delta, _ = split_state(
             (event.get("actions") or {}).get("state_delta") or {}
@@ -347,8 +356,21 @@ class EventLogSessionService(BaseSessionService):
         try:
             if self._leases is not None:
                 self._leases.take(lid, name)
-            live = runtime.sessions.get(lid) or await runtime.sessions.open_or_create(lid)
+            live = runtime.sessions.get(lid)
+            if live is None:
+                assert runtime.persistence is not None
+                storage = runtime.persistence.storage
+                if await storage.acquire(lid):  # (raises, naming the holder, if held)
+                    await storage.release(lid)  # (the load below takes it for good)
+                live = await runtime.sessions.open_or_create(lid)
+                try:
+                    await runtime.sessions.flush(live)  # (takes the writer lock now)
+                except BaseException:
+                    await runtime.sessions.dispose(live)
+                    raise
         except SessionCollisionError as e:
+            if self._leases is not None:
+                self._leases.release(lid)
             assert runtime.persistence is not None
             try:
                 stored: Any = (await runtime.persistence.inspect(lid)).events

@@ -1,0 +1,347 @@
+"""Google ADK's real ``Runner`` on ``EventLogSessionService``, on every store kind: what ADK's
+own ``InMemorySessionService`` holds after the same script, every method of the interface, a
+tool body SIGKILLed mid-call, two processes on one session, the log read as a transcript
+(by the CLI and by the reference), and the import of ADK's own SQLite databases."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.sessions import InMemorySessionService
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+from agent_session.integrations.google_adk import EventLogSessionService
+from agent_session.integrations.google_adk.mapping import log_id
+from session.errors import SessionCollisionError
+from tests.adk_kit import APP, SCRIPT, lines, requests_are_valid, runner, say, shape, text
+
+REPO = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "agent_session"]
+
+
+async def _converse(service: object, session_id: str = "s1") -> None:
+    run, _ = runner(service, SCRIPT)  # type: ignore[arg-type]
+    await service.create_session(  # type: ignore[attr-defined]
+        app_name=APP, user_id="u", state={"app:x": 1, "k": "v", "temp:t": 2}, session_id=session_id
+    )
+    await say(run, "u", session_id, "add please")
+    await say(run, "u", session_id, "thanks")
+
+
+async def test_a_runner_on_the_log_holds_what_adk_in_memory_holds(store: str) -> None:
+    memory = InMemorySessionService()
+    await _converse(memory)
+    expected = await memory.get_session(app_name=APP, user_id="u", session_id="s1")
+    assert expected is not None
+    assert len(expected.events) == 6
+    async with EventLogSessionService(store) as service:
+        await _converse(service)
+        live = await service.get_session(app_name=APP, user_id="u", session_id="s1")
+    assert live is not None
+    assert shape(live) == shape(expected)
+    assert (
+        live.state
+        == expected.state
+        == {
+            "k": "v",
+            "answer": "Bye.",
+            "app:x": 1,
+            "app:calls": 2,
+            "user:last_sum": 7,
+        }
+    )
+    async with EventLogSessionService(store) as again:  # a new process's view: the log
+        loaded = await again.get_session(app_name=APP, user_id="u", session_id="s1")
+    assert loaded is not None
+    assert [e.model_dump(mode="json") for e in loaded.events] == [
+        e.model_dump(mode="json") for e in live.events
+    ]
+    assert loaded.state == live.state
+    assert loaded.last_update_time == live.events[-1].timestamp
+
+
+async def test_every_method_of_the_interface(store: str) -> None:
+    async with EventLogSessionService(store) as service:
+        first = await service.create_session(
+            app_name=APP, user_id="ada", state={"app:theme": "dark", "user:lang": "en", "n": 1}
+        )
+        assert first.id
+        assert first.state == {"n": 1, "app:theme": "dark", "user:lang": "en"}
+        with pytest.raises(AlreadyExistsError):
+            await service.create_session(app_name=APP, user_id="ada", session_id=first.id)
+        second = await service.create_session(app_name=APP, user_id="ada", session_id=" two ")
+        assert second.id == "two"
+        assert second.state == {"app:theme": "dark", "user:lang": "en"}  # shared, not own
+        other = await service.create_session(app_name=APP, user_id="bob", session_id="b1")
+        assert other.state == {"app:theme": "dark"}
+        assert await service.get_user_state(app_name=APP, user_id="ada") == {"lang": "en"}
+        assert await service.get_user_state(app_name=APP, user_id="nobody") == {}
+        assert await service.get_session(app_name=APP, user_id="ada", session_id="x") is None
+        assert await service.get_session(app_name="other", user_id="ada", session_id="two") is None
+
+        run, _ = runner(service, SCRIPT)
+        await say(run, "ada", "two", "add please")
+        await say(run, "ada", "two", "thanks")
+        full = await service.get_session(app_name=APP, user_id="ada", session_id="two")
+        assert full is not None
+        assert len(full.events) == 6
+        stamps = [e.timestamp for e in full.events]
+        recent = await service.get_session(
+            app_name=APP,
+            user_id="ada",
+            session_id="two",
+            config=GetSessionConfig(num_recent_events=2),
+        )
+        assert recent is not None
+        assert [e.id for e in recent.events] == [e.id for e in full.events[-2:]]
+        none = await service.get_session(
+            app_name=APP,
+            user_id="ada",
+            session_id="two",
+            config=GetSessionConfig(num_recent_events=0),
+        )
+        assert none is not None
+        assert none.events == []
+        assert none.state == full.state
+        after = await service.get_session(
+            app_name=APP,
+            user_id="ada",
+            session_id="two",
+            config=GetSessionConfig(after_timestamp=stamps[3]),
+        )
+        assert after is not None
+        assert [e.timestamp for e in after.events] == stamps[3:]
+
+        listed = await service.list_sessions(app_name=APP)
+        assert [(s.user_id, s.id) for s in listed.sessions] == [
+            ("ada", first.id),
+            ("bob", "b1"),
+            ("ada", "two"),  # updated last
+        ]
+        assert all(s.events == [] for s in listed.sessions)
+        assert listed.sessions[2].state == full.state
+        assert listed.next_page_token is None
+        mine = await service.list_sessions(app_name=APP, user_id="ada")
+        assert [s.id for s in mine.sessions] == [first.id, "two"]
+        pages, token = [], None
+        while True:
+            page = await service.list_sessions(app_name=APP, page_size=2, page_token=token)
+            pages.append([s.id for s in page.sessions])
+            token = page.next_page_token
+            if token is None:
+                break
+        assert pages == [[first.id, "b1"], ["two"]]
+        with pytest.raises(ValueError, match="page_token"):
+            await service.list_sessions(app_name=APP, page_token="not-a-token")
+        with pytest.raises(ValueError, match="page_size"):
+            await service.list_sessions(app_name=APP, page_size=0)
+        assert (await service.list_sessions(app_name="none")).sessions == []
+
+        await service.delete_session(app_name=APP, user_id="ada", session_id="two")
+        await service.delete_session(app_name=APP, user_id="ada", session_id="never")
+        assert await service.get_session(app_name=APP, user_id="ada", session_id="two") is None
+        assert [s.id for s in (await service.list_sessions(app_name=APP)).sessions] == [
+            first.id,
+            "b1",
+        ]
+        again = await service.create_session(app_name=APP, user_id="ada", session_id="two")
+        assert again.state == {
+            "app:theme": "dark",
+            "app:calls": 2,
+            "user:lang": "en",
+            "user:last_sum": 7,
+        }
+        got = await service.get_session(app_name=APP, user_id="ada", session_id="two")
+        assert got is not None
+        assert got.events == []
+    async with EventLogSessionService(store) as reopened:
+        assert [s.id for s in (await reopened.list_sessions(app_name=APP)).sessions] == [
+            first.id,
+            "b1",
+            "two",
+        ]
+        assert await reopened.get_user_state(app_name=APP, user_id="ada") == {
+            "lang": "en",
+            "last_sum": 7,
+        }
+
+
+def _child(store: str, *args: str, stdin: int | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.adk_child", store, *args],
+        cwd=REPO,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.process
+async def test_a_tool_body_killed_mid_call_is_answered_outcome_unknown(
+    store: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "side-effect.txt"
+    child = _child(store, "crash", "s1", str(marker))
+    assert child.stdout is not None
+    line = await asyncio.to_thread(child.stdout.readline)  # the tool body is running
+    assert line.strip() == "in-tool", child.stderr.read() if child.stderr else ""
+    child.send_signal(signal.SIGKILL)
+    assert child.wait(timeout=60) == -signal.SIGKILL
+    assert lines(marker) == 1
+    async with EventLogSessionService(store) as service:
+        session = await service.get_session(app_name=APP, user_id="u", session_id="s1")
+        assert session is not None
+        call_event, answer = session.events[-2], session.events[-1]
+        asked = call_event.get_function_calls()
+        assert [c.name for c in asked] == ["write_file"]
+        (response,) = answer.get_function_responses()
+        assert response.id == asked[0].id
+        assert response.name == "write_file"
+        assert response.response is not None
+        assert response.response["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+        assert answer.author == "calc"
+        run, model = runner(service, [[text("I could not tell whether it was written.")]])
+        await say(run, "u", "s1", "did it work?")
+        assert requests_are_valid(model) == []
+        assert lines(marker) == 1  # the body ran once
+        final = await service.get_session(app_name=APP, user_id="u", session_id="s1")
+        assert final is not None
+        assert final.events[-1].content is not None
+        assert final.events[-1].content.parts[0].text == "I could not tell whether it was written."
+
+
+@pytest.mark.process
+async def test_a_second_process_gets_a_clear_error_naming_the_owner(store: str) -> None:
+    holder = _child(store, "hold", "s1", stdin=subprocess.PIPE)
+    assert holder.stdout is not None
+    assert holder.stdin is not None
+    line = await asyncio.to_thread(holder.stdout.readline)
+    assert line.strip() == "holding", holder.stderr.read() if holder.stderr else ""
+    try:
+        async with EventLogSessionService(store) as service:
+            seen = await service.get_session(app_name=APP, user_id="u", session_id="s1")
+            assert seen is not None
+            assert len(seen.events) == 2
+            run, model = runner(service, [[text("yours")]])
+            with pytest.raises(SessionCollisionError) as refused:
+                await say(run, "u", "s1", "me too")
+            assert "written by another process" in str(refused.value)
+            assert f"pid {holder.pid}" in str(refused.value) or f"pid={holder.pid}" in str(
+                refused.value
+            )
+            assert model.requests == []  # refused before the model was asked
+            holder.stdin.close()
+            assert holder.wait(timeout=60) == 0
+            await say(run, "u", "s1", "me too")  # the holder is gone: this process writes
+            final = await service.get_session(app_name=APP, user_id="u", session_id="s1")
+        assert final is not None
+        assert [e.content.parts[0].text for e in final.events if e.content] == [
+            "hello",
+            "mine",
+            "me too",
+            "yours",
+        ]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.process
+async def test_the_log_reads_as_a_transcript_here_and_in_the_reference(tmp_path: Path) -> None:
+    async with EventLogSessionService(tmp_path) as service:
+        await _converse(service)
+    id = log_id(APP, "u", "s1")
+    verified = subprocess.run(
+        [*CLI, "verify", str(tmp_path)], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    exported = subprocess.run(
+        [*CLI, "export", str(tmp_path), id, "--format", "openai", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert exported.returncode == 0, exported.stderr
+    messages = json.loads(exported.stdout)["messages"]
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert [c["function"]["name"] for c in messages[1]["tool_calls"]] == ["add", "add"]
+    assert json.loads(messages[2]["content"]) == {"sum": 3}
+    from tests.test_reference_interop import reference_load
+
+    loaded = reference_load(tmp_path, id, "none")
+    assert "error" not in loaded, loaded
+    assert [e["type"] for e in loaded["events"]].count("tool/result") == 2
+
+
+@pytest.mark.process
+async def test_a_session_adk_kept_in_sqlite_imports_and_reads_back_the_same(
+    tmp_path: Path, store: str
+) -> None:
+    database = tmp_path / "adk.db"
+    adk = SqliteSessionService(str(database))
+    await _converse(adk)
+    expected = await adk.get_session(app_name=APP, user_id="u", session_id="s1")
+    assert expected is not None
+    imported = subprocess.run(
+        [*CLI, "import", store, "s1", str(database), "--format", "adk"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 6 ADK events" in imported.stdout
+    async with EventLogSessionService(store) as service:
+        got = await service.get_session(app_name=APP, user_id="u", session_id="s1")
+    assert got is not None
+    assert [e.model_dump(mode="json") for e in got.events] == [
+        e.model_dump(mode="json") for e in expected.events
+    ]
+    assert got.state == expected.state
+    again = subprocess.run(
+        [*CLI, "import", store, "s1", str(database), "--format", "adk"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode == 2
+    assert "exists" in again.stderr
+    missing = subprocess.run(
+        [*CLI, "import", store, "nope", str(database), "--format", "adk"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert missing.returncode == 3
+    assert "no ADK session 'nope'" in missing.stderr
+    foreign = tmp_path / "foreign.db"
+    foreign.write_bytes(b"not a database at all" * 100)
+    refused = subprocess.run(
+        [*CLI, "import", store, "s1", str(foreign), "--format", "adk"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "cannot be read as an ADK session database" in refused.stderr
