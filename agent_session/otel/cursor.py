@@ -15,13 +15,13 @@ exporters of one sink would each export everything past the position they read.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pathlib
-import secrets
 import sqlite3
 from typing import TYPE_CHECKING, Any, Protocol
+
+from agent_session.replace_file import replace_durably
 
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec
@@ -90,24 +90,8 @@ class _FileCursors:
         sessions[session_id] = [incarnation, seq]
         state["version"] = 1
         os.makedirs(self._root, mode=0o700, exist_ok=True)
-        temp = f"{self._path}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, json.dumps(state, ensure_ascii=False, sort_keys=True).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.replace(temp, self._path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
-        directory = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        data = json.dumps(state, ensure_ascii=False, sort_keys=True).encode()
+        replace_durably(self._path, data)
 
     def close(self) -> None:
         self._state = None

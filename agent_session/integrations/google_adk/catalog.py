@@ -22,10 +22,11 @@ import fcntl
 import hashlib
 import json
 import os
-import secrets
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from agent_session.replace_file import replace_durably
 
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec
@@ -149,29 +150,8 @@ class _FileCatalog:
             os.close(fd)  # (releases the lock)
 
     def _write(self, path: str, data: dict[str, Any]) -> None:
-        temp = f"{path}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(
-                fd,
-                json.dumps(data, ensure_ascii=False, sort_keys=True).encode(
-                    "utf-8", "surrogatepass"
-                ),
-            )
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
-        directory = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        text = json.dumps(data, ensure_ascii=False, sort_keys=True)
+        replace_durably(path, text.encode("utf-8", "surrogatepass"))
 
     def add(
         self, app: str, row: Row, app_state: Mapping[str, Any], user_state: Mapping[str, Any]
