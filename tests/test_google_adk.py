@@ -174,6 +174,11 @@ async def test_every_method_of_the_interface(store: str) -> None:
         }
 
 
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``agent-session ARGS``, run as a user runs it."""
+    return subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, check=False)
+
+
 def _child(store: str, *args: str, stdin: int | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.adk_child", store, *args],
@@ -260,17 +265,9 @@ async def test_the_log_reads_as_a_transcript_here_and_in_the_reference(tmp_path:
     async with EventLogSessionService(tmp_path) as service:
         await _converse(service)
     id = log_id(APP, "u", "s1")
-    verified = subprocess.run(
-        [*CLI, "verify", str(tmp_path)], cwd=REPO, capture_output=True, text=True, check=False
-    )
+    verified = _cli("verify", str(tmp_path))
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    exported = subprocess.run(
-        [*CLI, "export", str(tmp_path), id, "--format", "openai", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    exported = _cli("export", str(tmp_path), id, "--format", "openai", "--json")
     assert exported.returncode == 0, exported.stderr
     messages = json.loads(exported.stdout)["messages"]
     assert [m["role"] for m in messages] == [
@@ -300,13 +297,7 @@ async def test_a_session_adk_kept_in_sqlite_imports_and_reads_back_the_same(
     await _converse(adk)
     expected = await adk.get_session(app_name=APP, user_id="u", session_id="s1")
     assert expected is not None
-    imported = subprocess.run(
-        [*CLI, "import", store, "s1", str(database), "--format", "adk"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    imported = _cli("import", store, "s1", str(database), "--format", "adk")
     assert imported.returncode == 0, imported.stderr
     assert "imported 6 ADK events" in imported.stdout
     async with EventLogSessionService(store) as service:
@@ -316,32 +307,14 @@ async def test_a_session_adk_kept_in_sqlite_imports_and_reads_back_the_same(
         e.model_dump(mode="json") for e in expected.events
     ]
     assert got.state == expected.state
-    again = subprocess.run(
-        [*CLI, "import", store, "s1", str(database), "--format", "adk"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    again = _cli("import", store, "s1", str(database), "--format", "adk")
     assert again.returncode == 2
     assert "exists" in again.stderr
-    missing = subprocess.run(
-        [*CLI, "import", store, "nope", str(database), "--format", "adk"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    missing = _cli("import", store, "nope", str(database), "--format", "adk")
     assert missing.returncode == 3
     assert "no ADK session 'nope'" in missing.stderr
     foreign = tmp_path / "foreign.db"
     foreign.write_bytes(b"not a database at all" * 100)
-    refused = subprocess.run(
-        [*CLI, "import", store, "s1", str(foreign), "--format", "adk"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    refused = _cli("import", store, "s1", str(foreign), "--format", "adk")
     assert refused.returncode == 2
     assert "cannot be read as an ADK session database" in refused.stderr
