@@ -21,6 +21,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from agent_session.integrations.google_adk import EventLogSessionService
 from agent_session.integrations.google_adk.mapping import log_id
 from session.errors import SessionCollisionError
+from session.live.session import Session
 from tests.adk_kit import APP, SCRIPT, lines, requests_are_valid, runner, say, shape, text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -318,3 +319,60 @@ async def test_a_session_adk_kept_in_sqlite_imports_and_reads_back_the_same(
     refused = _cli("import", store, "s1", str(foreign), "--format", "adk")
     assert refused.returncode == 2
     assert "cannot be read as an ADK session database" in refused.stderr
+
+
+def test_a_call_never_recorded_is_answered_not_started_and_one_recorded_outcome_unknown() -> None:
+    """Crash repair's answers, projected to ADK: a call whose ``tool/call`` is on disk is
+    ``TOOL_OUTCOME_UNKNOWN``; one asked for but never recorded (a log another writer left
+    that way) is ``TOOL_NOT_STARTED``; both in one ``function_response`` event of the
+    asking agent, after the calls."""
+    from google.adk.events.event import Event
+
+    from agent_session.integrations.google_adk.mapping import assistant_data, encode, project
+    from agent_session.integrations.google_adk.writing import write_event
+    from agent_session.integrations.turns import BracketCursor, open_turn, record_call
+    from recovery import closers
+    from session.events.types import ASSISTANT_MESSAGE
+
+    session = Session.create("adk:a:u:s")
+    brackets = BracketCursor()
+    user = Event(
+        author="user", invocation_id="i1", content={"role": "user", "parts": [{"text": "go"}]}
+    )
+    write_event(session, brackets, user.model_dump(exclude_none=True, mode="json"))
+    asking = Event(
+        author="calc",
+        invocation_id="i1",
+        content={
+            "role": "model",
+            "parts": [
+                {"function_call": {"id": "ran", "name": "add", "args": {"a": 1}}},
+                {"function_call": {"id": "waited", "name": "write_file", "args": {}}},
+            ],
+        },
+    ).model_dump(exclude_none=True, mode="json")
+    session.append(
+        ASSISTANT_MESSAGE,
+        assistant_data(asking, encode(asking), 1, 1),
+        surface_op="append",
+        source_event_seqs=[],
+    )
+    turn = open_turn(session.events)
+    assert turn is not None
+    record_call(session, turn, "ran")  # only the first call's body may have started
+    start = turn.start
+    log = [*session.events, *closers(session.events[start:])]
+    projected = [event for _, event in project(log, {})]
+    assert len(projected) == 3
+    answer = Event.model_validate(projected[-1])
+    assert answer.author == "calc"
+    assert answer.invocation_id == "i1"
+    codes = {
+        r.id: (r.name, r.response["error"]["code"])
+        for r in answer.get_function_responses()
+        if r.response
+    }
+    assert codes == {
+        "ran": ("add", "TOOL_OUTCOME_UNKNOWN"),
+        "waited": ("write_file", "TOOL_NOT_STARTED"),
+    }

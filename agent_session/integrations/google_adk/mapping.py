@@ -3,8 +3,9 @@ ADK ``Event`` is handled as its JSON, ``event.model_dump(exclude_none=True, mode
 the shape ADK's own database services store).
 
 An ADK event becomes the event that means the same thing, with the ADK event itself kept
-verbatim on the message under :data:`META` (``{"events": [the event]}``; a second message
-made from the same ADK event keeps ``{"events": []}``), so the service gives back exactly
+verbatim on the message under :data:`META` (``{"events": [its JSON text]}``: one string, which
+a load checks at the cost of one value however deep the event is; a second message made from
+the same ADK event keeps ``{"events": []}``), so the service gives back exactly
 what was appended while every other reader (``agent-session show``, the exports, the
 reference) sees an ordinary transcript:
 
@@ -14,7 +15,8 @@ reference) sees an ordinary transcript:
   per call (ADK appends the call before it runs the tool);
 - ``function_response`` parts answering calls of the open turn: a ``tool/result`` each;
 - anything else (state or artifact changes alone, transfers, escalations, code execution,
-  responses to calls of an earlier turn ...): ``google-adk/event`` (:data:`ADK_EVENT`).
+  responses to calls of an earlier turn ...): ``google-adk/event`` (:data:`ADK_EVENT`),
+  ``{"event": its JSON text}``.
 
 Events that carry no ADK event (crash repair's answers, another writer's messages) are
 projected to ADK events: a repaired call becomes a ``function_response`` whose ``response``
@@ -29,6 +31,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, Literal
 from urllib.parse import quote, unquote
 
+import orjson
+
+from session.errors import SessionDataError
 from session.events.builders import model_message, tool_call_block, tool_result_message
 from session.events.eventlog import is_run, iter_parts
 from session.events.types import ADK_EVENT, ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
@@ -40,6 +45,8 @@ __all__ = [
     "EventKind",
     "assistant_data",
     "calls_of",
+    "decode",
+    "encode",
     "kind_of",
     "log_id",
     "parse_log_id",
@@ -58,6 +65,28 @@ LOG_PREFIX: Final = "adk:"
 percent-encoded where it holds ``%`` or ``:``)."""
 
 EventKind = Literal["user", "model", "results", "other"]
+
+
+def encode(event: Mapping[str, Any]) -> str:
+    """The JSON text an ADK event is kept as (standard JSON: a NaN or infinity is refused).
+
+    Raises:
+        SessionDataError: The event holds a value JSON cannot (nothing is written).
+    """
+    try:
+        return json.dumps(event, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (ValueError, TypeError) as e:
+        raise SessionDataError(
+            f"ADK event {event.get('id')!r} cannot be stored as JSON: {e}; nothing was written"
+        ) from None
+
+
+def decode(text: str) -> dict[str, Any]:
+    """The ADK event JSON :func:`encode` kept."""
+    value = orjson.loads(text)
+    if not isinstance(value, dict):
+        raise SessionDataError(f"a kept ADK event is not a JSON object: {text[:80]!r}")
+    return value
 
 
 def log_id(app: str, user: str, session: str) -> str:
@@ -134,32 +163,33 @@ def _blocks(event: Mapping[str, Any]) -> list[dict[str, Any]]:
     return blocks
 
 
-def user_data(event: Mapping[str, Any], message_id: str) -> dict[str, Any]:
-    """``user/message`` data for a user's ADK event."""
+def user_data(event: Mapping[str, Any], kept: str, message_id: str) -> dict[str, Any]:
+    """``user/message`` data for a user's ADK event (``kept``: its :func:`encode`)."""
     return {
         "content": _blocks(event),
         "source": {"kind": "user"},
         "role": "user",
         "id": message_id,
-        META: {"events": [dict(event)]},
+        META: {"events": [kept]},
     }
 
 
-def assistant_data(event: Mapping[str, Any], turn: int, step: int) -> dict[str, Any]:
-    """``assistant/message`` data for a model response's ADK event."""
+def assistant_data(event: Mapping[str, Any], kept: str, turn: int, step: int) -> dict[str, Any]:
+    """``assistant/message`` data for a model response's ADK event (``kept``: its
+    :func:`encode`)."""
     message = model_message(_blocks(event), provider=PROVIDER, model=str(event.get("author")))
-    message[META] = {"events": [dict(event)]}
+    message[META] = {"events": [kept]}
     return {"turn": turn, "step": step, "message": message}
 
 
 def tool_result_data(
-    event: Mapping[str, Any], response: Mapping[str, Any], turn: int, step: int, *, first: bool
+    kept: str | None, response: Mapping[str, Any], turn: int, step: int
 ) -> dict[str, Any]:
-    """``tool/result`` data for one ``function_response`` part of ``event`` (the first part's
-    result keeps the ADK event)."""
+    """``tool/result`` data for one ``function_response`` part of an ADK event (the first
+    part's result keeps the event's :func:`encode`, ``kept``; the others ``None``)."""
     text = json.dumps(response.get("response"), ensure_ascii=False, sort_keys=True)
     message = tool_result_message(str(response.get("id")), [{"type": "text", "text": text}])
-    message[META] = {"events": [dict(event)] if first else []}
+    message[META] = {"events": [kept] if kept is not None else []}
     return {"turn": turn, "step": step, "message": message}
 
 
@@ -203,9 +233,9 @@ def project(
             yield answered_at, _answers_event(answers, asked, answered_at, time)
             answers = []
         for adk in kept or ():
-            if not isinstance(adk, Mapping):
+            if not isinstance(adk, str | Mapping):
                 continue
-            adk = thaw(adk)
+            adk = decode(adk) if isinstance(adk, str) else thaw(adk)
             for call in calls_of(adk):
                 invocation = str(adk.get("invocation_id", ""))
                 asked[str(call.get("id"))] = (

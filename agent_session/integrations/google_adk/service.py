@@ -266,7 +266,7 @@ class EventLogSessionService(BaseSessionService):
         event = self._trim_temp_delta_state(event)
         try:
             dump = event.model_dump(exclude_none=True, mode="json")
-        except Exception as e:
+        except ValueError as e:  # (pydantic's serialization errors)
             raise SessionDataError(
                 f"ADK event {event.id!r} of session {session.id!r} cannot be stored as JSON: "
                 f"{e}; nothing was written"

@@ -18,6 +18,7 @@ from typing import Any
 from agent_session.integrations.google_adk.mapping import (
     assistant_data,
     calls_of,
+    encode,
     kind_of,
     responses_of,
     tool_result_data,
@@ -40,6 +41,7 @@ __all__ = ["write_event"]
 def write_event(session: Session, brackets: BracketCursor, event: Mapping[str, Any]) -> None:
     """Append the events of one ADK event (its JSON) to ``session``; nothing is flushed."""
     kind = kind_of(event)
+    kept = encode(event)  # (refused before anything is appended)
     turn = open_turn(session.events, brackets.marks(session))
     if kind == "results":
         ids = [str(r.get("id")) for r in responses_of(event)]
@@ -51,10 +53,10 @@ def write_event(session: Session, brackets: BracketCursor, event: Mapping[str, A
             end_turn(session, turn)
             turn = None
         start_turn(session, turn, brackets.marks(session))
-        session.append(USER_MESSAGE, user_data(event, str(uuid.uuid4())), surface_op="append")
+        session.append(USER_MESSAGE, user_data(event, kept, str(uuid.uuid4())), surface_op="append")
     elif kind == "model":
         turn = next_step(session, turn, marks=brackets.marks(session))
-        data = assistant_data(event, turn.number, turn.last_step)
+        data = assistant_data(event, kept, turn.number, turn.last_step)
         session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=[])
         turn.step_answered = turn.answered_any = True
         calls = calls_of(event)
@@ -69,10 +71,9 @@ def write_event(session: Session, brackets: BracketCursor, event: Mapping[str, A
         for index, response in enumerate(responses_of(event)):
             call_id = str(response.get("id"))
             call_seq = record_call(session, turn, call_id)
-            data = tool_result_data(
-                event, response, turn.number, turn.calls[call_id][0], first=index == 0
-            )
+            first = kept if index == 0 else None
+            data = tool_result_data(first, response, turn.number, turn.calls[call_id][0])
             session.append(TOOL_RESULT, data, surface_op="append", source_event_seqs=[call_seq])
             turn.answered.add(call_id)
     else:
-        session.append(ADK_EVENT, {"event": dict(event)})
+        session.append(ADK_EVENT, {"event": kept})
