@@ -245,6 +245,11 @@ async def test_a_second_process_gets_a_clear_error_naming_the_owner(store: str) 
                 refused.value
             )
             assert model.requests == []  # refused before the model was asked
+            with pytest.raises(SessionCollisionError):
+                await service.delete_session(app_name=APP, user_id="u", session_id="s1")
+            still = await service.get_session(app_name=APP, user_id="u", session_id="s1")
+            assert still is not None
+            assert len(still.events) == 2
             holder.stdin.close()
             assert holder.wait(timeout=60) == 0
             await say(run, "u", "s1", "me too")  # the holder is gone: this process writes

@@ -240,15 +240,18 @@ class EventLogSessionService(BaseSessionService):
     async def _delete(self, app: str, user: str, sid: str) -> None:
         runtime, catalog = await self._started()
         lid = log_id(app, user, sid)
-        view = self._views.get(lid)
-        if view is not None and view.held is not None:
-            raise view.held
         await self._drop(lid)
-        assert runtime.persistence is not None
-        with contextlib.suppress(SessionNotFoundError):  # (created, never appended to)
-            await runtime.persistence.delete(lid)
-        self._touched.get(app, {}).pop((user, sid), None)
-        await asyncio.to_thread(catalog.remove, app, user, sid)
+        if self._leases is not None:  # (SQLite: the store itself would not refuse)
+            self._leases.take(lid, f"ADK session {sid!r} of user {user!r} in app {app!r}")
+        try:
+            assert runtime.persistence is not None
+            with contextlib.suppress(SessionNotFoundError):  # (created, never appended to)
+                await runtime.persistence.delete(lid)
+            self._touched.get(app, {}).pop((user, sid), None)
+            await asyncio.to_thread(catalog.remove, app, user, sid)
+        finally:
+            if self._leases is not None:
+                self._leases.release(lid)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state in the app (keys without ``user:``)."""
