@@ -381,3 +381,24 @@ def test_a_call_never_recorded_is_answered_not_started_and_one_recorded_outcome_
         "ran": ("add", "TOOL_OUTCOME_UNKNOWN"),
         "waited": ("write_file", "TOOL_NOT_STARTED"),
     }
+
+
+async def test_at_most_max_open_sessions_are_held_and_the_oldest_is_released(store: str) -> None:
+    async with EventLogSessionService(store, max_open=1) as first:
+        await first.create_session(app_name=APP, user_id="u", session_id="s1")
+        await first.create_session(app_name=APP, user_id="u", session_id="s2")  # s1 released
+        mine, _ = runner(first, [[text("first writes s2")]])
+        await say(mine, "u", "s2", "hi")  # (a JSONL log, and its lock, exist from here)
+        async with EventLogSessionService(store) as second:
+            run, _ = runner(second, [[text("second writes s1")], [text("never")]])
+            await say(run, "u", "s1", "hi")
+            with pytest.raises(SessionCollisionError):
+                await say(run, "u", "s2", "hi")  # still held by the first service
+        got = await first.get_session(app_name=APP, user_id="u", session_id="s1")
+        assert got is not None
+        assert [e.content.parts[0].text for e in got.events if e.content and e.content.parts] == [
+            "hi",
+            "second writes s1",
+        ]
+    with pytest.raises(ValueError, match="max_open"):
+        EventLogSessionService(store, max_open=0)

@@ -19,7 +19,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agent_session.integrations.google_adk.service import EventLogSessionService, split_state
+from agent_session.integrations.google_adk.service import EventLogSessionService
+from agent_session.integrations.google_adk.state import split_state
 
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec

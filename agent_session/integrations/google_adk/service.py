@@ -31,7 +31,6 @@ import os
 import time
 import uuid
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -46,20 +45,17 @@ from google.adk.sessions.session import Session as AdkSession
 
 from agent_session.integrations.google_adk.catalog import Catalog, Row, catalog_for
 from agent_session.integrations.google_adk.lease import FileLeases
-from agent_session.integrations.google_adk.mapping import log_id, project
+from agent_session.integrations.google_adk.mapping import log_id
 from agent_session.integrations.google_adk.pages import page_of
+from agent_session.integrations.google_adk.state import View, merged, split_state
 from agent_session.integrations.google_adk.writing import write_event
 from agent_session.integrations.home_loop import HomeLoop
-from agent_session.integrations.turns import BracketCursor
 from session.errors import SessionCollisionError, SessionDataError, SessionNotFoundError
 from session.live.runtime import Runtime
-from session.live.session import Session
 
 __all__ = ["EventLogSessionService", "SessionPage"]
 
 T = TypeVar("T")
-
-APP, USER, TEMP = "app:", "user:", "temp:"
 
 
 class SessionPage(ListSessionsResponse):
@@ -69,54 +65,29 @@ class SessionPage(ListSessionsResponse):
     next_page_token: str | None = None
 
 
-def split_state(state: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    """``(app, user, session)`` scoped parts of a state or delta (prefixes removed; ``temp:``
-    keys dropped)."""
-    app = {k[len(APP) :]: v for k, v in state.items() if k.startswith(APP)}
-    user = {k[len(USER) :]: v for k, v in state.items() if k.startswith(USER)}
-    own = {k: v for k, v in state.items() if not k.startswith((APP, USER, TEMP))}
-    return app, user, own
-
-
-@dataclass
-class _View:
-    """One session's log as this service reads it: its ADK events (JSON) and state."""
-
-    row: Row
-    session: Session | None
-    """The live session (``None``: another process writes it; ``held`` says who)."""
-    held: SessionCollisionError | None = None
-    events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    state: dict[str, Any] = field(default_factory=dict)
-    read: int = 0
-    asked: dict[str, tuple[str, str, str]] = field(default_factory=dict)
-    brackets: BracketCursor = field(default_factory=BracketCursor)
-
-    def extend(self, log: Any) -> None:
-        """Project the log's events past those already read."""
-        for seq, event in project(log[self.read :], self.asked):
-            self.events.append((seq, event))
-            delta = (event.get("actions") or {}).get("state_delta") or {}
-            self.state.update(split_state(delta)[2])
-        self.read = len(log)
-
-
 class EventLogSessionService(BaseSessionService):
     """ADK sessions kept as crash-safe event logs in ``store`` (what
-    :func:`agent_session.open_store` accepts, with ``store_options``). Close it with
-    :meth:`aclose` (or ``async with``)."""
+    :func:`agent_session.open_store` accepts, with ``store_options``). At most ``max_open``
+    sessions are held at once: reading another releases the one used longest ago (its
+    events stay durable; another process may then write it). Close it with :meth:`aclose`
+    (or ``async with``)."""
 
-    def __init__(self, store: str | os.PathLike[str], **store_options: Any) -> None:
+    def __init__(
+        self, store: str | os.PathLike[str], *, max_open: int = 256, **store_options: Any
+    ) -> None:
         from agent_session.stores import parse_store
 
+        if type(max_open) is not int or max_open < 1:
+            raise ValueError(f"max_open must be a positive integer, got {max_open!r}")
         super().__init__()
+        self.max_open = max_open
         self._spec = parse_store(os.fspath(store))
         self._options = store_options
         self._home: HomeLoop | None = None
         self._runtime: Runtime | None = None
         self._catalog: Catalog | None = None
         self._leases: FileLeases | None = None
-        self._views: dict[str, _View] = {}
+        self._views: dict[str, View] = {}
         self._touched: dict[str, dict[tuple[str, str], tuple[float, dict[str, Any]]]] = {}
 
     # --- where the work runs ----------------------------------------------------------------
@@ -185,7 +156,7 @@ class EventLogSessionService(BaseSessionService):
     ) -> AdkSession | None:
         _, catalog = await self._started()
         sid = sid.strip() if sid else sid
-        view = self._views.get(log_id(app, user, sid))
+        view = self._used(log_id(app, user, sid))
         if view is None:
             row = await asyncio.to_thread(catalog.get, app, user, sid)
             if row is None:
@@ -281,7 +252,7 @@ class EventLogSessionService(BaseSessionService):
 
     async def _append(self, app: str, user: str, sid: str, event: dict[str, Any]) -> None:
         runtime, catalog = await self._started()
-        view = self._views.get(log_id(app, user, sid))
+        view = self._used(log_id(app, user, sid))
         if view is None or view.session is None:
             row = view.row if view else await asyncio.to_thread(catalog.get, app, user, sid)
             if row is None:
@@ -298,6 +269,8 @@ class EventLogSessionService(BaseSessionService):
             # session (the next call reads the log again)
             self._views.pop(log_id(app, user, sid), None)
             await runtime.sessions.dispose(view.session)
+            assert runtime.persistence is not None
+            await runtime.persistence.storage.release(log_id(app, user, sid))
             if self._leases is not None:
                 self._leases.release(log_id(app, user, sid))
             raise
@@ -351,7 +324,7 @@ class EventLogSessionService(BaseSessionService):
             self._runtime = self._catalog = self._leases = None
             self._views.clear()
 
-    async def _view(self, app: str, user: str, sid: str, row: Row) -> _View:
+    async def _view(self, app: str, user: str, sid: str, row: Row) -> View:
         """The session's view, taking it live here when no other process holds it."""
         runtime, _ = await self._started()
         lid = log_id(app, user, sid)
@@ -363,13 +336,13 @@ class EventLogSessionService(BaseSessionService):
             if live is None:
                 assert runtime.persistence is not None
                 storage = runtime.persistence.storage
-                if await storage.acquire(lid):  # (raises, naming the holder, if held)
-                    await storage.release(lid)  # (the load below takes it for good)
-                live = await runtime.sessions.open_or_create(lid)
+                # the writer lock, held from now on (raises, naming the holder, if held), even
+                # for a session with no log yet, whose load would take nothing
+                await storage.acquire(lid)
                 try:
-                    await runtime.sessions.flush(live)  # (takes the writer lock now)
+                    live = await runtime.sessions.open_or_create(lid)
                 except BaseException:
-                    await runtime.sessions.dispose(live)
+                    await storage.release(lid)
                     raise
         except SessionCollisionError as e:
             if self._leases is not None:
@@ -380,13 +353,22 @@ class EventLogSessionService(BaseSessionService):
             except SessionNotFoundError:
                 stored = ()
             held = SessionCollisionError(f"{name} is written by another process: {e}")
-            view = _View(row, None, held, state=dict(row.state))
+            view = View(row, None, held, state=dict(row.state))
             view.extend(stored)
+        else:
+            view = View(row, live, state=dict(row.state))
+            view.extend(live.events)
+        self._views.pop(lid, None)
+        self._views[lid] = view  # (the most recently used last)
+        while len(self._views) > self.max_open:
+            await self._drop(next(iter(self._views)))
+        return view
+
+    def _used(self, lid: str) -> View | None:
+        """The session's view, marked as the most recently used."""
+        view = self._views.pop(lid, None)
+        if view is not None:
             self._views[lid] = view
-            return view
-        view = _View(row, live, state=dict(row.state))
-        view.extend(live.events)
-        self._views[lid] = view
         return view
 
     async def _drop(self, lid: str) -> None:
@@ -395,10 +377,12 @@ class EventLogSessionService(BaseSessionService):
         if view is not None and view.session is not None and runtime is not None:
             await runtime.sessions.flush(view.session)
             await runtime.sessions.dispose(view.session)
+            assert runtime.persistence is not None
+            await runtime.persistence.storage.release(lid)
         if self._leases is not None:
             self._leases.release(lid)
 
-    async def _session(self, app: str, view: _View, config: GetSessionConfig | None) -> AdkSession:
+    async def _session(self, app: str, view: View, config: GetSessionConfig | None) -> AdkSession:
         _, catalog = await self._started()
         chosen = [event for _, event in view.events]
         if config is not None:
@@ -441,13 +425,3 @@ class EventLogSessionService(BaseSessionService):
     async def _record_all(self) -> None:
         for app in list(self._touched):
             await self._record(app)
-
-
-def merged(
-    own: Mapping[str, Any], app_state: Mapping[str, Any], user_state: Mapping[str, Any]
-) -> dict[str, Any]:
-    """A session's state as ADK shows it: its own keys, then ``app:`` and ``user:`` keys."""
-    state = dict(own)
-    state.update({APP + k: v for k, v in app_state.items()})
-    state.update({USER + k: v for k, v in user_state.items()})
-    return state
