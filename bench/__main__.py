@@ -316,6 +316,7 @@ async def collect(runs: int) -> dict[str, list[float]]:
     sdk = await repeat(1, sdk_session_figures)
     for key in sdk[0]:
         figures[key] = [one[key] for one in sdk]
+    await adk_figures(runs, figures)
     listing = await repeat(1, ls_10k_sessions)
     figures["jsonl_ls_10k_sessions_s"] = [ls[0] for ls in listing]
     figures["sqlite_ls_10k_sessions_s"] = [ls[1] for ls in listing]
@@ -377,6 +378,16 @@ async def postgres_figures(runs: int, figures: dict[str, list[float]]) -> None:
     )
 
 
+async def adk_figures(runs: int, figures: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Google ADK's session service against its own SQLite one (``bench.adk_sessions``)."""
+    from bench.adk_sessions import adk_session_figures
+
+    adk = await repeat(runs, adk_session_figures)
+    for key in adk[0]:
+        figures[key] = [one[key] for one in adk]
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -384,13 +395,19 @@ def main() -> int:
     parser.add_argument(
         "--scale", action="store_true", help="print the scaling tables instead (minutes)"
     )
+    parser.add_argument(
+        "--adk", action="store_true", help="print only the Google ADK session figures"
+    )
     args = parser.parse_args()
     if args.scale:
         from bench.scale import main as scale
 
         scale()
         return 0
-    figures = asyncio.run(collect(args.runs))
+    if args.adk:
+        figures = asyncio.run(adk_figures(args.runs, {}))
+    else:
+        figures = asyncio.run(collect(args.runs))
     medians = {k: statistics.median(v) for k, v in figures.items()}
     if args.json:
         print(json.dumps({k: round(v, 4) for k, v in medians.items()}))

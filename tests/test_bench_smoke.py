@@ -149,6 +149,23 @@ async def test_the_sdk_session_figures_compare_the_same_histories(tmp_path: Path
     ]
 
 
+async def test_the_adk_session_figures_compare_the_same_sessions(tmp_path: Path) -> None:
+    from bench.adk_sessions import adk_session_figures
+
+    figures = await adk_session_figures(str(tmp_path), events=40)
+    assert sorted(figures) == [
+        "adk_again_get_20_ms",
+        "adk_again_get_20_vs_sqlite",
+        "adk_append_event_ms",
+        "adk_append_event_vs_sqlite",
+        "adk_first_get_20_ms",
+        "adk_first_get_20_vs_sqlite",
+        "adk_first_get_all_ms",
+        "adk_first_get_all_vs_sqlite",
+    ]
+    assert all(value > 0 for value in figures.values())
+
+
 def test_sharded_workers_write_every_session_of_theirs(tmp_path: Path) -> None:
     """Two worker processes on one store root, 2 sessions each: every session's log holds
     its workload, none collided."""
