@@ -402,3 +402,23 @@ async def test_at_most_max_open_sessions_are_held_and_the_oldest_is_released(sto
         ]
     with pytest.raises(ValueError, match="max_open"):
         EventLogSessionService(store, max_open=0)
+
+
+async def test_runners_on_several_sessions_at_once_share_one_service(store: str) -> None:
+    """Concurrent runs change the shared state at the same moments; the catalog takes one
+    change at a time and keeps every one."""
+    async with EventLogSessionService(store) as service:
+        runs = []
+        for n in range(4):
+            await service.create_session(app_name=APP, user_id=f"u{n}", session_id="s")
+            run, _ = runner(service, SCRIPT)
+            runs.append(say(run, f"u{n}", "s", "add please"))
+        await asyncio.gather(*runs)
+        for n in range(4):
+            got = await service.get_session(app_name=APP, user_id=f"u{n}", session_id="s")
+            assert got is not None
+            assert len(got.events) == 4
+            assert got.state["user:last_sum"] == 7
+        # each run counted from the app state its session was read with, as ADK's own
+        # services do: the last write of a key wins
+        assert got.state["app:calls"] == 2

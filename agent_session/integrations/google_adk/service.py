@@ -30,7 +30,7 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -88,6 +88,7 @@ class EventLogSessionService(BaseSessionService):
         self._catalog: Catalog | None = None
         self._leases: FileLeases | None = None
         self._views: dict[str, View] = {}
+        self._catalog_lock: asyncio.Lock | None = None
         self._touched: dict[str, dict[tuple[str, str], tuple[float, dict[str, Any]]]] = {}
 
     # --- where the work runs ----------------------------------------------------------------
@@ -96,6 +97,14 @@ class EventLogSessionService(BaseSessionService):
         if self._home is None:
             self._home = HomeLoop("agent-session google-adk")
         return await self._home.run(work)
+
+    async def _catalog_call(self, method: Callable[..., T], *args: Any) -> T:
+        """A catalog call, on a worker thread, one at a time (a database connection runs
+        one transaction at a time)."""
+        if self._catalog_lock is None:
+            self._catalog_lock = asyncio.Lock()  # (on the home loop)
+        async with self._catalog_lock:
+            return await asyncio.to_thread(method, *args)
 
     async def _started(self) -> tuple[Runtime, Catalog]:
         if self._runtime is None or self._catalog is None:
@@ -132,7 +141,7 @@ class EventLogSessionService(BaseSessionService):
         app_state, user_state, own = split_state(state)
         now = time.time()
         row = Row(user, sid, now, now, own)
-        if runtime.sessions.get(lid) is not None or not await asyncio.to_thread(
+        if runtime.sessions.get(lid) is not None or not await self._catalog_call(
             catalog.add, app, row, app_state, user_state
         ):
             raise AlreadyExistsError(f"Session with id {sid} already exists.")
@@ -158,7 +167,7 @@ class EventLogSessionService(BaseSessionService):
         sid = sid.strip() if sid else sid
         view = self._used(log_id(app, user, sid))
         if view is None:
-            row = await asyncio.to_thread(catalog.get, app, user, sid)
+            row = await self._catalog_call(catalog.get, app, user, sid)
             if row is None:
                 return None
             view = await self._view(app, user, sid, row)
@@ -184,13 +193,13 @@ class EventLogSessionService(BaseSessionService):
     ) -> SessionPage:
         _, catalog = await self._started()
         await self._record(app)
-        rows = await asyncio.to_thread(catalog.rows, app, user)
+        rows = await self._catalog_call(catalog.rows, app, user)
         chosen, after = page_of(rows, size, token)
         shared: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         sessions = []
         for row in chosen:
             if row.user not in shared:
-                shared[row.user] = await asyncio.to_thread(catalog.shared, app, row.user)
+                shared[row.user] = await self._catalog_call(catalog.shared, app, row.user)
             state = merged(row.state, *shared[row.user])
             sessions.append(
                 AdkSession(
@@ -219,7 +228,7 @@ class EventLogSessionService(BaseSessionService):
             with contextlib.suppress(SessionNotFoundError):  # (created, never appended to)
                 await runtime.persistence.delete(lid)
             self._touched.get(app, {}).pop((user, sid), None)
-            await asyncio.to_thread(catalog.remove, app, user, sid)
+            await self._catalog_call(catalog.remove, app, user, sid)
         finally:
             if self._leases is not None:
                 self._leases.release(lid)
@@ -230,7 +239,7 @@ class EventLogSessionService(BaseSessionService):
 
     async def _user_state(self, app: str, user: str) -> dict[str, Any]:
         _, catalog = await self._started()
-        return (await asyncio.to_thread(catalog.shared, app, user))[1]
+        return (await self._catalog_call(catalog.shared, app, user))[1]
 
     async def append_event(self, session: AdkSession, event: Event) -> Event:
         """Append ``event`` durably (a partial event is not stored), then to ``session``."""
@@ -254,7 +263,7 @@ class EventLogSessionService(BaseSessionService):
         runtime, catalog = await self._started()
         view = self._used(log_id(app, user, sid))
         if view is None or view.session is None:
-            row = view.row if view else await asyncio.to_thread(catalog.get, app, user, sid)
+            row = view.row if view else await self._catalog_call(catalog.get, app, user, sid)
             if row is None:
                 raise AdkNotFound(f"Session {sid} not found.")
             view = await self._view(app, user, sid, row)
@@ -393,7 +402,7 @@ class EventLogSessionService(BaseSessionService):
                 since = config.after_timestamp
                 chosen = [e for e in chosen if float(e.get("timestamp", 0)) >= since]
         events = [Event.model_validate(event) for event in chosen]
-        app_state, user_state = await asyncio.to_thread(catalog.shared, app, view.row.user)
+        app_state, user_state = await self._catalog_call(catalog.shared, app, view.row.user)
         last = view.events[-1][1].get("timestamp", 0.0) if view.events else 0.0
         return AdkSession(
             id=view.row.id,
@@ -415,7 +424,7 @@ class EventLogSessionService(BaseSessionService):
         if not (touched or app_delta or user_delta) or self._catalog is None:
             return
         try:
-            await asyncio.to_thread(
+            await self._catalog_call(
                 self._catalog.update, app, user, app_delta or {}, user_delta or {}, touched
             )
         except BaseException:
