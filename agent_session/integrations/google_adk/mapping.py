@@ -206,6 +206,10 @@ def _kept(event: Any) -> list[Any] | None:
     return None
 
 
+_KEEPING: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT, ADK_EVENT})
+"""The types a log event an ADK event wrote can have."""
+
+
 def project(
     events: Sequence[Any], asked: dict[str, tuple[str, str, str]]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -218,14 +222,11 @@ def project(
     answered_at = 0
     time = 0.0
     for event in iter_parts(events):
-        if is_run(event):
+        kind = event.type
+        if kind not in _KEEPING or is_run(event):
             continue
-        kept = (
-            _kept(event)
-            if event.type in (USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT, ADK_EVENT)
-            else None
-        )
-        if event.type == TOOL_RESULT and kept is None:
+        kept = _kept(event)
+        if kind == TOOL_RESULT and kept is None:
             answers.append(_answer(event, asked))
             answered_at, time = event.seq, event.time / 1000
             continue
@@ -233,16 +234,19 @@ def project(
             yield answered_at, _answers_event(answers, asked, answered_at, time)
             answers = []
         for adk in kept or ():
-            if not isinstance(adk, str | Mapping):
+            if type(adk) is str:
+                adk = decode(adk)
+            elif isinstance(adk, Mapping):
+                adk = thaw(adk)
+            else:
                 continue
-            adk = decode(adk) if isinstance(adk, str) else thaw(adk)
-            for call in calls_of(adk):
-                invocation = str(adk.get("invocation_id", ""))
-                asked[str(call.get("id"))] = (
-                    str(adk.get("author", "")),
-                    invocation,
-                    str(call.get("name")),
-                )
+            if kind != USER_MESSAGE and kind != TOOL_RESULT:  # (only a model asks)
+                for call in calls_of(adk):
+                    asked[str(call.get("id"))] = (
+                        str(adk.get("author", "")),
+                        str(adk.get("invocation_id", "")),
+                        str(call.get("name")),
+                    )
             yield event.seq, adk
     if answers:
         yield answered_at, _answers_event(answers, asked, answered_at, time)

@@ -45,8 +45,9 @@ class View:
         """Project the log's events past those already read."""
         for seq, event in project(log[self.read :], self.asked):
             self.events.append((seq, event))
-            delta = (event.get("actions") or {}).get("state_delta") or {}
-            self.state.update(split_state(delta)[2])
+            delta = (event.get("actions") or {}).get("state_delta")
+            if delta:
+                self.state.update(split_state(delta)[2])
         self.read = len(log)
 
 
