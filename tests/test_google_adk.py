@@ -422,3 +422,26 @@ async def test_runners_on_several_sessions_at_once_share_one_service(store: str)
         # each run counted from the app state its session was read with, as ADK's own
         # services do: the last write of a key wins
         assert got.state["app:calls"] == 2
+
+
+async def test_of_two_services_on_a_new_jsonl_session_the_first_to_write_wins(
+    tmp_path: Path,
+) -> None:
+    """On JSONL a created session has no log, and so no lock, until its first event: the
+    first writer's append creates it; the other service's append is refused, and nothing
+    of it is spliced in."""
+    async with EventLogSessionService(tmp_path) as first, EventLogSessionService(tmp_path) as other:
+        await first.create_session(app_name=APP, user_id="u", session_id="s")
+        run, _ = runner(other, [[text("other's answer")]])
+        await say(run, "u", "s", "from the other")
+        late, model = runner(first, [[text("never")]])
+        with pytest.raises(SessionCollisionError, match="another writer"):
+            await say(late, "u", "s", "from the first")
+        assert model.requests == []
+    async with EventLogSessionService(tmp_path) as reader:
+        got = await reader.get_session(app_name=APP, user_id="u", session_id="s")
+    assert got is not None
+    assert [e.content.parts[0].text for e in got.events if e.content and e.content.parts] == [
+        "from the other",
+        "other's answer",
+    ]
