@@ -292,6 +292,14 @@ async def test_the_log_reads_as_a_transcript_here_and_in_the_reference(tmp_path:
     loaded = reference_load(tmp_path, id, "none")
     assert "error" not in loaded, loaded
     assert [e["type"] for e in loaded["events"]].count("tool/result") == 2
+    database = tmp_path / "sessions.db"  # and a SQLite store, which holds the catalog too
+    async with EventLogSessionService(f"sqlite:///{database}") as service:
+        await _converse(service)
+    from tests.test_reference_interop import reference_load_sqlite
+
+    rows = reference_load_sqlite(database, id)
+    assert "error" not in rows, rows
+    assert [e["type"] for e in rows["events"]] == [e["type"] for e in loaded["events"]]
 
 
 @pytest.mark.process
