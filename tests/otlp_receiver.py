@@ -127,6 +127,12 @@ def receiver() -> Iterator[Receiver]:
                 return  # (the client is gone)
             if answer == "hang":
                 state.release.wait()
+            if answer.startswith("redirect "):  # "redirect URL": a 303 to another receiver
+                self.send_response(303)
+                self.send_header("Location", answer.split(" ", 1)[1])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if answer in ("500", "echo"):  # "echo": the reason quotes the request's credentials
                 reason = self.headers.get("Authorization", "") if answer == "echo" else None
                 self.send_response(500, reason)

@@ -187,6 +187,20 @@ def test_a_header_value_a_receiver_quotes_back_never_reaches_the_error(
     assert "s3cr3t-token" not in error
 
 
+def test_a_redirect_is_refused_and_the_headers_never_reach_its_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _plant(tmp_path, "request:1")
+    with receiver() as got, receiver() as elsewhere:
+        got.answer = f"redirect {elsewhere.url}"
+        headers = "Authorization=Bearer s3cr3t-token"
+        assert _export(tmp_path, got.url, "--headers", headers) == IO_ERROR
+        assert elsewhere.requests == 0
+    error = capsys.readouterr().err
+    assert "did not take" in error
+    assert "303" in error
+
+
 def test_a_hanging_receiver_times_out_and_a_gone_one_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

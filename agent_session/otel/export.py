@@ -69,6 +69,17 @@ def sink_name(endpoint: str) -> str:
     return "otlp:" + hashlib.sha256(mask_store(endpoint).encode()).hexdigest()[:16]
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a new receiver: following it would send the request's
+    headers (an API key) to wherever the receiver points."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # (urllib then raises the 3xx as an HTTPError)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 class OtlpSink:
     """An OTLP/HTTP receiver: spans (``shape="spans"``, to its ``/v1/traces``) or log records
     (``"records"``, :mod:`agent_session.otel.records`), encoded by the SDK's OTLP protobuf
@@ -138,7 +149,7 @@ class OtlpSink:
         """One request; ``""`` when the receiver acknowledged it (a 2xx), else what it said."""
         request = urllib.request.Request(self._url, body, self._headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as answer:
+            with _OPENER.open(request, timeout=self._timeout) as answer:
                 answer.read()
                 return ""
         except urllib.error.HTTPError as refused:
