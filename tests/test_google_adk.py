@@ -453,3 +453,16 @@ async def test_of_two_services_on_a_new_jsonl_session_the_first_to_write_wins(
         "from the other",
         "other's answer",
     ]
+
+
+async def test_a_refused_database_is_named_without_its_password() -> None:
+    import socket
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    url = f"postgresql://ada:hunter2@127.0.0.1:{port}/sessions"
+    async with EventLogSessionService(url) as service:
+        with pytest.raises(OSError, match="PostgreSQL at") as refused:
+            await service.get_session(app_name=APP, user_id="u", session_id="s")
+    assert "hunter2" not in str(refused.value)

@@ -22,6 +22,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_session.replace_file import replace_durably
+from agent_session.side_tables import SideDatabase
 
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec
@@ -102,29 +103,27 @@ _CREATE = (
     "incarnation BIGINT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (sink, session_id))"
 )
 _UPSERT = (
-    f"INSERT INTO {CURSOR_TABLE} (sink, session_id, incarnation, seq) VALUES ({{0}}, {{0}}, "
-    "{0}, {0}) ON CONFLICT (sink, session_id) DO UPDATE SET incarnation = excluded.incarnation, "
+    f"INSERT INTO {CURSOR_TABLE} (sink, session_id, incarnation, seq) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (sink, session_id) DO UPDATE SET incarnation = excluded.incarnation, "
     f"seq = excluded.seq WHERE {CURSOR_TABLE}.incarnation <> excluded.incarnation "
     f"OR {CURSOR_TABLE}.seq < excluded.seq"
 )
-_SELECT = f"SELECT incarnation, seq FROM {CURSOR_TABLE} WHERE sink = {{0}} AND session_id = {{0}}"
+_SELECT = f"SELECT incarnation, seq FROM {CURSOR_TABLE} WHERE sink = ? AND session_id = ?"
 
 
 class _SqlCursors:
-    """The table in a database: ``mark`` is the driver's parameter placeholder."""
+    """The table in a database."""
 
-    def __init__(self, db: Any, mark: str) -> None:
+    def __init__(self, db: SideDatabase) -> None:
         self._db = db
-        self._select = _SELECT.format(mark)
-        self._upsert = _UPSERT.format(mark)
         db.execute(_CREATE)
 
     def position(self, sink: str, session_id: str, incarnation: int) -> int:
-        row = self._db.execute(self._select, (sink, session_id)).fetchone()
-        return int(row[1]) if row is not None and row[0] == incarnation else -1
+        found = self._db.execute(_SELECT, (sink, session_id))
+        return int(found[0][1]) if found and found[0][0] == incarnation else -1
 
     def advance(self, sink: str, session_id: str, incarnation: int, seq: int) -> None:
-        self._db.execute(self._upsert, (sink, session_id, incarnation, seq))
+        self._db.execute(_UPSERT, (sink, session_id, incarnation, seq))
 
     def close(self) -> None:
         self._db.close()
@@ -135,12 +134,8 @@ def _sqlite_cursors(path: str) -> _SqlCursors:
     empty database the store would then refuse as foreign)."""
     uri = pathlib.Path(path).resolve().as_uri() + "?mode=rw"
     db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA synchronous = FULL")
-    db.execute("PRAGMA busy_timeout = 5000")
-    return _SqlCursors(db, "?")
+    return _SqlCursors(SideDatabase.sqlite(db))
 
 
 def _postgres_cursors(url: str) -> _SqlCursors:
-    import psycopg
-
-    return _SqlCursors(psycopg.connect(url, autocommit=True, connect_timeout=10), "%s")
+    return _SqlCursors(SideDatabase.postgres(url))

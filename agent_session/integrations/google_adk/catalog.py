@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_session.replace_file import replace_durably
+from agent_session.side_tables import SideDatabase
 
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec
@@ -92,16 +93,12 @@ def catalog_for(store: StoreSpec) -> Catalog:
     """The catalog of the store ``store`` names."""
     if store.kind == "jsonl":
         return _FileCatalog(store.path)
-    if store.kind == "sqlite":
+    if store.kind == "sqlite":  # (the store's own format first: a new file gets its schema)
         from persistence_sqlite.schema import open_database
 
         db = open_database(os.path.abspath(store.path), None, 5000).connection
-        return _SqlCatalog(db, "?", "BEGIN IMMEDIATE")
-    import psycopg
-
-    return _SqlCatalog(
-        psycopg.connect(store.path, autocommit=True, connect_timeout=10), "%s", "BEGIN"
-    )
+        return _SqlCatalog(SideDatabase.sqlite(db))
+    return _SqlCatalog(SideDatabase.postgres(store.path))
 
 
 # --- JSONL: a file per app --------------------------------------------------------------------
@@ -219,13 +216,10 @@ class _FileCatalog:
 
 
 class _SqlCatalog:
-    """The tables in a database: ``mark`` is the driver's parameter placeholder, ``begin``
-    the statement that starts a write transaction."""
+    """The tables in a database."""
 
-    def __init__(self, db: Any, mark: str, begin: str) -> None:
+    def __init__(self, db: SideDatabase) -> None:
         self._db = db
-        self._begin = begin
-        self._mark = mark
         db.execute(
             f"CREATE TABLE IF NOT EXISTS {SESSION_TABLE} (app TEXT NOT NULL, user_id TEXT NOT "
             "NULL, id TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION "
@@ -237,89 +231,57 @@ class _SqlCatalog:
             "PRIMARY KEY (app, scope, user_id, key))"
         )
 
-    def _sql(self, text: str) -> str:
-        return text.replace("?", self._mark)
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        self._db.execute(self._begin)
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-
-    def _set(self, db: Any, app: str, scope: str, user: str, delta: Mapping[str, Any]) -> None:
+    def _set(self, app: str, scope: str, user: str, delta: Mapping[str, Any]) -> None:
         for key, value in delta.items():
-            db.execute(
-                self._sql(
-                    f"INSERT INTO {STATE_TABLE} (app, scope, user_id, key, value) VALUES "
-                    "(?, ?, ?, ?, ?) ON CONFLICT (app, scope, user_id, key) DO UPDATE SET "
-                    "value = excluded.value"
-                ),
+            self._db.execute(
+                f"INSERT INTO {STATE_TABLE} (app, scope, user_id, key, value) VALUES "
+                "(?, ?, ?, ?, ?) ON CONFLICT (app, scope, user_id, key) DO UPDATE SET "
+                "value = excluded.value",
                 (app, scope, user, key, json.dumps(value, ensure_ascii=False)),
             )
 
     def add(
         self, app: str, row: Row, app_state: Mapping[str, Any], user_state: Mapping[str, Any]
     ) -> bool:
-        with self._transaction() as db:
-            found = db.execute(
-                self._sql(
-                    f"SELECT 1 FROM {SESSION_TABLE} WHERE app = ? AND user_id = ? AND id = ?"
-                ),
-                (app, row.user, row.id),
-            ).fetchone()
-            if found is not None:
+        with self._db.transaction() as db:
+            if db.execute(_SELECT_ONE.format("1"), (app, row.user, row.id)):
                 return False
+            state = json.dumps(row.state, ensure_ascii=False)
             db.execute(
-                self._sql(f"INSERT INTO {SESSION_TABLE} VALUES (?, ?, ?, ?, ?, ?)"),
-                (
-                    app,
-                    row.user,
-                    row.id,
-                    row.created,
-                    row.updated,
-                    json.dumps(row.state, ensure_ascii=False),
-                ),
+                f"INSERT INTO {SESSION_TABLE} VALUES (?, ?, ?, ?, ?, ?)",
+                (app, row.user, row.id, row.created, row.updated, state),
             )
-            self._set(db, app, "app", "", app_state)
-            self._set(db, app, "user", row.user, user_state)
+            self._set(app, "app", "", app_state)
+            self._set(app, "user", row.user, user_state)
         return True
 
     def get(self, app: str, user: str, id: str) -> Row | None:
-        found = self._db.execute(
-            self._sql(
-                f"SELECT created, updated, state FROM {SESSION_TABLE} WHERE app = ? AND "
-                "user_id = ? AND id = ?"
-            ),
-            (app, user, id),
-        ).fetchone()
-        return None if found is None else Row(user, id, found[0], found[1], json.loads(found[2]))
+        found = self._db.execute(_SELECT_ONE.format("created, updated, state"), (app, user, id))
+        if not found:
+            return None
+        created, updated, state = found[0]
+        return Row(user, id, created, updated, json.loads(state))
 
     def rows(self, app: str, user: str | None) -> list[Row]:
         query = f"SELECT user_id, id, created, updated, state FROM {SESSION_TABLE} WHERE app = ?"
         values: tuple[str, ...] = (app,)
         if user is not None:
             query, values = query + " AND user_id = ?", (app, user)
-        found = self._db.execute(self._sql(query), values).fetchall()
+        found = self._db.execute(query, values)
         return [Row(u, i, c, t, json.loads(state)) for u, i, c, t, state in found]
 
     def remove(self, app: str, user: str, id: str) -> None:
         self._db.execute(
-            self._sql(f"DELETE FROM {SESSION_TABLE} WHERE app = ? AND user_id = ? AND id = ?"),
+            f"DELETE FROM {SESSION_TABLE} WHERE app = ? AND user_id = ? AND id = ?",
             (app, user, id),
         )
 
     def shared(self, app: str, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
         found = self._db.execute(
-            self._sql(
-                f"SELECT scope, key, value FROM {STATE_TABLE} WHERE app = ? AND "
-                "((scope = 'app' AND user_id = '') OR (scope = 'user' AND user_id = ?))"
-            ),
+            f"SELECT scope, key, value FROM {STATE_TABLE} WHERE app = ? AND "
+            "((scope = 'app' AND user_id = '') OR (scope = 'user' AND user_id = ?))",
             (app, user),
-        ).fetchall()
+        )
         app_state = {key: json.loads(value) for scope, key, value in found if scope == "app"}
         user_state = {key: json.loads(value) for scope, key, value in found if scope == "user"}
         return app_state, user_state
@@ -332,17 +294,19 @@ class _SqlCatalog:
         user_delta: Mapping[str, Any],
         touched: Mapping[tuple[str, str], tuple[float, Mapping[str, Any]]],
     ) -> None:
-        with self._transaction() as db:
-            self._set(db, app, "app", "", app_delta)
-            self._set(db, app, "user", user, user_delta)
+        with self._db.transaction() as db:
+            self._set(app, "app", "", app_delta)
+            self._set(app, "user", user, user_delta)
             for (name, id), (time, state) in touched.items():
                 db.execute(
-                    self._sql(
-                        f"UPDATE {SESSION_TABLE} SET updated = ?, state = ? WHERE app = ? AND "
-                        "user_id = ? AND id = ? AND updated <= ?"
-                    ),
+                    f"UPDATE {SESSION_TABLE} SET updated = ?, state = ? WHERE app = ? AND "
+                    "user_id = ? AND id = ? AND updated <= ?",
                     (time, json.dumps(state, ensure_ascii=False), app, name, id, time),
                 )
 
     def close(self) -> None:
         self._db.close()
+
+
+_SELECT_ONE = f"SELECT {{}} FROM {SESSION_TABLE} WHERE app = ? AND user_id = ? AND id = ?"
+"""One session's columns (``{}``: which)."""

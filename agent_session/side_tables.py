@@ -1,0 +1,90 @@
+"""A connection to a store's database for the tables this build keeps beside the logs (the
+export cursors, the ADK catalog), which the reference never reads.
+
+Guarantees: statements are written with ``?`` marks whatever the driver; calls from several
+threads run one at a time, and a transaction holds the connection until it ends; a
+PostgreSQL driver failure is the ``OSError`` the store itself raises (its server named
+without a password, :mod:`persistence_postgres.unreachable`); a SQLite commit is durable
+when it returns (``synchronous = FULL``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+__all__ = ["SideDatabase"]
+
+
+class SideDatabase:
+    """One connection (autocommit), shared by threads."""
+
+    def __init__(self, db: Any, *, mark: str, begin: str, shown: str | None = None) -> None:
+        """``mark``: the driver's placeholder; ``begin``: what starts a write transaction;
+        ``shown``: the PostgreSQL server as errors name it (``None`` for SQLite)."""
+        self._db = db
+        self._mark = mark
+        self._begin = begin
+        self._shown = shown
+        self._lock = threading.RLock()
+
+    @classmethod
+    def sqlite(cls, db: sqlite3.Connection) -> SideDatabase:
+        """A SQLite connection opened with ``isolation_level=None`` and
+        ``check_same_thread=False``."""
+        db.execute("PRAGMA synchronous = FULL")
+        db.execute("PRAGMA busy_timeout = 5000")
+        return cls(db, mark="?", begin="BEGIN IMMEDIATE")
+
+    @classmethod
+    def postgres(cls, url: str) -> SideDatabase:
+        """A new connection to the server ``url`` names.
+
+        Raises:
+            OSError: It cannot be reached or refuses us (no password in the message).
+        """
+        import psycopg
+
+        from persistence_postgres.unreachable import CONNECT_TIMEOUT_S, translated
+        from session.persistence.redaction import mask_store
+
+        shown = mask_store(url)
+        with translated(shown):
+            db = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        return cls(db, mark="%s", begin="BEGIN", shown=shown)
+
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        with self._lock:
+            if self._shown is None:
+                yield
+                return
+            from persistence_postgres.unreachable import translated
+
+            with translated(self._shown):
+                yield
+
+    def execute(self, sql: str, values: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement; its rows (``[]`` for one that returns none)."""
+        with self._guarded():
+            cursor = self._db.execute(sql.replace("?", self._mark), tuple(values))
+            return list(cursor.fetchall()) if cursor.description is not None else []
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[SideDatabase]:
+        """Statements that commit together (or, on an error, not at all)."""
+        with self._guarded():
+            self._db.execute(self._begin)
+            try:
+                yield self
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
