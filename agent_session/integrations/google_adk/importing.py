@@ -12,6 +12,7 @@ state.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -46,55 +47,53 @@ def _read(
         raise FileNotFoundError(f'no ADK session database at "{database}"')
     uri = pathlib.Path(database).resolve().as_uri() + "?mode=ro"
     try:
-        db = sqlite3.connect(uri, uri=True)
-        try:
-            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
-            if not {"sessions", "events"} <= tables:
-                raise ValueError(
-                    f'"{database}" is not an ADK session database (it has no sessions and '
-                    "events tables)"
-                )
-            columns = {row[1] for row in db.execute("PRAGMA table_info(events)")}
-            if "event_data" not in columns:
-                raise ValueError(
-                    f'"{database}" has ADK\'s oldest schema (pickled event actions), which this '
-                    "build does not read: convert it with ADK's `adk migrate session` first"
-                )
-            found = db.execute(
-                "SELECT app_name, user_id, state FROM sessions WHERE id = ?", (session_id,)
-            ).fetchall()
-            if not found:
-                raise LookupError(f'"{database}" has no ADK session {session_id!r}')
-            if len(found) > 1:
-                owners = ", ".join(f"app {a!r} user {u!r}" for a, u, _ in found)
-                raise ValueError(
-                    f'"{database}" has several ADK sessions {session_id!r} ({owners}); this '
-                    "import takes an id that names one"
-                )
-            app, user, state = found[0]
-            events = [
-                json.loads(data)
-                for (data,) in db.execute(
-                    "SELECT event_data FROM events WHERE app_name = ? AND user_id = ? AND "
-                    "session_id = ? ORDER BY timestamp, rowid",
-                    (app, user, session_id),
-                )
-            ]
-            shared: dict[str, Any] = {}
-            if "app_states" in tables:
-                for (text,) in db.execute(
-                    "SELECT state FROM app_states WHERE app_name = ?", (app,)
-                ):
-                    shared.update({"app:" + k: v for k, v in json.loads(text).items()})
-            if "user_states" in tables:
-                for (text,) in db.execute(
-                    "SELECT state FROM user_states WHERE app_name = ? AND user_id = ?", (app, user)
-                ):
-                    shared.update({"user:" + k: v for k, v in json.loads(text).items()})
-        finally:
-            db.close()
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+            return _session(db, database, session_id)
     except sqlite3.DatabaseError as e:
         raise ValueError(f'"{database}" cannot be read as an ADK session database: {e}') from e
+
+
+def _session(
+    db: sqlite3.Connection, database: str, session_id: str
+) -> tuple[str, str, dict[str, Any], list[Any], dict[str, Any]]:
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+    if not {"sessions", "events"} <= tables:
+        raise ValueError(
+            f'"{database}" is not an ADK session database (it has no sessions and events tables)'
+        )
+    if "event_data" not in {row[1] for row in db.execute("PRAGMA table_info(events)")}:
+        raise ValueError(
+            f'"{database}" has ADK\'s oldest schema (pickled event actions), which this build '
+            "does not read: convert it with ADK's `adk migrate session` first"
+        )
+    found = db.execute(
+        "SELECT app_name, user_id, state FROM sessions WHERE id = ?", (session_id,)
+    ).fetchall()
+    if not found:
+        raise LookupError(f'"{database}" has no ADK session {session_id!r}')
+    if len(found) > 1:
+        owners = ", ".join(f"app {a!r} user {u!r}" for a, u, _ in found)
+        raise ValueError(
+            f'"{database}" has several ADK sessions {session_id!r} ({owners}); this import '
+            "takes an id that names one"
+        )
+    app, user, state = found[0]
+    events = [
+        json.loads(data)
+        for (data,) in db.execute(
+            "SELECT event_data FROM events WHERE app_name = ? AND user_id = ? AND "
+            "session_id = ? ORDER BY timestamp, rowid",
+            (app, user, session_id),
+        )
+    ]
+    shared: dict[str, Any] = {}
+    for table, prefix, where, values in (
+        ("app_states", "app:", "app_name = ?", (app,)),
+        ("user_states", "user:", "app_name = ? AND user_id = ?", (app, user)),
+    ):
+        if table in tables:
+            for (text,) in db.execute(f"SELECT state FROM {table} WHERE {where}", values):
+                shared.update({prefix + k: v for k, v in json.loads(text).items()})
     return app, user, json.loads(state) if isinstance(state, str) else dict(state), events, shared
 
 

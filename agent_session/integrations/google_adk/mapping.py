@@ -37,7 +37,6 @@ from session.errors import SessionDataError
 from session.events.builders import model_message, tool_call_block, tool_result_message
 from session.events.eventlog import is_run, iter_parts
 from session.events.types import ADK_EVENT, ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
-from session.json.lossless import thaw
 
 __all__ = [
     "LOG_PREFIX",
@@ -233,13 +232,10 @@ def project(
         if answers:
             yield answered_at, _answers_event(answers, asked, answered_at, time)
             answers = []
-        for adk in kept or ():
-            if type(adk) is str:
-                adk = decode(adk)
-            elif isinstance(adk, Mapping):
-                adk = thaw(adk)
-            else:
-                continue
+        for text in kept or ():
+            if type(text) is not str:
+                continue  # (not an ADK event this build wrote)
+            adk = decode(text)
             if kind != USER_MESSAGE and kind != TOOL_RESULT:  # (only a model asks)
                 for call in calls_of(adk):
                     asked[str(call.get("id"))] = (

@@ -15,9 +15,11 @@ Guarantees:
   was recorded: the tool may have run) or ``TOOL_NOT_STARTED``, so the next model request
   is valid.
 - One writer per session: a session this service reads becomes its own (the store's writer
-  lock; a SQLite store's lease) until :meth:`release` or :meth:`aclose`. Another process
-  gets the session read-only, and its first ``append_event`` raises
-  ``SessionCollisionError`` naming the holder; nothing is ever spliced into the log.
+  lock; a SQLite store's lease) until :meth:`release`, :meth:`aclose`, or ``max_open`` other
+  sessions were used after it. Another process gets the session read-only, and its first
+  ``append_event`` raises ``SessionCollisionError`` naming the holder; nothing is ever
+  spliced into the log. (A new session of a JSONL store has no log, and so no lock, until
+  its first event: then the first writer's append wins and the other's is refused.)
 - A session's first read in a process reads its log once; later reads read nothing but
   the catalog, and only the events a ``GetSessionConfig`` selects are rebuilt.
 - Usable from any thread and any event loop (the store runs on a private loop).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
@@ -88,33 +91,41 @@ class EventLogSessionService(BaseSessionService):
         self._catalog: Catalog | None = None
         self._leases: FileLeases | None = None
         self._views: dict[str, View] = {}
-        self._catalog_lock: asyncio.Lock | None = None
+        self._starting: asyncio.Future[tuple[Runtime, Catalog]] | None = None
+        self._home_lock = threading.Lock()
         self._touched: dict[str, dict[tuple[str, str], tuple[float, dict[str, Any]]]] = {}
 
     # --- where the work runs ----------------------------------------------------------------
 
     async def _call(self, work: Coroutine[Any, Any, T]) -> T:
-        if self._home is None:
-            self._home = HomeLoop("agent-session google-adk")
-        return await self._home.run(work)
+        with self._home_lock:  # (callers on several threads share one home)
+            if self._home is None:
+                self._home = HomeLoop("agent-session google-adk")
+            home = self._home
+        return await home.run(work)
 
     async def _catalog_call(self, method: Callable[..., T], *args: Any) -> T:
-        """A catalog call, on a worker thread, one at a time (a database connection runs
-        one transaction at a time)."""
-        if self._catalog_lock is None:
-            self._catalog_lock = asyncio.Lock()  # (on the home loop)
-        async with self._catalog_lock:
-            return await asyncio.to_thread(method, *args)
+        """A catalog call, on a worker thread (the catalog takes one at a time)."""
+        return await asyncio.to_thread(method, *args)
 
     async def _started(self) -> tuple[Runtime, Catalog]:
-        if self._runtime is None or self._catalog is None:
-            catalog = await asyncio.to_thread(catalog_for, self._spec)
-            runtime = Runtime()
-            runtime.install(self._spec.open(**self._options))
-            self._runtime, self._catalog = runtime, catalog
-            if self._spec.kind == "sqlite":
-                self._leases = FileLeases(os.path.abspath(self._spec.path) + ".adk-leases")
-        return self._runtime, self._catalog
+        if self._starting is None:  # (the first call starts the store; the others wait)
+            self._starting = asyncio.ensure_future(self._start())
+        try:
+            return await asyncio.shield(self._starting)
+        except BaseException:
+            if self._starting.done():
+                self._starting = None  # (a failed start is tried again by the next call)
+            raise
+
+    async def _start(self) -> tuple[Runtime, Catalog]:
+        catalog = await asyncio.to_thread(catalog_for, self._spec)
+        runtime = Runtime()
+        runtime.install(self._spec.open(**self._options))
+        self._runtime, self._catalog = runtime, catalog
+        if self._spec.kind == "sqlite":
+            self._leases = FileLeases(os.path.abspath(self._spec.path) + ".adk-leases")
+        return runtime, catalog
 
     # --- BaseSessionService ---------------------------------------------------------------
 
@@ -330,7 +341,7 @@ class EventLogSessionService(BaseSessionService):
                 self._catalog.close()
             if self._leases is not None:
                 self._leases.close()
-            self._runtime = self._catalog = self._leases = None
+            self._runtime = self._catalog = self._leases = self._starting = None
             self._views.clear()
 
     async def _view(self, app: str, user: str, sid: str, row: Row) -> View:

@@ -17,7 +17,6 @@ from typing import Any
 
 from agent_session.integrations.google_adk.mapping import (
     assistant_data,
-    calls_of,
     encode,
     kind_of,
     responses_of,
@@ -59,12 +58,11 @@ def write_event(session: Session, brackets: BracketCursor, event: Mapping[str, A
         data = assistant_data(event, kept, turn.number, turn.last_step)
         session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=[])
         turn.step_answered = turn.answered_any = True
-        calls = calls_of(event)
-        for block in data["message"]["content"]:
-            if block["type"] == "tool-call":
-                turn.calls[block["id"]] = (turn.last_step, block["name"], block["arguments"], None)
-                record_call(session, turn, block["id"])
-        if not calls:
+        asked = [block for block in data["message"]["content"] if block["type"] == "tool-call"]
+        for block in asked:
+            turn.calls[block["id"]] = (turn.last_step, block["name"], block["arguments"], None)
+            record_call(session, turn, block["id"])
+        if not asked:
             end_turn(session, turn)
     elif kind == "results":
         assert turn is not None
