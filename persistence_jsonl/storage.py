@@ -133,6 +133,8 @@ class JsonlStorage(Storage):
         """Whether appends pack runs of streamed deltas into rows."""
         self._append_ms = 0.0  # how long the latest write-and-fsync took; 0 = not measured
         self._writers: IOThreads | None = None  # appends' I/O threads (_io)
+        self._unsynced_dirs: dict[str, list[str]] = {}
+        """id -> the directories whose new entries (made for its log) are not yet synced."""
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -184,7 +186,8 @@ class JsonlStorage(Storage):
 
     def _own(self, header: SessionHeader) -> None:
         """Hold the session's writer lock from the first write or repair until the session
-        is released or the storage closes, creating its directories durably first."""
+        is released or the storage closes, creating its directories first (their names are
+        made durable by :meth:`_sync_new_dirs`)."""
         if self._locks.holds(header.id):
             return
         directory = session_dir(self.root, header)
@@ -196,10 +199,22 @@ class JsonlStorage(Storage):
         parent = os.path.dirname(paths[0])
         for path in paths:
             if self.ops.mkdir(path):  # a link planted below the root is refused
-                self.ops.fsync_dir(parent)
+                self._unsynced_dirs.setdefault(header.id, []).append(parent)
             parent = path
         self._locks.take(header.id, directory)
         self._encodings[header.id] = self.new_encoding
+
+    def _sync_new_dirs(self, id: str) -> None:
+        """Make the names of the directories :meth:`_own` created for ``id`` durable. Done
+        after the log is linked and its directory synced, not after each ``mkdir``: nothing
+        is acknowledged before this returns, and on ext4-like journals the log's own syncs
+        have committed these names already, so a new session's first write waits for two
+        journal commits, not three. A failure keeps them owed, for the next attempt."""
+        owed = self._unsynced_dirs.get(id, [])
+        while owed:
+            self.ops.fsync_dir(owed[-1])  # the deepest first
+            owed.pop()
+        self._unsynced_dirs.pop(id, None)
 
     async def writer_elsewhere(self, id: str) -> bool:
         """Whether another process or instance holds ``id``'s writer lock (read from
@@ -326,11 +341,17 @@ class JsonlStorage(Storage):
         elsewhere = self.reader.find(header.id)
         if elsewhere is not None and elsewhere != final:
             raise _collision(header.id)
-        self._own(header)  # creates the directories, durably
+        self._own(header)  # creates the directories
         content = encoding.wrap(header_line(header) + b"\n") + encoding.wrap(data)
         elapsed = create_by_link(self.ops, directory, final, content)
         if elapsed is None:
             raise _collision(header.id)
+        try:
+            self._sync_new_dirs(header.id)
+        except BaseException:  # the log's name is not known to be durable: withdraw it
+            with contextlib.suppress(OSError):
+                self.ops.unlink(final)
+            raise
         if elapsed:  # 0.0: an earlier attempt's log was confirmed, nothing was written
             self._append_ms = elapsed
 

@@ -7,7 +7,8 @@ kernel may have kept:
 
 - bytes appended but not yet fsynced: dropped, cut at every byte, or replaced with zeros;
 - a truncation not yet fsynced: lost or kept;
-- a directory entry (a link, a new directory) whose directory was not yet fsynced: lost or kept.
+- a directory entry (a link, a new directory) whose directory was not yet fsynced: lost or kept
+  (a log is lost with any directory on its path whose name was not yet synced).
 
 Each state is loaded by a fresh backend. Invariant: every event whose ``flush`` had returned
 before the crash point is present and unchanged, and the log loads (with closers where a turn
@@ -116,6 +117,7 @@ class Model:
     def __init__(self) -> None:
         self.names: dict[str, Inode] = {}  # current namespace (files only)
         self.durable_names: dict[str, Inode] = {}
+        self.new_dirs: dict[str, bool] = {}  # directories made: whether their name is synced
 
     def apply(self, op: tuple[Any, ...]) -> None:
         kind = op[0]
@@ -132,7 +134,12 @@ class Model:
             self.names[op[2]] = self.names[op[1]]
         elif kind == "unlink":
             self.names.pop(op[1], None)
+        elif kind == "mkdir":
+            self.new_dirs[op[1].rstrip("/")] = False
         elif kind == "fsync_dir":
+            for directory in self.new_dirs:
+                if os.path.dirname(directory) == op[1].rstrip("/"):
+                    self.new_dirs[directory] = True
             prefix = op[1].rstrip("/") + "/"
             for name in list(self.durable_names):
                 if (
@@ -149,7 +156,17 @@ class Model:
         """(name, None if the name may be lost, inode) for every transcript name."""
         for name, inode in self.names.items():
             if name.endswith(("/" + PLAIN.filename, "/" + ZSTD.filename)):
-                yield name, (b"" if name in self.durable_names else None), inode
+                durable = name in self.durable_names and self._path_durable(name)
+                yield name, (b"" if durable else None), inode
+
+    def _path_durable(self, name: str) -> bool:
+        """Whether every directory made on the way to ``name`` has a synced name."""
+        directory = os.path.dirname(name)
+        while directory != os.path.dirname(directory):
+            if not self.new_dirs.get(directory, True):
+                return False
+            directory = os.path.dirname(directory)
+        return True
 
     def states(self, every_byte: bool) -> Iterator[tuple[str, dict[str, bytes]]]:
         """Possible on-disk transcripts after a crash now: ``{path: bytes}`` per state."""
