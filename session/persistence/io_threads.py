@@ -10,10 +10,11 @@ sessions checkpointed 21-34% faster over these threads (medians of three alterna
 rounds).
 
 Guarantees: calls start in the order they were submitted; a thread is started when none is
-idle, up to ``size``; a call's exception is raised by its future; a call whose future was
-cancelled still runs to its end (I/O is never abandoned halfway), and its outcome is dropped;
-the threads are daemons, and :meth:`shutdown` ends each once the calls submitted before it
-have run and refuses later ones, as an executor does.
+idle, up to ``size`` (by a starter thread: the loop never waits for a thread to start); a
+call's exception is raised by its future; a call whose future was cancelled still runs to its
+end (I/O is never abandoned halfway), and its outcome is dropped; the threads are daemons, and
+:meth:`shutdown` ends each once the calls submitted before it have run and refuses later
+ones, as an executor does.
 
 Internal to ``session.persistence``: a backend imports what it needs of this module from
 :mod:`session.persistence.kit`, whose names stay.
@@ -45,7 +46,10 @@ class IOThreads:
         self._size = size
         self._name = name
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
+        self._count = 0
+        """How many threads were asked for (each is started by the starter thread)."""
+        self._starts: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._starter: threading.Thread | None = None
         self._idle: queue.SimpleQueue[None] = queue.SimpleQueue()
         """A token per thread that finished a call and waits for the next: a call takes one,
         or starts a thread when none is left (up to ``size``). A thread leaves its token
@@ -69,21 +73,34 @@ class IOThreads:
         try:
             self._idle.get_nowait()  # a waiting thread takes it
         except queue.Empty:
-            if len(self._threads) < self._size:
-                thread = threading.Thread(
-                    target=self._serve, name=f"{self._name}-{len(self._threads)}", daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
+            if self._count < self._size:
+                self._grow()
         return future
+
+    def _grow(self) -> None:
+        """Have one more thread started, without waiting for it to run: ``Thread.start``
+        waits for that, which takes milliseconds while other threads hold the GIL, and many
+        sessions' first checkpoints would have the loop wait so for each thread. A starter
+        thread of the pool's own (started with the first call) waits instead."""
+        if self._starter is None:
+            self._starter = threading.Thread(
+                target=self._start_threads, name=f"{self._name}-starter", daemon=True
+            )
+            self._starter.start()
+        self._starts.put(self._count)
+        self._count += 1
+
+    def _start_threads(self) -> None:
+        while (number := self._starts.get()) is not None:
+            threading.Thread(target=self._serve, name=f"{self._name}-{number}", daemon=True).start()
 
     def shutdown(self) -> None:
         """End every thread once the calls already submitted have run (without waiting);
         later calls are refused."""
         self._shut = True
-        for _ in self._threads:
+        for _ in range(self._count):  # (a thread the starter has yet to start takes one too)
             self._calls.put(None)
-        self._threads = []
+        self._starts.put(None)
 
     def _post(
         self,
