@@ -3,6 +3,7 @@ events loaded), no timing assertions."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,32 @@ def test_sharded_workers_write_every_session_of_theirs(tmp_path: Path) -> None:
     for session in ids:
         lines = (tmp_path / "_no-cwd" / session / "session.jsonl").read_text().splitlines()
         assert len(lines) == 1 + 1 + 3 * 4  # header, turn/start, per step 3 events and a row
+
+
+def test_against_pairs_every_figure_of_each_round_and_removes_its_worktree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.against import FIGURES, HERE, main
+
+    assert (
+        main(["HEAD", "--rounds", "2", "--steps", "3", "--sessions", "2", "--dir", str(tmp_path)])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.count("round ") == 2
+    summary = out.split("over the rounds")[1].splitlines()[1:]
+    assert [line.split()[0] for line in summary] == list(FIGURES)
+    for line in summary:
+        low, middle, high = map(float, line.split()[1:])
+        assert 0 < low <= middle <= high
+    worktrees = subprocess.run(
+        ["git", "-C", str(HERE), "worktree", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "bench-against-" not in worktrees
+
+
+def test_against_refuses_what_is_neither_a_tree_nor_a_commit(tmp_path: Path) -> None:
+    from bench.against import main
+
+    with pytest.raises(SystemExit, match="cannot check out 'no-such-rev'"):
+        main(["no-such-rev", "--rounds", "1", "--dir", str(tmp_path)])
