@@ -4,7 +4,8 @@ or the path of a source tree (a compiled build, say).
 
 Each round runs the other tree, then this one, each in a fresh process, and pairs their
 figures: one session's checkpoints per second and the event loop's CPU per checkpoint
-(``time.thread_time``), then the same for 16 sessions on one loop. The machines these run on
+(``time.thread_time``), then the same for 16 sessions on one loop; each figure the median of
+three runs after a warm-up. The machines these run on
 are shared, and their disk and CPU speed drift within minutes, so a ratio is only taken
 within a round. Every round is printed, then the min, median and max of each ratio.
 
@@ -57,11 +58,14 @@ async def many(steps):
     shutil.rmtree(root)
     return got.per_second, got.busy / got.per_second * 1e6
 
+def median(pairs):
+    return [sorted(column)[len(column) // 2] for column in zip(*pairs)]
+
 async def main():
     await one(max(2, steps // 10)), await many(max(2, steps // 10))  # warm-up
-    rate_1, loop_1 = await one(steps * 4)
-    rate_16, loop_16 = await many(steps)
-    print(json.dumps([rate_1, loop_1, rate_16, loop_16]))
+    ones = [await one(steps * 2) for _ in range(3)]
+    manys = [await many(steps) for _ in range(3)]
+    print(json.dumps(median(ones) + median(manys)))
 
 asyncio.run(main())
 """
@@ -110,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("other", help="a commit, or the path of a source tree")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (5)")
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the logs go")
-    parser.add_argument("--steps", type=int, default=50, help="steps of each of 16 sessions")
+    parser.add_argument("--steps", type=int, default=100, help="steps of each of 16 sessions")
     parser.add_argument("--sessions", type=int, default=16, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     ratios: dict[str, list[float]] = {key: [] for key in FIGURES}
