@@ -35,12 +35,16 @@ class RollbackFailed(Exception):
         self.rollback_error = rollback_error
 
 
-def create_by_link(ops: FileOps, directory: str, final: str, content: bytes) -> float | None:
-    """Create ``final`` (in ``directory``, which exists durably) holding exactly ``content``.
+def create_by_link(
+    ops: FileOps, directory: str, final: str, content: bytes, *, fresh: bool = False
+) -> float | None:
+    """Create ``final`` (in ``directory``) holding exactly ``content``.
 
     Protocol: write and fsync a fresh temp file, ``link`` it to ``final`` (which fails if a
     file is there), fsync the directory, unlink the temp. Temp files a crash left beside
-    ``final`` are removed first.
+    ``final`` are removed first; with ``fresh`` (the caller made ``directory`` just now, so
+    neither an earlier attempt's log nor a crash's temp file can be in it) none is looked for.
+    The caller makes ``directory``'s own name durable.
 
     Crash guarantee: at any instant ``final`` is absent or holds all of ``content``; when this
     returns, the name and the bytes are on stable storage. If the directory fsync fails the
@@ -49,15 +53,16 @@ def create_by_link(ops: FileOps, directory: str, final: str, content: bytes) -> 
     Returns how long writing and syncing the content took (ms) once created, ``0.0`` when
     ``final`` already holds exactly ``content`` (an earlier attempt of this very creation
     linked it but failed before confirming it: it is confirmed now), and ``None`` (nothing
-    written) when ``final`` exists with other content.
+    written) when ``final`` exists with other content, or was created by another writer
+    meanwhile.
     """
-    if ops.stat(final) is not None:
+    if not fresh and ops.stat(final) is not None:
         if ops.read(final) == content:
             ops.fsync_dir(directory)
             return 0.0
         return None
     prefix = os.path.basename(final) + "."
-    for name in ops.listdir(directory):  # temp files left by a crash
+    for name in () if fresh else ops.listdir(directory):  # temp files left by a crash
         if name.startswith(prefix) and name.endswith(".tmp"):
             ops.unlink(os.path.join(directory, name))
     temp = f"{final}.{secrets.token_hex(6)}.tmp"
@@ -72,9 +77,11 @@ def create_by_link(ops: FileOps, directory: str, final: str, content: bytes) -> 
     ops.close(fd)
     try:
         ops.link(temp, final)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             ops.unlink(temp)
+        if isinstance(e, FileExistsError):
+            return None  # another writer created it meanwhile
         raise
     failpoint("materialize:after-link")
     try:

@@ -184,12 +184,13 @@ class JsonlStorage(Storage):
         self._encodings[id] = encoding_of(path)
         return True
 
-    def _own(self, header: SessionHeader) -> None:
+    def _own(self, header: SessionHeader) -> bool:
         """Hold the session's writer lock from the first write or repair until the session
         is released or the storage closes, creating its directories first (their names are
-        made durable by :meth:`_sync_new_dirs`)."""
+        made durable by :meth:`_sync_new_dirs`). Returns whether it made the session's
+        directory just now."""
         if self._locks.holds(header.id):
-            return
+            return False
         directory = session_dir(self.root, header)
         paths = [os.path.join(self.root, project_dir(header.cwd)), directory]
         ancestor = self.root  # the root and its missing ancestors, created like the reference
@@ -197,12 +198,15 @@ class JsonlStorage(Storage):
             paths.insert(0, ancestor)
             ancestor = os.path.dirname(ancestor)
         parent = os.path.dirname(paths[0])
+        made = False
         for path in paths:
-            if self.ops.mkdir(path):  # a link planted below the root is refused
+            made = self.ops.mkdir(path)  # a link planted below the root is refused
+            if made:
                 self._unsynced_dirs.setdefault(header.id, []).append(parent)
             parent = path
         self._locks.take(header.id, directory)
         self._encodings[header.id] = self.new_encoding
+        return made
 
     def _sync_new_dirs(self, id: str) -> None:
         """Make the names of the directories :meth:`_own` created for ``id`` durable. Done
@@ -341,9 +345,9 @@ class JsonlStorage(Storage):
         elsewhere = self.reader.find(header.id)
         if elsewhere is not None and elsewhere != final:
             raise _collision(header.id)
-        self._own(header)  # creates the directories
+        fresh = self._own(header)  # creates the directories
         content = encoding.wrap(header_line(header) + b"\n") + encoding.wrap(data)
-        elapsed = create_by_link(self.ops, directory, final, content)
+        elapsed = create_by_link(self.ops, directory, final, content, fresh=fresh)
         if elapsed is None:
             raise _collision(header.id)
         try:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent_session.testing.logs import closed_turn, detached, header
-from persistence_jsonl import JsonlPersistence, encode_segment, project_key
+from persistence_jsonl import FileOps, JsonlPersistence, encode_segment, project_key
 from persistence_jsonl.encoder import encode_batch
 from persistence_jsonl.scan import scan_log
 from session import (
@@ -562,6 +562,26 @@ async def test_an_existing_log_is_never_overwritten_by_materialization(tmp_path:
         await second.append("once", detached("once").events)
     assert len(await JsonlPersistence(tmp_path).read_from("once", 0)) == 6
     await second.aclose()
+
+
+class _RacedOps(FileOps):
+    """Another writer's log appears at the final name just before this writer links its
+    own there (after every check this writer made)."""
+
+    def link(self, source: str, target: str) -> None:
+        Path(target).write_bytes(b"another writer's log\n")
+        super().link(source, target)
+
+
+async def test_a_log_another_writer_links_first_is_refused_and_kept(tmp_path: Path) -> None:
+    backend = JsonlPersistence(tmp_path, ops=_RacedOps())
+    await backend.create(header("raced"))
+    with pytest.raises(SessionCollisionError, match="a log already exists on disk"):
+        await backend.append("raced", detached("raced").events)
+    directory = tmp_path / "_no-cwd" / "raced"
+    assert (directory / "session.jsonl").read_bytes() == b"another writer's log\n"
+    assert sorted(os.listdir(directory)) == ["session.jsonl", "session.lock"]  # no temp left
+    await backend.aclose()
 
 
 async def test_revisions_are_source_qualified(tmp_path: Path) -> None:
