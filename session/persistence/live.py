@@ -50,6 +50,10 @@ class _Live:
     init: asyncio.Future[None] | None = None
     """The binding of the session to its id (:meth:`LiveWriter._bind`)."""
     retired: bool = False
+    unstored: bool = False
+    """Created here while storage said at once that nothing is stored under its id: binding
+    neither takes nor reads a stored log (the first write creates the log, and refuses one
+    another writer made meanwhile)."""
     lines: dict[int, bytes] = field(default_factory=dict)
     """The line of each buffered event but a delta, by seq, encoded as it was committed when
     the storage writes lines (a batch takes its own, so a checkpoint does not wait for them)."""
@@ -132,17 +136,20 @@ class LiveWriter:
         if session in self._live:
             return
         known = self._ledger.state(session.id)
-        if not session.events and (
-            (known is not None and known.materialized) or self._storage.stored_now(session.id)
-        ):
-            raise SessionCollisionError(
-                f'session "{session.id}" already has a stored log: resume it '
-                "(sessions.resume, or sessions.open_or_create) instead of creating it"
-            )
-        self.start(session)
+        stored: bool | None = None
+        if not session.events:
+            if not (known is not None and known.materialized):
+                stored = self._storage.stored_now(session.id)
+            if stored or (known is not None and known.materialized):
+                raise SessionCollisionError(
+                    f'session "{session.id}" already has a stored log: resume it '
+                    "(sessions.resume, or sessions.open_or_create) instead of creating it"
+                )
+        self.start(session, unstored=stored is False and known is None)
 
-    def start(self, session: Session) -> None:
-        """Start writing the live ``session`` (nothing when it already is)."""
+    def start(self, session: Session, *, unstored: bool = False) -> None:
+        """Start writing the live ``session`` (nothing when it already is); ``unstored``: see
+        :attr:`_Live.unstored`."""
         if session in self._live:
             return
         live = _Live(
@@ -154,6 +161,7 @@ class LiveWriter:
                 label=f'"{session.id}"',
             ),
             session.id,
+            unstored=unstored,
         )
         self._live[session] = live
         try:
@@ -261,8 +269,11 @@ class LiveWriter:
             state = ledger.state(id)
             if state is not None and state.owner is session:
                 return
-            await ledger.claim(id)
-            state = ledger.state(id)
+            live = self._live.get(session)
+            unstored = state is None and live is not None and live.unstored
+            if not unstored:  # (a new session's log is locked and checked as it is created)
+                await ledger.claim(id)
+                state = ledger.state(id)
             if state is not None and state.owner is not None:
                 owner = state.owner
                 other = self._live.get(owner) if isinstance(owner, Session) else None
@@ -274,7 +285,11 @@ class LiveWriter:
                 ledger.forget(id)
                 state = None
             if state is None:
-                state = await self._adopt(session)
+                state = (
+                    ledger.record(State(session.header, 0, False))
+                    if unstored
+                    else await self._adopt(session)
+                )
             else:
                 _check_cwd(id, state.header, session)
                 if state.cursor:
