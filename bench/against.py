@@ -1,13 +1,14 @@
-"""``python -m bench.against OTHER [--rounds N] [--dir DIR]``: this tree's write path against
-another's, in alternating rounds. ``OTHER`` is a commit (checked out in a temporary worktree)
-or the path of a source tree (a compiled build, say).
+"""``python -m bench.against OTHER [--rounds N] [--dir DIR] [--loads]``: this tree's write
+path against another's, in alternating rounds. ``OTHER`` is a commit (checked out in a
+temporary worktree) or the path of a source tree (a compiled build, say).
 
 Each round runs the other tree, then this one, each in a fresh process, and pairs their
 figures: one session's checkpoints per second and the event loop's CPU per checkpoint
 (``time.thread_time``), then the same for 16 sessions on one loop; each figure the median of
-three runs after a warm-up. The machines these run on
-are shared, and their disk and CPU speed drift within minutes, so a ratio is only taken
-within a round. Every round is printed, then the min, median and max of each ratio.
+three runs after a warm-up (with ``--loads``, then one cold load, resume and idle RSS each).
+The machines these run on are shared, and their disk and CPU speed drift within minutes, so
+a ratio is only taken within a round. Every round is printed, then the min, median and max
+of each ratio.
 
 The workload is each tree's own (``bench.workload``): what its agent loop streams through.
 """
@@ -32,6 +33,9 @@ HERE = Path(__file__).resolve().parent.parent
 """The root of this source tree."""
 
 FIGURES = ("checkpoints_per_s_1", "loop_us_1", "checkpoints_per_s_16", "loop_us_16")
+LOAD_FIGURES = ("load_events_per_s", "resume_ms_100k", "idle_rss_bytes")
+"""With ``--loads``: a cold load of a 100,004-event log, resuming an interrupted one of
+100,000 events, and the RSS of one idle live session (of 1,000)."""
 
 _DRIVER = """
 import asyncio, json, shutil, sys, tempfile, time
@@ -39,7 +43,7 @@ from bench.many import many_sessions
 from bench.stacks import stack
 from bench.workload import run_steps
 
-base, steps, sessions = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+base, steps, sessions, loads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 
 async def one(steps):
     root = tempfile.mkdtemp(dir=base)
@@ -65,16 +69,29 @@ async def main():
     await one(max(2, steps // 10)), await many(max(2, steps // 10))  # warm-up
     ones = [await one(steps * 2) for _ in range(3)]
     manys = [await many(steps) for _ in range(3)]
-    print(json.dumps(median(ones) + median(manys)))
+    figures = median(ones) + median(manys)
+    if loads == "loads":
+        from bench.__main__ import big_step
+        from bench.resume import resume_100k
+        from bench.scale import idle_rss_per_session
+        for measure, pick in ((big_step, 1), (resume_100k, 0), (idle_rss_per_session, None)):
+            root = tempfile.mkdtemp(dir=base)
+            got = await measure(root)
+            figures.append(got if pick is None else got[pick])
+            shutil.rmtree(root)
+    print(json.dumps(figures))
 
 asyncio.run(main())
 """
 
 
-def measure(tree: Path, base: str, steps: int, sessions: int) -> dict[str, float]:
-    """The figures of ``tree``'s write path, from a fresh process."""
+def measure(
+    tree: Path, base: str, steps: int, sessions: int, loads: bool = False
+) -> dict[str, float]:
+    """The figures of ``tree``'s write path (and, with ``loads``, its reads), from a fresh
+    process."""
     done = subprocess.run(
-        [sys.executable, "-c", _DRIVER, base, str(steps), str(sessions)],
+        [sys.executable, "-c", _DRIVER, base, str(steps), str(sessions), "loads" * loads],
         cwd=base,
         env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,
@@ -83,7 +100,8 @@ def measure(tree: Path, base: str, steps: int, sessions: int) -> dict[str, float
     )
     if done.returncode != 0:
         raise SystemExit(f"the bench of {tree} failed:\n{done.stderr.strip()}")
-    return dict(zip(FIGURES, json.loads(done.stdout.strip().splitlines()[-1]), strict=True))
+    names = FIGURES + LOAD_FIGURES * loads
+    return dict(zip(names, json.loads(done.stdout.strip().splitlines()[-1]), strict=True))
 
 
 @contextlib.contextmanager
@@ -116,15 +134,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the logs go")
     parser.add_argument("--steps", type=int, default=100, help="steps of each of 16 sessions")
     parser.add_argument("--sessions", type=int, default=16, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--loads", action="store_true", help="also a cold load, a resume and idle RSS"
+    )
     args = parser.parse_args(argv)
-    ratios: dict[str, list[float]] = {key: [] for key in FIGURES}
+    names = FIGURES + LOAD_FIGURES * args.loads
+    ratios: dict[str, list[float]] = {key: [] for key in names}
     with source_tree(args.other) as other:
         print(f"this tree: {HERE}\nother: {args.other} ({other})\nlogs in: {args.dir}")
         for number in range(1, args.rounds + 1):
-            old = measure(other, args.dir, args.steps, args.sessions)
-            new = measure(HERE, args.dir, args.steps, args.sessions)
+            old = measure(other, args.dir, args.steps, args.sessions, args.loads)
+            new = measure(HERE, args.dir, args.steps, args.sessions, args.loads)
             print(f"round {number}")
-            for key in FIGURES:
+            for key in names:
                 ratios[key].append(new[key] / old[key])
                 print(
                     f"  {key:22} other {old[key]:10.1f}  this {new[key]:10.1f}  "
