@@ -205,3 +205,11 @@ def test_against_refuses_what_is_neither_a_tree_nor_a_commit(tmp_path: Path) -> 
 
     with pytest.raises(SystemExit, match="cannot check out 'no-such-rev'"):
         main(["no-such-rev", "--rounds", "1", "--dir", str(tmp_path)])
+
+
+async def test_ablation_measures_each_variant(tmp_path: Path) -> None:
+    from bench.ablation import VARIANTS, loop_us_per_step
+
+    for variant in VARIANTS:
+        assert await loop_us_per_step(variant, str(tmp_path), sessions=2, steps=3) > 0
+    assert list(tmp_path.iterdir()) == []  # each variant's logs removed
