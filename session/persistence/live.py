@@ -138,9 +138,10 @@ class LiveWriter:
         known = self._ledger.state(session.id)
         stored: bool | None = None
         if not session.events:
-            if not (known is not None and known.materialized):
-                stored = self._storage.stored_now(session.id)
-            if stored or (known is not None and known.materialized):
+            stored = (known is not None and known.materialized) or self._storage.stored_now(
+                session.id
+            )
+            if stored:
                 raise SessionCollisionError(
                     f'session "{session.id}" already has a stored log: resume it '
                     "(sessions.resume, or sessions.open_or_create) instead of creating it"
