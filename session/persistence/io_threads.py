@@ -10,7 +10,8 @@ sessions checkpointed 21-34% faster over these threads (medians of three alterna
 rounds).
 
 Guarantees: calls start in the order they were submitted; a thread is started when none is
-idle, up to ``size`` (by a starter thread: the loop never waits for a thread to start); a
+idle, up to ``size`` (by a starter thread: the loop waits for no thread's start but that
+one's, at the first call); a
 call's exception is raised by its future; a call whose future was cancelled still runs to its
 end (I/O is never abandoned halfway), and its outcome is dropped; the threads are daemons, and
 :meth:`shutdown` ends each once the calls submitted before it have run and refuses later
@@ -52,7 +53,7 @@ class IOThreads:
         self._starter: threading.Thread | None = None
         self._idle: queue.SimpleQueue[None] = queue.SimpleQueue()
         """A token per thread that finished a call and waits for the next: a call takes one,
-        or starts a thread when none is left (up to ``size``). A thread leaves its token
+        or has a thread started when none is left (up to ``size``). A thread leaves its token
         once its call ended, before the loop hears of it; a call queued just before may start
         a thread it did not need and leave a token too many, which a later call takes and
         then waits for the next free thread. No call is left without a thread: every thread
@@ -81,7 +82,8 @@ class IOThreads:
         """Have one more thread started, without waiting for it to run: ``Thread.start``
         waits for that, which takes milliseconds while other threads hold the GIL, and many
         sessions' first checkpoints would have the loop wait so for each thread. A starter
-        thread of the pool's own (started with the first call) waits instead."""
+        thread of the pool's own (the one the loop waits for, at the first call) waits
+        instead."""
         if self._starter is None:
             self._starter = threading.Thread(
                 target=self._start_threads, name=f"{self._name}-starter", daemon=True
