@@ -70,7 +70,7 @@ async def main():
     ones = [await one(steps * 2) for _ in range(3)]
     manys = [await many(steps) for _ in range(3)]
     figures = median(ones) + median(manys)
-    if loads == "loads":
+    if loads == "True":
         from bench.__main__ import big_step
         from bench.resume import resume_100k
         from bench.scale import idle_rss_per_session
@@ -91,7 +91,7 @@ def measure(
     """The figures of ``tree``'s write path (and, with ``loads``, its reads), from a fresh
     process."""
     done = subprocess.run(
-        [sys.executable, "-c", _DRIVER, base, str(steps), str(sessions), "loads" * loads],
+        [sys.executable, "-c", _DRIVER, base, str(steps), str(sessions), str(loads)],
         cwd=base,
         env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,
@@ -100,7 +100,7 @@ def measure(
     )
     if done.returncode != 0:
         raise SystemExit(f"the bench of {tree} failed:\n{done.stderr.strip()}")
-    names = FIGURES + LOAD_FIGURES * loads
+    names = FIGURES + (LOAD_FIGURES if loads else ())
     return dict(zip(names, json.loads(done.stdout.strip().splitlines()[-1]), strict=True))
 
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "--loads", action="store_true", help="also a cold load, a resume and idle RSS"
     )
     args = parser.parse_args(argv)
-    names = FIGURES + LOAD_FIGURES * args.loads
+    names = FIGURES + (LOAD_FIGURES if args.loads else ())
     ratios: dict[str, list[float]] = {key: [] for key in names}
     with source_tree(args.other) as other:
         print(f"this tree: {HERE}\nother: {args.other} ({other})\nlogs in: {args.dir}")
