@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from session.events.event import SessionEvent
 from session.events.livelog import OpenRun
 from session.live.hooks import CallerFuture
-from session.persistence.futures import follow, on_landing
+from session.persistence.futures import on_landing
 
 __all__ = [
     "LoopScheduler",
@@ -117,9 +117,12 @@ class WriteBehindController:
         """When the open batching window ends (scheduler milliseconds); ``None``: none open."""
         self._active: asyncio.Future[None] | None = None
         self._barrier: asyncio.Future[None] | None = None
+        """The running drain task's barrier (shared by its callers), if any."""
         self._waiters: list[CallerFuture] | None = None
-        """The callers' futures of a running hand-off's barrier (which stays inside):
-        ``None`` while the barrier is a drain task (shared by its callers) or none runs."""
+        """While a handed-off write's barrier runs: its callers' futures (each settled on
+        its own when the barrier ends); ``None`` otherwise."""
+        self._handed: list[Pending] = []
+        """The batch of the handed-off write in flight (put back if it fails)."""
         self._deadline_expired = False
         self._paused = False
 
@@ -145,7 +148,7 @@ class WriteBehindController:
         was_empty = not self._pending
         self._pending.append(event)
         barrier = self._barrier  # (_running inlined: every append passes here)
-        if barrier is not None and not barrier.done():
+        if self._waiters is not None or (barrier is not None and not barrier.done()):
             return  # the running barrier drains it
         if self._paused:
             self._paused = False
@@ -162,14 +165,14 @@ class WriteBehindController:
 
         When ``write_now`` takes the batch, the write is done before this returns: ``None`` on
         success; its error is raised here, with the batch retained."""
-        running = self._running()
-        if running is not None:
-            waiters = self._waiters
-            if waiters is None:
-                return running
-            waiter = CallerFuture(loop=running.get_loop())
+        waiters = self._waiters
+        if waiters is not None:  # a hand-off's barrier runs: wait for it too
+            waiter = CallerFuture(loop=waiters[0].get_loop())
             waiters.append(waiter)
             return waiter
+        running = self._running()
+        if running is not None:
+            return running
         if not self._pending and self._active is None:
             return None
         self._window = None
@@ -187,73 +190,75 @@ class WriteBehindController:
             if written is not False:
                 return self._follow(written, batch)
             self._pending = batch + self._pending
-        self._waiters = None
         barrier = self._barrier = asyncio.ensure_future(self._drain())
         barrier.add_done_callback(self._barrier_done)
         return barrier
 
     def _running(self) -> asyncio.Future[None] | None:
-        """The barrier still running, if any. One that finished (its done-callbacks may not
-        have run yet: other ready callbacks run first) covers none of the events admitted
-        since, so it is never handed out again."""
+        """The drain task's barrier still running, if any. One that finished (its
+        done-callbacks may not have run yet: other ready callbacks run first) covers none of
+        the events admitted since, so it is never handed out again."""
         barrier = self._barrier
         return barrier if barrier is not None and not barrier.done() else None
 
     def _follow(self, write: asyncio.Future[None], batch: list[Pending]) -> CallerFuture:
-        """The barrier of a handed-off write of ``batch``: it is in flight until it lands,
-        and the landing settles the barrier and its callers' futures at once
-        (:func:`on_landing`)."""
-        loop = write.get_loop()
-        barrier = self._barrier = loop.create_future()
-        waiter = CallerFuture(loop=loop)
-        waiters = self._waiters = [waiter]
+        """The barrier of a handed-off write of ``batch``: it runs until the write lands
+        (:meth:`_landed`, which settles each caller's future at once: no barrier future of
+        its own, no loop callback per step)."""
+        waiter = CallerFuture(loop=write.get_loop())
+        self._waiters = [waiter]
         self._active = write
-        on_landing(write, lambda error: self._landed(error, batch, barrier, waiters))
+        self._handed = batch
+        on_landing(write, self._landed)
         return waiter
 
-    def _landed(
-        self,
-        error: BaseException | None,
-        batch: list[Pending],
-        barrier: asyncio.Future[None],
-        waiters: list[CallerFuture],
-    ) -> None:
-        """A handed-off write ended: keep its batch if it failed (as a drain does) and settle
+    def _landed(self, error: BaseException | None) -> None:
+        """A handed-off write ended: keep its batch if it failed (as a drain does) and end
         its barrier, after draining what was admitted meanwhile. If every caller stopped
         waiting, nobody hears of the write: it ends as a background write does."""
-        if all(waiter.done() for waiter in waiters):
-            self._background_landed(error, batch)
-            barrier.set_result(None)
-            self._barrier_done(barrier)
+        batch, self._handed = self._handed, []
+        waiters = self._waiters
+        assert waiters is not None
+        for waiter in waiters:
+            if not waiter.done():
+                break
+        else:  # every caller stopped waiting
+            self._background_landed(error, batch)  # (the barrier still runs meanwhile)
+            self._end(waiters, None)
             return
         self._active = None
         if error is not None:
             self._retain(batch)
-            barrier.set_exception(error)
-        elif self._pending:
-            self._barrier = self._waiters = None
+        elif self._pending:  # admitted meanwhile: the barrier covers them too
+            self._waiters = None
             try:
                 following = self.flush()
             except BaseException as e:
-                following = None
-                barrier.set_exception(e)
-            if following is not None:
-                following.add_done_callback(lambda after: self._followed(barrier, waiters, after))
-                return
-        if not barrier.done():
-            barrier.set_result(None)
-        self._barrier_done(barrier)
-        _settle(waiters, barrier)
+                error = e
+            else:
+                if following is not None:
+                    following.add_done_callback(lambda after: self._followed(waiters, after))
+                    return
+        self._end(waiters, error)
 
-    def _followed(
-        self,
-        barrier: asyncio.Future[None],
-        waiters: list[CallerFuture],
-        after: asyncio.Future[None],
-    ) -> None:
-        follow(barrier, after)
-        self._barrier_done(barrier)
-        _settle(waiters, barrier)
+    def _followed(self, waiters: list[CallerFuture], after: asyncio.Future[None]) -> None:
+        self._end(waiters, asyncio.CancelledError() if after.cancelled() else after.exception())
+
+    def _end(self, waiters: list[CallerFuture], error: BaseException | None) -> None:
+        """End a hand-off's barrier: each caller still waiting gets its outcome (a failure
+        the caller sees is marked retrieved, as a drain barrier's is)."""
+        if self._waiters is waiters:
+            self._waiters = None
+        for waiter in waiters:
+            if waiter.done():
+                continue
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+                waiter.exception()
+        if self._pending and self._window is None and not self._paused:
+            self._arm()
 
     def cancel_wait(self) -> None:
         """Close the batching window and cancel its timer (a flush is about to drain, or the
@@ -281,7 +286,7 @@ class WriteBehindController:
 
     def _barrier_done(self, barrier: asyncio.Future[None]) -> None:
         if self._barrier is barrier:
-            self._barrier = self._waiters = None
+            self._barrier = None
         if not barrier.cancelled():
             barrier.exception()  # the caller sees it; mark it retrieved
         if self._pending and self._window is None and not self._paused:
@@ -320,7 +325,7 @@ class WriteBehindController:
             self._timer = self._scheduler.call_later(left, self._expired)
             return
         self._window = None
-        if self._barrier is not None or not self._pending:
+        if self._barrier is not None or self._waiters is not None or not self._pending:
             return
         if self._active is not None:
             self._deadline_expired = True
@@ -349,14 +354,10 @@ class WriteBehindController:
                 "cancelled" if isinstance(error, asyncio.CancelledError) else error,
             )
             return
-        if self._running() is None and self._pending and self._deadline_expired:
+        if (
+            self._waiters is None
+            and self._running() is None
+            and self._pending
+            and self._deadline_expired
+        ):
             self._start_background()
-
-
-def _settle(waiters: list[CallerFuture], barrier: asyncio.Future[None]) -> None:
-    """Give each caller still waiting the outcome of its (done) barrier; the caller sees a
-    failure, so it is marked retrieved, as the barrier's own is."""
-    for waiter in waiters:
-        follow(waiter, barrier)
-        if not waiter.cancelled():
-            waiter.exception()
