@@ -20,6 +20,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from session.errors import SessionCollisionError, SessionError
@@ -49,6 +50,9 @@ class _Live:
     id: str
     init: asyncio.Future[None] | None = None
     """The binding of the session to its id (:meth:`LiveWriter._bind`)."""
+    bound: bool = False
+    """The binding :attr:`init` has completed successfully (set by its done callback, so a
+    checkpoint reads one attribute)."""
     retired: bool = False
     unstored: bool = False
     """Created here while storage said at once that nothing is stored under its id: binding
@@ -58,11 +62,16 @@ class _Live:
     """The line of each buffered event but a delta, by seq, encoded as it was committed when
     the storage writes lines (a batch takes its own, so a checkpoint does not wait for them)."""
 
-    @property
-    def bound(self) -> bool:
-        """The session's binding has completed successfully."""
-        init = self.init
-        return init is not None and init.done() and not init.cancelled() and not init.exception()
+    def binding(self, init: asyncio.Future[None]) -> None:
+        """Make ``init`` the session's binding: :attr:`bound` once it succeeds."""
+        self.init = init
+        self.bound = False
+        init.add_done_callback(self._binding_ended)
+
+    def _binding_ended(self, init: asyncio.Future[None]) -> None:
+        error = init.exception() if not init.cancelled() else None  # (retrieved)
+        if self.init is init:
+            self.bound = not init.cancelled() and error is None
 
 
 def _count(pending: int) -> str:
@@ -155,8 +164,8 @@ class LiveWriter:
             return
         live = _Live(
             WriteBehindController(
-                lambda batch: self._write(session, batch),
-                write_now=lambda batch: self._write_now(session, batch),
+                partial(self._write, session),
+                write_now=partial(self._write_now, session),
                 max_delay_ms=self._delay_ms,
                 scheduler=self._scheduler,
                 label=f'"{session.id}"',
@@ -169,8 +178,7 @@ class LiveWriter:
             asyncio.get_running_loop()
         except RuntimeError:
             return  # no running loop: bind at the first flush
-        live.init = asyncio.ensure_future(self._bind(session))
-        live.init.add_done_callback(_retrieve)
+        live.binding(asyncio.ensure_future(self._bind(session)))
 
     @takes_runs
     def on_event(self, session: Session, event: SessionEvent | OpenRun) -> None:
@@ -247,8 +255,8 @@ class LiveWriter:
         init = live.init
         if init is None or (init.done() and (init.cancelled() or init.exception() is not None)):
             # Not started (no loop at creation) or failed: (re)try; a failure is not sticky.
-            init = live.init = asyncio.ensure_future(self._bind(session))
-            init.add_done_callback(_retrieve)
+            init = asyncio.ensure_future(self._bind(session))
+            live.binding(init)
         await init
         barrier = live.controller.flush()
         if barrier is not None:
@@ -406,11 +414,6 @@ class LiveWriter:
             log.warning(
                 '%s: session "%s" retirement failed: %s', self._storage.name, id, done.exception()
             )
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 def _same_prefix(live: Sequence[SessionEvent], stored: Sequence[SessionEvent]) -> bool:
