@@ -150,8 +150,10 @@ class LiveLog(Sequence[SessionEvent]):
         """How many events the closed parts hold."""
         self._tail: list[SessionEvent] = []
         self.run: OpenRun | None = None
-        """The open run of deltas, or ``None``: appended to by :meth:`append_delta` and
-        :meth:`extend`, closed by anything else appended (or sealed by a writer)."""
+        """The open run of deltas, or ``None``: appended to by :meth:`append_delta`, closed by
+        anything else appended (or sealed by a writer). While it is open and unsealed, a
+        delta that continues it may also be added to its columns directly, counted in
+        :attr:`size` (``Session.append_delta``'s hot path: no call per delta)."""
         self.size = self._closed
         """How many events the log holds (its length)."""
 
@@ -191,16 +193,6 @@ class LiveLog(Sequence[SessionEvent]):
         run.times.append(time)
         run.texts.append(text)
         return run
-
-    def extend(self, time: int, text: str) -> int:
-        """Append one delta to the open, unsealed :attr:`run` it continues (the caller
-        checked it does); return its seq."""
-        run = self.run
-        assert run is not None
-        run.times.append(time)
-        run.texts.append(text)
-        self.size += 1
-        return self.size - 1
 
     def _close_tail(self) -> None:
         self._add_part(event_part(self._tail))
