@@ -31,6 +31,7 @@ __all__ = [
     "LazyRun",
     "event_part",
     "first_seq",
+    "is_log",
     "is_run",
     "iter_parts",
     "last_type",
@@ -137,6 +138,10 @@ class EventLog(Sequence[_T]):
 
     __slots__ = ("_len", "_parts", "_starts")
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _LOG_TYPES.add(cls)
+
     def __init__(self, parts: Iterable[Sequence[_T]] = ()) -> None:
         kept: list[Sequence[_T]] = []
         for part in parts:
@@ -239,9 +244,15 @@ def _cut(part: Sequence[_T], start: int, stop: int) -> Sequence[_T]:
     return tuple(part[start:stop])
 
 
+def is_log(events: object) -> TypeIs[EventLog[Any]]:
+    """Whether ``events`` is an :class:`EventLog` (of any subclass): one set lookup, as
+    :func:`is_run` (the write path asks it of every batch)."""
+    return type(events) in _LOG_TYPES
+
+
 def first_seq(events: Sequence[Any]) -> int:
     """The seq of the first event of a non-empty ``events``, without building a run."""
-    first = events.parts[0] if isinstance(events, EventLog) else events
+    first = events.parts[0] if is_log(events) else events
     return first.seq0 if is_run(first) else int(first[0].seq)
 
 
@@ -268,7 +279,7 @@ def _untrack_run(run: LazyRun, build: object) -> None:
 
 def last_type(events: Sequence[SessionEvent]) -> str | None:
     """The type of the last event, without building a run that ends the log."""
-    parts = events.parts if isinstance(events, EventLog) else (events,)
+    parts = events.parts if is_log(events) else (events,)
     last = parts[-1] if parts else ()
     if is_run(last):
         return last.type
@@ -295,7 +306,7 @@ def iter_parts(events: Iterable[Any]) -> Iterator[Any]:
     """The items of ``events``, except that an unbuilt :class:`LazyRun` part of an
     :class:`EventLog` comes as one item: readers that need only some event types skip it
     whole (check :func:`is_run`)."""
-    if not isinstance(events, EventLog):
+    if not is_log(events):
         yield from events
         return
     for part in events.parts:
@@ -339,3 +350,7 @@ def same_events(
             continue
         if not same(x, y):
             return False
+
+
+_LOG_TYPES: set[type] = {EventLog}
+""":class:`EventLog` and its subclasses (each adds itself), for :func:`is_log`."""

@@ -106,10 +106,17 @@ def _parse_op(event_type: str, raw: Any) -> SurfaceOp:
 def _parse_sources(event_type: str, seq: int, raw: Any) -> tuple[int, ...] | None:
     if raw is None:
         return None
-    if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
+    kind = raw.__class__
+    if (  # (the usual ones skip the ABC checks)
+        kind is not tuple
+        and kind is not list
+        and (not isinstance(raw, Sequence) or isinstance(raw, str | bytes))
+    ):
         raise _fail(event_type, "sourceEventSeqs must be an array")
-    if not raw and event_type != ASSISTANT_MESSAGE:
-        raise _fail(event_type, "sourceEventSeqs must not be empty except on assistant/message")
+    if not raw:
+        if event_type != ASSISTANT_MESSAGE:
+            raise _fail(event_type, "sourceEventSeqs must not be empty except on assistant/message")
+        return ()
     if not all(is_safe_int(s) and s >= 0 for s in raw):
         raise _fail(event_type, "sourceEventSeqs must contain non-negative safe integers")
     sources = tuple(raw)
