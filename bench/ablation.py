@@ -7,10 +7,14 @@ checkpoint, on the loop thread's ``time.thread_time``:
 - ``appends``: the sessions have no backend; each step's appends, then a task switch;
 - ``observed``: the same with the JSONL backend installed (its observer buffers each event or
   run), and no flush;
+- ``handed``: the floor of a checkpoint, each step ended by handing the session's buffered
+  items straight to the JSONL storage's I/O threads and awaiting that one future (no flush
+  listener, barrier, ledger or lock: not a product path, only what handing off costs);
 - ``checkpointed``: the workload itself, each step ended by ``await flush(session)``.
 
-The differences are what the backend's observer and the checkpoint cost the loop. The
-variants alternate within each run; every figure is the median over the runs.
+The differences are what the backend's observer, the hand-off to the I/O threads and the rest
+of the checkpoint cost the loop. The variants alternate within each run; every figure is the
+median over the runs.
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ import time
 from bench.stacks import stack
 from bench.workload import append_step
 from session import Runtime, Session
+from session.persistence.batches import batch_of
+from session.persistence.service import SessionPersistence
 
 __all__ = ["VARIANTS", "loop_us_per_step"]
 
-VARIANTS = ("appends", "observed", "checkpointed")
+VARIANTS = ("appends", "observed", "handed", "checkpointed")
 
 
 async def loop_us_per_step(variant: str, base: str, sessions: int = 16, steps: int = 100) -> float:
@@ -48,6 +54,9 @@ async def loop_us_per_step(variant: str, base: str, sessions: int = 16, steps: i
             append_step(session, step, 20)
             if variant == "checkpointed":
                 await flush(session)
+            elif variant == "handed":
+                assert backend is not None
+                await _hand_off(backend, session)
             else:
                 await asyncio.sleep(0)
 
@@ -63,6 +72,20 @@ async def loop_us_per_step(variant: str, base: str, sessions: int = 16, steps: i
         await backend.aclose()
     shutil.rmtree(root)
     return cpu / (sessions * steps) * 1e6
+
+
+async def _hand_off(backend: SessionPersistence, session: Session) -> None:
+    """Write the session's buffered items as one batch on an I/O thread, as a checkpoint's
+    hand-off does, and wait for it (the bench's own reach into the writer's state)."""
+    live = backend.writer._live[session]
+    items, live.controller._pending = live.controller._pending, []
+    state = backend.ledger.state(session.id)
+    assert state is not None
+    batch = batch_of(items, live.lines)
+    started = backend.storage.start_append(state.header, batch)
+    assert started is not None  # (the JSONL storage always hands off)
+    await started
+    backend.ledger.appended(session.id, state, len(batch))
 
 
 async def _collect(base: str, runs: int) -> dict[str, list[float]]:
