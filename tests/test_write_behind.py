@@ -495,6 +495,29 @@ async def test_events_admitted_during_a_hand_off_are_drained_before_its_barrier(
     assert not controller.has_work
 
 
+async def test_a_hand_off_whose_following_write_fails_raises_at_its_barrier(
+    clock: ManualClock,
+) -> None:
+    """The barrier covers the events admitted while its write was in flight: when their
+    write fails, the barrier's caller hears of it and they stay pending, in order."""
+    _, hand, controller = handing_off(clock)
+    e0, e1, e2 = events(3)
+    controller.enqueue(e0)
+    barrier = controller.flush()
+    assert barrier is not None
+    controller.enqueue(e1)
+    controller.enqueue(e2)
+    hand.writes[0].set_result(None)
+    await settle()
+    assert hand.offered == [[0], [1, 2]]
+    assert not barrier.done()
+    hand.writes[1].set_exception(OSError("disk full"))
+    with pytest.raises(OSError, match="disk full"):
+        await barrier
+    assert hand.landed == [[0]]
+    assert [e.seq for e in controller.pending] == [1, 2]
+
+
 async def test_a_failed_hand_off_raises_at_its_barrier_and_keeps_the_batch_in_order(
     clock: ManualClock,
 ) -> None:
