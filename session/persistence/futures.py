@@ -1,5 +1,6 @@
-"""The loop's futures of the write path: one handed on to another (:func:`follow`), and the
-I/O's own (:class:`Landing`), whose completion runs the bookkeeping of a checkpoint at once
+"""The loop's futures of the write path: how one ended (:func:`outcome`), one settled with an
+outcome (:func:`settle`) or handed on to another (:func:`follow`), and the I/O's own
+(:class:`Landing`), whose completion runs the bookkeeping of a checkpoint at once
 instead of as one loop callback each.
 
 Internal to ``session.persistence``: a backend imports what it needs of this module from
@@ -13,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Landing", "follow", "on_landing"]
+__all__ = ["Landing", "follow", "on_landing", "outcome", "settle"]
 
 log = logging.getLogger("session.persistence")
 
@@ -38,14 +39,8 @@ class Landing(asyncio.Future[Any]):
                 hook(error)
             except Exception:  # a hook's own failure must not strand the others
                 log.exception("an I/O completion hook failed")
-        if self.done():
-            return
-        if error is None:
-            self.set_result(result)
-        else:
-            self.set_exception(error)
-            if hooks:
-                self.exception()  # the hooks were told: not a failure nobody heard of
+        if settle(self, error, result) and error is not None and hooks:
+            self.exception()  # the hooks were told: not a failure nobody heard of
 
 
 def on_landing(future: asyncio.Future[Any], hook: Hook) -> None:
@@ -59,19 +54,31 @@ def on_landing(future: asyncio.Future[Any], hook: Hook) -> None:
         return
 
     def done(ended: asyncio.Future[Any]) -> None:
-        hook(asyncio.CancelledError() if ended.cancelled() else ended.exception())
+        hook(outcome(ended))
 
     future.add_done_callback(done)
+
+
+def outcome(future: asyncio.Future[Any]) -> BaseException | None:
+    """How a done ``future`` ended: ``None`` for a result, else its exception (a
+    ``CancelledError`` when it was cancelled)."""
+    return asyncio.CancelledError() if future.cancelled() else future.exception()
+
+
+def settle(future: asyncio.Future[Any], error: BaseException | None, result: Any = None) -> bool:
+    """Give ``future`` ``result``, or ``error`` when there is one; a ``future`` already done
+    (a waiter cancelled it) is left as it is. Returns whether it was settled here."""
+    if future.done():
+        return False
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
+    return True
 
 
 def follow(target: asyncio.Future[None], source: asyncio.Future[None]) -> None:
     """Give ``target`` the outcome of ``source`` (a done future): its result, its exception,
     or (cancelled) a ``CancelledError`` as its exception. A ``target`` already done (a waiter
     cancelled it) is left as it is."""
-    if target.done():
-        return
-    error = asyncio.CancelledError() if source.cancelled() else source.exception()
-    if error is None:
-        target.set_result(None)
-    else:
-        target.set_exception(error)
+    settle(target, outcome(source))

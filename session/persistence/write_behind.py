@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from session.events.event import SessionEvent
 from session.events.livelog import OpenRun
 from session.live.hooks import CallerFuture
-from session.persistence.futures import on_landing
+from session.persistence.futures import on_landing, outcome, settle
 
 __all__ = [
     "LoopScheduler",
@@ -237,12 +237,9 @@ class WriteBehindController:
                 error = e
             else:
                 if following is not None:
-                    following.add_done_callback(lambda after: self._followed(waiters, after))
+                    following.add_done_callback(lambda after: self._end(waiters, outcome(after)))
                     return
         self._end(waiters, error)
-
-    def _followed(self, waiters: list[CallerFuture], after: asyncio.Future[None]) -> None:
-        self._end(waiters, asyncio.CancelledError() if after.cancelled() else after.exception())
 
     def _end(self, waiters: list[CallerFuture], error: BaseException | None) -> None:
         """End a hand-off's barrier: each caller still waiting gets its outcome (a failure
@@ -250,12 +247,7 @@ class WriteBehindController:
         if self._waiters is waiters:
             self._waiters = None
         for waiter in waiters:
-            if waiter.done():
-                continue
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
+            if settle(waiter, error) and error is not None:
                 waiter.exception()
         if self._pending and self._window is None and not self._paused:
             self._arm()
@@ -340,8 +332,7 @@ class WriteBehindController:
         active.add_done_callback(lambda done: self._background_done(done, batch))
 
     def _background_done(self, done: asyncio.Future[Any], batch: list[Pending]) -> None:
-        error = asyncio.CancelledError() if done.cancelled() else done.exception()
-        self._background_landed(error, batch)
+        self._background_landed(outcome(done), batch)
 
     def _background_landed(self, error: BaseException | None, batch: list[Pending]) -> None:
         self._active = None
