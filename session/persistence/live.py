@@ -69,9 +69,9 @@ class _Live:
         init.add_done_callback(self._binding_ended)
 
     def _binding_ended(self, init: asyncio.Future[None]) -> None:
-        error = init.exception() if not init.cancelled() else None  # (retrieved)
+        failed = init.cancelled() or init.exception() is not None  # (its error retrieved)
         if self.init is init:
-            self.bound = not init.cancelled() and error is None
+            self.bound = not failed
 
 
 def _count(pending: int) -> str:
@@ -294,11 +294,7 @@ class LiveWriter:
                 ledger.forget(id)
                 state = None
             if state is None:
-                state = (
-                    ledger.record(State(session.header, 0, False))
-                    if unstored
-                    else await self._adopt(session)
-                )
+                state = await self._adopt(session, unstored)
             else:
                 _check_cwd(id, state.header, session)
                 if state.cursor:
@@ -313,11 +309,11 @@ class LiveWriter:
                 await ledger.append(id, suffix)  # the id, so a failed write is retried whole
             state.owner = session
 
-    async def _adopt(self, session: Session) -> State:
+    async def _adopt(self, session: Session, unstored: bool) -> State:
         """The state of an id unknown to the ledger: its stored log, checked against
-        ``session``, or a new lazy log."""
+        ``session``, or a new lazy log (at once when the session is ``unstored``)."""
         id, ledger = session.id, self._ledger
-        stored = await self._storage.load(id)
+        stored = None if unstored else await self._storage.load(id)
         if stored is None:
             return ledger.record(State(session.header, 0, False))
         events = ledger.check(id, stored).events
