@@ -474,9 +474,11 @@ async def test_a_handed_off_write_is_the_barrier_without_a_task(clock: ManualClo
     assert not controller.has_work
 
 
-async def test_events_admitted_during_a_hand_off_are_drained_before_its_barrier(
+async def admitted_during_a_hand_off(
     clock: ManualClock,
-) -> None:
+) -> tuple[HandOff, WriteBehindController, asyncio.Future[None]]:
+    """A hand-off of event 0 that landed while events 1 and 2 were admitted: its barrier
+    now waits for their write (the second hand-off)."""
     _, hand, controller = handing_off(clock)
     e0, e1, e2 = events(3)
     controller.enqueue(e0)
@@ -489,6 +491,13 @@ async def test_events_admitted_during_a_hand_off_are_drained_before_its_barrier(
     await settle()
     assert hand.offered == [[0], [1, 2]]
     assert not barrier.done()
+    return hand, controller, barrier
+
+
+async def test_events_admitted_during_a_hand_off_are_drained_before_its_barrier(
+    clock: ManualClock,
+) -> None:
+    hand, controller, barrier = await admitted_during_a_hand_off(clock)
     hand.writes[1].set_result(None)
     await barrier
     assert hand.landed == [[0], [1, 2]]
@@ -500,17 +509,7 @@ async def test_a_hand_off_whose_following_write_fails_raises_at_its_barrier(
 ) -> None:
     """The barrier covers the events admitted while its write was in flight: when their
     write fails, the barrier's caller hears of it and they stay pending, in order."""
-    _, hand, controller = handing_off(clock)
-    e0, e1, e2 = events(3)
-    controller.enqueue(e0)
-    barrier = controller.flush()
-    assert barrier is not None
-    controller.enqueue(e1)
-    controller.enqueue(e2)
-    hand.writes[0].set_result(None)
-    await settle()
-    assert hand.offered == [[0], [1, 2]]
-    assert not barrier.done()
+    hand, controller, barrier = await admitted_during_a_hand_off(clock)
     hand.writes[1].set_exception(OSError("disk full"))
     with pytest.raises(OSError, match="disk full"):
         await barrier
