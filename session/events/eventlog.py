@@ -45,6 +45,8 @@ _BUILDING = threading.RLock()
 
 
 _RUN_TYPES: set[type] = set()
+_LOG_TYPES: set[type] = set()
+""":class:`EventLog` and its subclasses (each adds itself), for :func:`is_log`."""
 """:class:`LazyRun` and its subclasses (:func:`is_run`)."""
 
 
@@ -238,6 +240,9 @@ class EventLog(Sequence[_T]):
         return f"<EventLog of {self._len} events in {len(self._parts)} parts>"
 
 
+_LOG_TYPES.add(EventLog)
+
+
 def _cut(part: Sequence[_T], start: int, stop: int) -> Sequence[_T]:
     if is_run(part):
         return part.cut(start, stop)  # type: ignore[return-value]  # a run is a part of event logs
@@ -350,7 +355,3 @@ def same_events(
             continue
         if not same(x, y):
             return False
-
-
-_LOG_TYPES: set[type] = {EventLog}
-""":class:`EventLog` and its subclasses (each adds itself), for :func:`is_log`."""

@@ -11,11 +11,10 @@ rounds).
 
 Guarantees: calls start in the order they were submitted; a thread is started when none is
 idle, up to ``size`` (by a starter thread: the loop waits for no thread's start but that
-one's, at the first call); a
-call's exception is raised by its future; a call whose future was cancelled still runs to its
-end (I/O is never abandoned halfway), and its outcome is dropped; the threads are daemons, and
-:meth:`shutdown` ends each once the calls submitted before it have run and refuses later
-ones, as an executor does.
+one's, at the first call); a call's exception is raised by its future; a call whose future
+was cancelled still runs to its end (I/O is never abandoned halfway), and its outcome is
+dropped; the threads are daemons, and :meth:`shutdown` ends each once the calls submitted
+before it have run and refuses later ones, as an executor does.
 
 Internal to ``session.persistence``: a backend imports what it needs of this module from
 :mod:`session.persistence.kit`, whose names stay.
