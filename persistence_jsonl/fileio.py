@@ -274,11 +274,19 @@ class FileOps:
         with contextlib.suppress(FileNotFoundError, OSError):
             os.rmdir(path)
 
-    def lock(self, path: str) -> int | None:
+    def lock(self, path: str, *, new: bool = False) -> int | None:
         """Take an exclusive advisory lock on ``path`` (created 0600 if missing) without
         waiting; return its descriptor, or ``None`` if another process holds it. The lock
-        is released by :meth:`unlock`, by closing, or by the OS when the process dies."""
-        fd = self._open_regular(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        is released by :meth:`unlock`, by closing, or by the OS when the process dies.
+
+        ``new``: the caller made the directory just now, so ``path`` is most likely absent;
+        it is then created exclusively (nothing planted can be opened, and an empty new file
+        needs no checks and no truncation), falling back to the general way if it is there.
+        """
+        fd = self._create_lock(path) if new else None
+        fresh = fd is not None
+        if fd is None:
+            fd = self._open_regular(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -288,12 +296,22 @@ class FileOps:
             os.close(fd)
             raise
         try:  # the holder's pid, for the collision message of the next writer
-            self.truncate(fd, 0)
-            self.write_all(fd, f"{os.getpid()}\n".encode())
+            if not fresh:
+                self.truncate(fd, 0)
+            self.write_all(fd, _PID.line)
         except BaseException:  # a full disk: give the lock back, never leak it
             os.close(fd)
             raise
         return fd
+
+    def _create_lock(self, path: str) -> int | None:
+        """A new, empty lock file at ``path``; ``None`` if an entry is there already."""
+        try:
+            return os.open(
+                path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE
+            )
+        except FileExistsError:
+            return None
 
     def unlock(self, fd: int) -> None:
         """Release a lock taken by :meth:`lock`."""
@@ -311,6 +329,22 @@ class FileOps:
     def realpath(self, path: str) -> str:
         """Canonical path (symlinks resolved)."""
         return os.path.realpath(path)
+
+
+class _Pid:
+    """This process's pid as a lock file's line, asked for once per process (``getpid`` is a
+    system call, and every new session's lock writes it)."""
+
+    def __init__(self) -> None:
+        self.line = b""
+        self.reset()
+
+    def reset(self) -> None:
+        self.line = f"{os.getpid()}\n".encode()
+
+
+_PID: Final = _Pid()
+os.register_at_fork(after_in_child=_PID.reset)
 
 
 def _kind(mode: int) -> Literal["file", "dir", "symlink", "other"]:

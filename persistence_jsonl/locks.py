@@ -30,15 +30,16 @@ class WriterLocks:
         """Whether this instance holds ``id``'s lock."""
         return id in self._held
 
-    def take(self, id: str, directory: str) -> None:
-        """Take the lock of the session whose directory is ``directory`` (no-op if held).
+    def take(self, id: str, directory: str, *, new: bool = False) -> None:
+        """Take the lock of the session whose directory is ``directory`` (no-op if held);
+        ``new``: the caller made that directory just now.
 
         Raises :class:`SessionCollisionError` naming the pid of the process that holds it.
         """
         if id in self._held:
             return
         path = os.path.join(directory, LOCK_NAME)
-        fd = self._ops.lock(path)
+        fd = self._ops.lock(path, new=new)
         if fd is None:
             holder = (self._ops.read(path) or b"?").decode("ascii", "replace").strip()
             raise SessionCollisionError(

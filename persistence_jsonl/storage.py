@@ -42,7 +42,6 @@ from persistence_jsonl.fileio import FileOps
 from persistence_jsonl.layout import (
     LOCK_NAME,
     check_storable_id,
-    project_dir,
     session_dir,
 )
 from persistence_jsonl.locks import WriterLocks, held_locks, writer_active
@@ -135,6 +134,9 @@ class JsonlStorage(Storage):
         self._writers: IOThreads | None = None  # appends' I/O threads (_io)
         self._unsynced_dirs: dict[str, list[str]] = {}
         """id -> the directories whose new entries (made for its log) are not yet synced."""
+        self._projects: set[str] = set()
+        """Project directories this instance made or found real (a new session's directory
+        is made in one of them with one ``mkdir``)."""
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -192,20 +194,38 @@ class JsonlStorage(Storage):
         if self._locks.holds(header.id):
             return False
         directory = session_dir(self.root, header)
-        paths = [os.path.join(self.root, project_dir(header.cwd)), directory]
-        ancestor = self.root  # the root and its missing ancestors, created like the reference
-        while self.ops.stat(ancestor, follow=True) is None:  # (the root may be a user's link)
+        project = os.path.dirname(directory)
+        made: bool | None = None
+        if project in self._projects:
+            try:
+                made = self.ops.mkdir(directory)
+            except FileNotFoundError:  # the project directory went away: make it again
+                self._projects.discard(project)
+        if made is None:
+            made = self._make_dirs(header.id, directory)
+            self._projects.add(project)
+        elif made:
+            self._unsynced_dirs.setdefault(header.id, []).append(project)
+        self._locks.take(header.id, directory, new=made)
+        self._encodings[header.id] = self.new_encoding
+        return made
+
+    def _make_dirs(self, id: str, directory: str) -> bool:
+        """Make the session directory, its project directory, and the root with its missing
+        ancestors, like the reference (the root may be a user's link; a link planted below
+        it is refused). Returns whether the session directory was made."""
+        paths = [os.path.dirname(directory), directory]
+        ancestor = self.root
+        while self.ops.stat(ancestor, follow=True) is None:
             paths.insert(0, ancestor)
             ancestor = os.path.dirname(ancestor)
         parent = os.path.dirname(paths[0])
         made = False
         for path in paths:
-            made = self.ops.mkdir(path)  # a link planted below the root is refused
+            made = self.ops.mkdir(path)
             if made:
-                self._unsynced_dirs.setdefault(header.id, []).append(parent)
+                self._unsynced_dirs.setdefault(id, []).append(parent)
             parent = path
-        self._locks.take(header.id, directory)
-        self._encodings[header.id] = self.new_encoding
         return made
 
     def _sync_new_dirs(self, id: str) -> None:

@@ -1,9 +1,10 @@
 """Crash-state enumeration (ALICE / CrashMonkey style).
 
 The real stack (JSONL backend, checkpoint policy, loop, scripted model) runs two tool-using
-turns while a recording I/O seam logs every mutating system call. For every prefix of that
-trace we build the disk states a crash at that point could leave, under a model of what the
-kernel may have kept:
+turns of one session, then one of a second session (its directory made in the project
+directory the first one's creation made), while a recording I/O seam logs every mutating
+system call. For every prefix of that trace we build the disk states a crash at that point
+could leave, under a model of what the kernel may have kept:
 
 - bytes appended but not yet fsynced: dropped, cut at every byte, or replaced with zeros;
 - a truncation not yet fsynced: lost or kept;
@@ -168,8 +169,9 @@ class Model:
             directory = os.path.dirname(directory)
         return True
 
-    def states(self, every_byte: bool) -> Iterator[tuple[str, dict[str, bytes]]]:
-        """Possible on-disk transcripts after a crash now: ``{path: bytes}`` per state."""
+    def states(self, every_byte: bool) -> Iterator[tuple[str, str, dict[str, bytes]]]:
+        """Possible on-disk transcripts after a crash now: the label, the transcript's name
+        and ``{path: bytes}`` (empty when the name is lost) per state."""
         for name, durable_entry, inode in self.logs():
             data, durable = bytes(inode.data), inode.durable
             variants: dict[str, bytes] = {"synced": durable, "all": data}
@@ -184,34 +186,40 @@ class Model:
             elif len(data) < len(durable):  # an unsynced truncation: lost or kept
                 variants["truncated"] = data
             for label, content in variants.items():
-                yield f"{label}", {name: content}
+                yield label, name, {name: content}
             if durable_entry is None:
-                yield "name-lost", {}
+                yield "name-lost", name, {}
 
 
-async def record_run(
-    root: Path, compression: str
-) -> tuple[RecordingOps, list[tuple[int, list[SessionEvent]]]]:
-    """Run two tool-using turns under the policy, recording I/O and flush acknowledgements."""
+Acks = list[tuple[int, str, list[SessionEvent]]]
+"""(trace length at which the flush returned, session id, the events it made durable)."""
+
+
+async def record_run(root: Path, compression: str) -> tuple[RecordingOps, Acks]:
+    """Run two tool-using turns of one session under the policy, then a turn of a second
+    session (whose directory is made in the project directory the first one made), recording
+    I/O and flush acknowledgements."""
     ops = RecordingOps()
-    script = turn_script(1) + turn_script(2)
+    script = turn_script(1) + turn_script(2) + turn_script(3)
     stack = open_stack(str(root), script, ops=ops, window_ms=10_000, compression=compression)
     runtime = stack.runtime
-    session = runtime.sessions.create("enum")
-    acks: list[tuple[int, list[SessionEvent]]] = []
+    acks: Acks = []
     original = runtime.sessions.flush
 
     async def flush(target: Session) -> bool:
         events = list(target.events)
         result = await original(target)
-        acks.append((len(ops.trace), events))  # durable once the trace reached this length
+        acks.append((len(ops.trace), target.id, events))  # durable once the trace got here
         return result
 
     runtime.sessions.flush = flush  # type: ignore[method-assign]
-    agent = runtime.agent(session, model=MODEL, system=SYSTEM)
+    agent = runtime.agent(runtime.sessions.create("enum"), model=MODEL, system=SYSTEM)
     await agent.run_turn("task 1")
     await agent.run_turn("task 2")
+    second = runtime.agent(runtime.sessions.create("second"), model=MODEL, system=SYSTEM)
+    await second.run_turn("task 3")
     await stack.close()
+    assert {id for _, id, _ in acks} == {"enum", "second"}
     return ops, acks
 
 
@@ -228,9 +236,14 @@ async def enumerate_states(
         for point in range(len(ops.trace) + 1):
             if point:
                 model.apply(ops.trace[point - 1])
-            acknowledged = max((events for at, events in acks if at <= point), key=len, default=[])
             checked["crash points"] += 1
-            for label, files in model.states(every_byte):
+            for label, name, files in model.states(every_byte):
+                id = os.path.basename(os.path.dirname(name))  # (both ids are their own names)
+                acknowledged = max(
+                    (events for at, of, events in acks if at <= point and of == id),
+                    key=len,
+                    default=[],
+                )
                 checked["states"] += 1
                 shutil.rmtree(scratch / "root", ignore_errors=True)
                 for name, content in files.items():
@@ -245,7 +258,7 @@ async def enumerate_states(
                 reader = backend.load if label in ("synced", "all", "zeros") else backend.inspect
                 if label == "zeros" and compression == "zstd":
                     # Refused, as the reference does; what was acknowledged is intact.
-                    intact = scan_log(await refused_zero_tail(backend, files), "p").events
+                    intact = scan_log(await refused_zero_tail(backend, id, files), "p").events
                     got = [
                         e.encode() if isinstance(e, SessionEvent) else encode_json(e)
                         for e in intact[: len(acknowledged)]
@@ -254,7 +267,7 @@ async def enumerate_states(
                     checked["refused zero tails"] = checked.get("refused zero tails", 0) + 1
                     await backend.aclose()
                     continue
-                stored = await reader("enum")
+                stored = await reader(id)
                 got = [e.encode() for e in stored.events[: len(acknowledged)]]
                 assert got == [e.encode() for e in acknowledged], f"point {point} {label}"
                 assert is_balanced(stored.events), f"point {point} {label}: not balanced"
@@ -266,12 +279,12 @@ async def enumerate_states(
     return checked
 
 
-async def refused_zero_tail(backend: JsonlPersistence, files: dict[str, bytes]) -> bytes:
+async def refused_zero_tail(backend: JsonlPersistence, id: str, files: dict[str, bytes]) -> bytes:
     """The reference refuses a compressed log with a zero-filled tail (it cannot tell it
     from damage), and so does this backend: check the refusal, and return the plaintext of
     the complete frames before the zeros."""
     with pytest.raises(SessionPersistenceCorruptionError, match="invalid frame magic") as e:
-        await backend.inspect("enum")
+        await backend.inspect(id)
     at = int(str(e.value).split("at byte ")[1].split()[0])
     (data,) = files.values()
     assert not data[at:].strip(b"\0")  # refused exactly where the zeros start

@@ -549,6 +549,24 @@ async def test_a_root_whose_parents_are_missing_is_created_on_the_first_write(
     assert len((await JsonlPersistence(root).load("s")).events) == len(detached("s").events)
 
 
+async def test_a_root_removed_after_a_first_write_is_made_again_for_the_next(
+    tmp_path: Path,
+) -> None:
+    """The storage makes a new session's directory in a project directory it has made with
+    one ``mkdir``; when that project directory (here the whole root) is gone, it is made
+    again, with the root, as for the first session."""
+    root = tmp_path / "root"
+    backend = JsonlPersistence(root)
+    await backend.create(header("one"))
+    await backend.append("one", detached("one").events)
+    shutil.rmtree(root)
+    await backend.create(header("two"))
+    await backend.append("two", detached("two").events)
+    await backend.aclose()
+    assert sorted(os.listdir(root / "_no-cwd")) == ["two"]
+    assert len((await JsonlPersistence(root).load("two")).events) == len(detached("two").events)
+
+
 async def test_an_existing_log_is_never_overwritten_by_materialization(tmp_path: Path) -> None:
     first = JsonlPersistence(tmp_path)
     await first.create(header("once"))

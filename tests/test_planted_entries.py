@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from persistence_jsonl import JsonlPersistence
+from agent_session.testing.logs import detached, header
+from persistence_jsonl import FileOps, JsonlPersistence
 from session import (
     Runtime,
     SessionError,
@@ -101,6 +102,33 @@ def test_a_lock_file_link_is_refused_and_its_target_untouched(tmp_path: Path, re
     with pytest.raises(SessionStoreEntryError, match=r"session\.lock.*symbolic link"):
         asyncio.run(write_turn(root, resume=resume))
     assert target.read_bytes() == PRECIOUS
+
+
+class _PlantsLock(FileOps):
+    """An adversary plants a link as the lock file of a session directory the instant the
+    writer has made that directory (before the writer creates its lock there)."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+
+    def mkdir(self, path: str) -> bool:
+        made = super().mkdir(path)
+        if os.path.basename(path) == "s1":
+            os.symlink(self.target, os.path.join(path, "session.lock"))
+        return made
+
+
+async def test_a_lock_link_planted_in_a_new_session_directory_is_refused(tmp_path: Path) -> None:
+    """The lock file of a directory the writer made just now is created exclusively; one that
+    appeared there meanwhile is judged as any existing lock file is."""
+    target = victim(tmp_path)
+    backend = JsonlPersistence(tmp_path / "root", ops=_PlantsLock(target))
+    await backend.create(header("s1"))
+    with pytest.raises(SessionStoreEntryError, match=r"session\.lock.*symbolic link"):
+        await backend.append("s1", detached("s1").events)
+    await backend.aclose()
+    assert target.read_bytes() == PRECIOUS
+    assert outside_listing(tmp_path) == ["outside/victim.txt"]
 
 
 @pytest.mark.parametrize("level", ["project", "session"])

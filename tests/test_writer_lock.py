@@ -157,3 +157,34 @@ async def test_delete_is_refused_while_another_process_writes_the_session(
     await other.delete("held")  # the dead owner's lock is gone: now it can be deleted
     assert list((tmp_path / "root").rglob("*")) == [tmp_path / "root" / "_no-cwd"]
     await other.aclose()
+
+
+_FORKS = """
+import os, sys
+from persistence_jsonl import FileOps
+ops = FileOps()
+ops.lock(os.path.join(sys.argv[1], "parent.lock"))
+child = os.fork()
+if child == 0:
+    ops.lock(os.path.join(sys.argv[1], "child.lock"), new=True)
+    os._exit(0)
+os.waitpid(child, 0)
+print(os.getpid(), child)
+"""
+
+
+def test_a_forked_child_writes_its_own_pid_into_the_locks_it_takes(tmp_path: Path) -> None:
+    """The pid a lock file holds (named in the next writer's collision error) is the taker's,
+    also in a child forked after the parent took a lock."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKS, str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    parent, child = done.stdout.split()
+    assert parent != child
+    assert (tmp_path / "child.lock").read_text() == f"{child}\n"
+    assert (tmp_path / "parent.lock").read_text() == f"{parent}\n"
