@@ -45,9 +45,9 @@ _BUILDING = threading.RLock()
 
 
 _RUN_TYPES: set[type] = set()
+""":class:`LazyRun` and its subclasses (:func:`is_run`)."""
 _LOG_TYPES: set[type] = set()
 """:class:`EventLog` and its subclasses (each adds itself), for :func:`is_log`."""
-""":class:`LazyRun` and its subclasses (:func:`is_run`)."""
 
 
 def is_run(item: object) -> TypeIs[LazyRun]:
