@@ -147,7 +147,7 @@ class WriteBehindController:
         is needed)."""
         was_empty = not self._pending
         self._pending.append(event)
-        barrier = self._barrier  # (_running inlined: every append passes here)
+        barrier = self._barrier  # (_in_barrier inlined: every append passes here)
         if self._waiters is not None or (barrier is not None and not barrier.done()):
             return  # the running barrier drains it
         if self._paused:
@@ -193,6 +193,11 @@ class WriteBehindController:
         barrier = self._barrier = asyncio.ensure_future(self._drain())
         barrier.add_done_callback(self._barrier_done)
         return barrier
+
+    def _in_barrier(self) -> bool:
+        """Whether a barrier runs (a drain task's, or a handed-off write's): it writes every
+        event admitted before it ends."""
+        return self._waiters is not None or self._running() is not None
 
     def _running(self) -> asyncio.Future[None] | None:
         """The drain task's barrier still running, if any. One that finished (its
@@ -249,8 +254,7 @@ class WriteBehindController:
         for waiter in waiters:
             if settle(waiter, error) and error is not None:
                 waiter.exception()
-        if self._pending and self._window is None and not self._paused:
-            self._arm()
+        self._rearm()
 
     def cancel_wait(self) -> None:
         """Close the batching window and cancel its timer (a flush is about to drain, or the
@@ -281,6 +285,11 @@ class WriteBehindController:
             self._barrier = None
         if not barrier.cancelled():
             barrier.exception()  # the caller sees it; mark it retrieved
+        self._rearm()
+
+    def _rearm(self) -> None:
+        """After a barrier: open a window for what is still buffered (unless one is open, or
+        a failed batch waits for the next event or flush)."""
         if self._pending and self._window is None and not self._paused:
             self._arm()
 
@@ -345,10 +354,5 @@ class WriteBehindController:
                 "cancelled" if isinstance(error, asyncio.CancelledError) else error,
             )
             return
-        if (
-            self._waiters is None
-            and self._running() is None
-            and self._pending
-            and self._deadline_expired
-        ):
+        if not self._in_barrier() and self._pending and self._deadline_expired:
             self._start_background()
