@@ -21,8 +21,8 @@ from agent_loop.assembler import Assembler, Cancelled, until_cancelled
 from agent_loop.cancel import CancelSignal
 from agent_loop.dispatch import run_tools
 from agent_loop.models import ModelRequest
-from agent_loop.parking import awaiting, carry_out, check_runnable
-from agent_loop.settle import Plan, plan, settle_step
+from agent_loop.parking import awaiting, carry_out
+from agent_loop.settle import Plan, SettlementStopped, plan, settle_step
 from session.errors import ApprovalPendingError, SessionError
 from session.events.builders import (
     model_message,
@@ -145,18 +145,18 @@ class Agent:
         the calls a crash interrupted by their tools' effects (:mod:`agent_loop.settle`) in
         a turn that needs no user message. Returns that turn's end reason; the
         ``awaiting-approval`` value, without writing anything, while a parked call is
-        undecided and not expired; ``None`` when there is nothing to finish.
+        undecided and not expired; ``None`` when there is nothing to finish. A call approved
+        for other arguments than the recorded ones is refused, never run, and the model is
+        told why (:func:`agent_loop.parking.mismatch`).
 
         Raises:
-            ApprovalMismatchError: A call was approved for other arguments than the
-                recorded ones (nothing is run).
+            SessionCollisionError: Another writer holds the session (nothing is run).
         """
         parked = parked_calls(self.session.events)
         if parked:
             now = now_ms()
             if any(c.decision is None and not c.expired(now) for c in parked):
                 return awaiting(self.session)
-            check_runnable(self.session, parked)
             return await self._turn(parked=(parked[0].turn, parked[0].step))
         settlement = plan(self.session)
         if settlement is None or not settlement.continues:
@@ -200,7 +200,8 @@ class Agent:
 
         Guarantees: the turn always ends with exactly one ``turn/end`` whose reason says how
         (``completed``, ``max-tokens``, ``aborted`` on a cancel or a teardown from outside,
-        ``error`` on a model or step failure, which never escapes as an exception); every
+        ``error`` on a model or step failure, which never escapes as an exception,
+        ``interrupted`` when settlement was stopped midway, as a crash would have); every
         opened step gets its ``step/end``; the log is durable when this returns (a failed
         final flush raises). A teardown (task cancellation, Ctrl-C) re-raises after the
         closing events were appended and a flush was tried. A continuation (``settlement``)
@@ -254,6 +255,11 @@ class Agent:
                     break
         except Parked as stop:
             teardown = stop.teardown
+        except SettlementStopped as stopped:  # as a crash would have left it: settled again
+            reason = {"kind": "interrupted"}
+            log.warning('agent on session "%s": settlement stopped: %r', session.id, stopped.cause)
+            if not isinstance(stopped.cause, Exception):
+                teardown = stopped.cause  # (a teardown from outside goes on once it is durable)
         except Cancelled:
             reason = {"kind": "aborted", "reason": cancel.reason}
         except LlmError as e:

@@ -25,10 +25,19 @@ asked again, and an ask nobody in the process decides fails closed (``unavailabl
 of parking; the model reads the refusal and may ask for the call again. A crash during
 settlement is itself repaired and settled the same way: a call settled before it is kept, the
 others are settled again.
+
+A probe that raises, or answers something that is not a probe's answer or a result no log can
+hold, cannot tell: its call stays ``unknown``. Settlement stopped midway by anything else (a
+cancellation, a timeout, Ctrl-C, an error of a hook) ends as a crash would have left it
+(:class:`SettlementStopped`): the calls it did not answer are answered as crash repair answers
+them (``TOOL_OUTCOME_UNKNOWN`` where a body was running, else the answer they had), and the
+turn ends ``interrupted``, so the log stays a valid transcript and the next ``resume()``
+settles them again.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agent_loop.approval import pre_execute
 from agent_loop.cancel import CancelSignal
 from agent_loop.dispatch import record_call, record_result
-from agent_loop.effects import Applied, Effect, NotApplied, Reconcile
+from agent_loop.effects import Applied, Effect, NotApplied, Reconcile, Unknown
 from agent_loop.tools import ToolCall, ToolResult, as_result, outcome_unknown
 from session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from session.events.turns import brackets
@@ -47,7 +56,18 @@ from session.live.session import Session
 if TYPE_CHECKING:
     from agent_loop.loop import Agent
 
-__all__ = ["Answer", "Pending", "Plan", "Settlement", "plan", "settle_step", "settlement"]
+__all__ = [
+    "Answer",
+    "Pending",
+    "Plan",
+    "Settlement",
+    "SettlementStopped",
+    "plan",
+    "settle_step",
+    "settlement",
+]
+
+log = logging.getLogger("agent_loop")
 
 Answer = Literal["kept", "not-started", "unknown"]
 """How a call of the interrupted step was answered when the crash was repaired."""
@@ -135,51 +155,83 @@ def _call_id(data: Mapping[str, Any]) -> Any:
     return source.get("callId")
 
 
+class SettlementStopped(Exception):
+    """Settlement was stopped midway by :attr:`cause`; the calls it had not answered were
+    answered as crash repair answers them, and the turn is to end ``interrupted``."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"settlement stopped: {cause!r}")
+        self.cause = cause
+
+
 async def settle_step(
     agent: Agent, turn: int, step: int, interrupted: Plan, cancel: CancelSignal
 ) -> None:
     """The settlement step of a continuation turn (the module's steps 1 and 2), inside an open
     ``step/start``: the interrupted message again, then each call settled in the model's
-    order, one at a time."""
+    order, one at a time.
+
+    Raises:
+        SettlementStopped: Something stopped it midway; every call has its one result.
+    """
     assert interrupted.message is not None
-    session, tools = agent.session, agent.runtime.tools
+    session = agent.session
     shadowed = interrupted.shadowed
     data: dict[str, Any] = {"turn": turn, "step": step, "message": interrupted.message}
     replace = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]}
     session.append(ASSISTANT_MESSAGE, data, surface_op=replace, source_event_seqs=shadowed)
-    for pending in interrupted.calls:
-        block = pending.block
-        call_seq = record_call(session, turn, step, block)
-        if pending.answer == "kept":
-            kept = pending.result
-            result = ToolResult(
-                kept["message"]["content"][0].get("content", []),
-                bool(kept["message"]["content"][0].get("isError")),
-                kept.get("error"),
-                kept.get("meta"),
-            )
-        else:
-            call = ToolCall(
-                block["id"], block["name"], block["arguments"], session, agent, None, cancel
-            )
-            spec = tools.get(call.name)  # (a missing tool answers like an unsafe one)
-            how, found = await settlement(
-                pending.answer,
-                spec.effect if spec else "unsafe",
-                spec.reconcile if spec else None,
-                call,
-            )
-            if how == "unknown":
-                result = outcome_unknown()
-            elif found is not None:
-                result = found
-            else:  # a body runs: only as the approval allows (never parking here)
-                refused = await pre_execute(agent, call, may_park=False)
-                result = refused if refused is not None else await tools.execute(call)
-            result = ToolResult(
-                result.content, result.is_error, result.error, _meta(how, result.meta)
-            )
-        record_result(session, turn, step, block["id"], call_seq, result)
+    answered, call_seq, running = 0, None, [False]
+    try:
+        for pending in interrupted.calls:
+            call_seq, running[0] = record_call(session, turn, step, pending.block), False
+            result = await _settled(agent, pending, cancel, running)
+            record_result(session, turn, step, pending.block["id"], call_seq, result)
+            answered, call_seq = answered + 1, None
+    except BaseException as e:
+        for index, pending in enumerate(interrupted.calls[answered:]):
+            seq = call_seq if index == 0 and call_seq is not None else None
+            if seq is None:
+                seq = record_call(session, turn, step, pending.block)
+            # a body that was running may have had its effect; any other call keeps its answer
+            stopped = outcome_unknown() if index == 0 and running[0] else _recorded(pending)
+            record_result(session, turn, step, pending.block["id"], seq, stopped)
+        raise SettlementStopped(e) from e
+
+
+def _recorded(pending: Pending) -> ToolResult:
+    """The result that answers ``pending`` now, to record again as it is."""
+    kept = pending.result
+    return ToolResult(
+        kept["message"]["content"][0].get("content", []),
+        bool(kept["message"]["content"][0].get("isError")),
+        kept.get("error"),
+        kept.get("meta"),
+    )
+
+
+async def _settled(
+    agent: Agent, pending: Pending, cancel: CancelSignal, running: list[bool]
+) -> ToolResult:
+    """The result of one call of the interrupted step, settled by its tool's class (its probe
+    asked, its body run when that decides it: ``running[0]`` is set from then on)."""
+    if pending.answer == "kept":
+        return _recorded(pending)
+    session, tools, block = agent.session, agent.runtime.tools, pending.block
+    call = ToolCall(block["id"], block["name"], block["arguments"], session, agent, None, cancel)
+    spec = tools.get(call.name)  # (a missing tool answers like an unsafe one)
+    how, found = await settlement(
+        pending.answer, spec.effect if spec else "unsafe", spec.reconcile if spec else None, call
+    )
+    if how == "unknown":
+        result = outcome_unknown()
+    elif found is not None:
+        result = found
+    else:  # a body runs: only as the approval allows (never parking here)
+        refused = await pre_execute(agent, call, may_park=False)
+        if refused is None:
+            running[0] = True
+        result = refused if refused is not None else await tools.execute(call)
+    return ToolResult(result.content, result.is_error, result.error, _meta(how, result.meta))
 
 
 async def settlement(
@@ -200,12 +252,21 @@ async def settlement(
         return "unknown", None
     try:
         found = await reconcile(call)
-    except Exception:
+        if isinstance(found, Applied):
+            return "reconciled", as_result(found.result)
+    except Exception as e:
+        log.warning('probe of call "%s" (tool "%s") cannot tell: %s', call.call_id, call.name, e)
         return "unknown", None
-    if isinstance(found, Applied):
-        return "reconciled", as_result(found.result)
     if isinstance(found, NotApplied):
         return "run-after-probe", None
+    if not isinstance(found, Unknown):
+        log.warning(
+            'probe of call "%s" (tool "%s") answered %s, not Applied, NotApplied or Unknown: '
+            "it cannot tell",
+            call.call_id,
+            call.name,
+            type(found).__name__,
+        )
     return "unknown", None
 
 

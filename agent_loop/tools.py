@@ -24,6 +24,7 @@ from session.events.outcomes import (
     TOOL_OUTCOME_UNKNOWN_NAME,
     TOOL_OUTCOME_UNKNOWN_TEXT,
 )
+from session.json.lossless import snapshot
 from session.live.hooks import Disposer, HookBus
 
 if TYPE_CHECKING:
@@ -222,22 +223,21 @@ class ToolService:
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Run one call through ``tools/execute``. Never raises for a tool's own failure:
-        errors of the body, of the middleware (a failed checkpoint), an unknown tool or bad
-        argument JSON all become error results."""
+        errors of the body, of the middleware (a failed checkpoint), an unknown tool, bad
+        argument JSON and a result that cannot be recorded (:func:`as_result`) all become
+        error results."""
         if call.cancel.cancelled:
             return aborted_before_dispatch()
         chain = self._hooks.chain(TOOLS_EXECUTE, self._invoke)
         try:
             result = await chain(call)
+            if not isinstance(result, ToolResult):
+                return ToolResult.failure(
+                    f"tools/execute middleware returned {type(result).__name__}, not a ToolResult"
+                )
+            return as_result(result)  # (one a middleware made must be recordable too)
         except Exception as e:
             return ToolResult.failure(str(e) or type(e).__name__)
-        return (
-            result
-            if isinstance(result, ToolResult)
-            else ToolResult.failure(
-                f"tools/execute middleware returned {type(result).__name__}, not a ToolResult"
-            )
-        )
 
     async def _invoke(self, call: ToolCall) -> ToolResult:
         if call.cancel.cancelled:
@@ -261,11 +261,25 @@ class ToolService:
 def as_result(output: Any) -> ToolResult:
     """What a tool body (or a probe's :class:`agent_loop.effects.Applied`) returned, as a
     result: a ``ToolResult`` as is, a string as one text block, a list as content blocks,
-    anything else as its JSON text."""
+    anything else as its JSON text. Guarantee: what it returns can be recorded (its
+    content blocks are objects, and content, error and meta are lossless JSON).
+
+    Raises:
+        TypeError: Saying what cannot be recorded (a value that is not JSON, a content block
+            that is not an object).
+    """
     if isinstance(output, ToolResult):
-        return output
-    if isinstance(output, str):
+        result = output
+    elif isinstance(output, str):
         return ToolResult.text(output)
-    if isinstance(output, list):
-        return ToolResult(output)
-    return ToolResult.text(json.dumps(output))
+    elif isinstance(output, list):
+        result = ToolResult(output)
+    else:
+        return ToolResult.text(json.dumps(output))
+    snapshot(list(result.content), "content")
+    for index, block in enumerate(result.content):
+        if not isinstance(block, Mapping):
+            raise TypeError(f"content[{index}] is {type(block).__name__}, not a content block")
+    snapshot(result.error, "error")
+    snapshot(result.meta, "meta")
+    return result

@@ -15,9 +15,11 @@ Guarantees:
 - Every SQLite call runs on one worker thread per storage, never on the event loop; another
   process's write transaction is waited for at most ``busy_timeout_ms``.
 
-There are no writer locks: a second process may still *load* a session that is live
-elsewhere, and its repair then makes the live writer's next append fail with
-:class:`SessionCollisionError` (nothing is lost or spliced).
+- One writer per session: a writer takes the session's lock
+  (:mod:`persistence_sqlite.locks`) before it adopts, repairs, appends to or deletes a stored
+  session, and when it materializes a new one; a second writer, in this process or another,
+  is refused with :class:`SessionCollisionError` before it changes or decides anything. A
+  process that dies releases its locks. Readers take no lock.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from persistence_sqlite.locks import WriterLocks
 from persistence_sqlite.rows import (
     EVENT_COLUMNS,
     HEADER_COLUMNS,
@@ -122,6 +125,7 @@ class SqliteStorage(Storage):
         not block it, and every write is refused."""
         self._db: OpenDatabase | None = None
         self._worker = IOThreads(1, "session-sqlite")
+        self._locks = None if self.path == ":memory:" else WriterLocks(self.path)
 
     # --- the worker -------------------------------------------------------------------------
 
@@ -235,7 +239,27 @@ class SqliteStorage(Storage):
         lines = [header_line(header), *(render_row(r) for r in rows)]
         return RawArtifact(header, "session.jsonl", b"".join(line + b"\n" for line in lines))
 
-    # (no writer locks: appends are checked optimistically, by the seq's key)
+    # --- writer locks (appends are also checked optimistically, by the seq's key) ----------
+
+    async def acquire(self, id: str) -> bool:
+        """Take the session's writer lock (stored or not: a new session is locked when it
+        materializes)."""
+        if self._locks is None or self._locks.holds(id):
+            return False
+        if self.read_only:
+            raise OSError(errno.EROFS, f'session database "{self.path}" is opened read-only')
+        locks = self._locks
+        return await self._run(lambda _: locks.take(id))  # (the database, and its directory, first)
+
+    async def writer_elsewhere(self, id: str) -> bool:
+        """Whether another process or storage holds ``id``'s writer lock (no lock taken)."""
+        if self._locks is None:
+            return False
+        return await self._worker.submit(self._locks.held_elsewhere, id)
+
+    async def release(self, id: str) -> None:
+        if self._locks is not None and self._locks.holds(id):
+            await self._worker.submit(self._locks.give, id)
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -243,6 +267,8 @@ class SqliteStorage(Storage):
         self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
     ) -> None:
         rows = batch_values(header.id, events)  # refuse before writing
+        if not materialized:
+            await self.acquire(header.id)  # the writer of a new session holds it from now
         await self._run(lambda db: self._append(db, header, rows, materialized))
 
     def _append(
@@ -299,14 +325,20 @@ class SqliteStorage(Storage):
         failpoint("sqlite:repair:after-commit")
 
     async def delete(self, id: str) -> bool:
-        """Delete the session's row and (by ``ON DELETE CASCADE``) its events in one
-        transaction; ``False`` when it is not stored."""
+        """Take the session's writer lock (refused while another writer holds it), then
+        delete its row and (by ``ON DELETE CASCADE``) its events in one transaction;
+        ``False`` when it is not stored."""
 
         def delete(db: sqlite3.Connection) -> bool:
             with _transaction(db, "IMMEDIATE"):
                 return db.execute("DELETE FROM sessions WHERE id = ?", (id,)).rowcount > 0
 
-        return await self._run(delete)
+        taken = await self.acquire(id)
+        try:
+            return await self._run(delete)
+        finally:
+            if taken:
+                await self.release(id)
 
     async def close(self) -> None:
         def close(db: sqlite3.Connection) -> None:
@@ -315,6 +347,8 @@ class SqliteStorage(Storage):
         try:
             if self._db is not None:
                 await self._run(close)
+            if self._locks is not None:
+                await self._worker.submit(self._locks.close)
         finally:
             self._db = None
             self._worker.shutdown()

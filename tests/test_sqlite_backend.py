@@ -95,20 +95,22 @@ async def test_in_memory_database(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-async def test_a_stale_writer_gets_a_collision_and_splices_nothing(tmp_path: Path) -> None:
+async def test_a_second_writer_is_refused_until_the_first_lets_go(tmp_path: Path) -> None:
+    """While one storage holds a session, another (same process, same file) cannot load it
+    for writing, and sees that a writer holds it; once the first lets go, it can."""
     first, second = SqlitePersistence(tmp_path / "s.db"), SqlitePersistence(tmp_path / "s.db")
     await first.create({**HEADER, "id": "s"})
     await first.append("s", turn().events)
-    await first.load("s")
-    await second.load("s")
+    await second.load("s")  # reading takes no lock
     more = [{"type": "plugin/write", "seq": 4, "time": 6, "data": {"by": "second"}}]
+    with pytest.raises(SessionCollisionError, match="being written by another writer"):
+        await second.append("s", more)
+    assert (await second.diagnose("s")).writer_elsewhere
+    await first.aclose()  # releases the writer lock
+    assert not (await second.diagnose("s")).writer_elsewhere
     await second.append("s", more)
-    stale = [{"type": "plugin/write", "seq": 4, "time": 6, "data": {"by": "first"}}]
-    with pytest.raises(SessionCollisionError, match="changed by another writer"):
-        await first.append("s", stale)
     events = await second.read_from("s", 0)
     assert [e.data.get("by") for e in events[4:]] == ["second"]
-    await first.aclose()
     await second.aclose()
 
 

@@ -169,7 +169,8 @@ class SimpleTurnEnd(WireModel):
     """A turn end without details."""
 
     kind: Literal["completed", "blocked", "max-tokens", "interrupted"]
-    """``interrupted`` is written only by crash repair."""
+    """``interrupted`` is written by crash repair, and by a settlement stopped midway, which
+    ends as a crash would have left it (``agent_loop.settle``)."""
 
 
 class AbortedTurn(WireModel):

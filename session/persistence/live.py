@@ -250,14 +250,31 @@ class LiveWriter:
 
     # --- the write path ---------------------------------------------------------------------
 
-    async def _flush(self, session: Session, live: _Live) -> None:
-        live.controller.cancel_wait()
+    async def claimed(self, session: Session) -> None:
+        """Wait until the live ``session`` is bound to its id: this backend holds its writer
+        lock and knows the stored log it continues. Nothing is written. Any other failure of
+        the binding (an I/O error, a full disk) is left to the first flush, which binds again
+        and raises it then.
+
+        Raises:
+            SessionCollisionError: Another writer holds the session.
+        """
+        live = self._live.get(session)
+        if live is not None:
+            with contextlib.suppress(OSError):
+                await self._binding(session, live)
+
+    async def _binding(self, session: Session, live: _Live) -> None:
         init = live.init
         if init is None or (init.done() and (init.cancelled() or init.exception() is not None)):
             # Not started (no loop at creation) or failed: (re)try; a failure is not sticky.
             init = asyncio.ensure_future(self._bind(session))
             live.binding(init)
         await init
+
+    async def _flush(self, session: Session, live: _Live) -> None:
+        live.controller.cancel_wait()
+        await self._binding(session, live)
         barrier = live.controller.flush()
         if barrier is not None:
             await barrier
@@ -391,7 +408,9 @@ class LiveWriter:
 
     async def _retire(self, session: Session, live: _Live) -> None:
         try:
-            await self._flush(session, live)
+            refused = live.init is not None and live.init.done() and not live.bound
+            if not refused or live.controller.has_work:  # (a refused binding wrote nothing)
+                await self._flush(session, live)
         finally:
             self._live.pop(session, None)
             async with self._ledger.locks.hold(session.id):

@@ -268,7 +268,13 @@ class SessionPersistence:
         """Load a stored session (repairing it durably if it was interrupted) and publish it as
         a live session that continues at the next seq. Its seed is the stored log, followed by
         one ``session/end-seed``; nothing stored is written again, and the log is read and
-        validated once."""
+        validated once. It returns only once this backend is the session's one writer (on a
+        medium with writer locks, it holds the lock): a second resumer of a session, in any
+        process, is refused here, before it can decide or run anything.
+
+        Raises:
+            SessionCollisionError: The session is live here, or another writer holds it.
+        """
         store = self._require_store()
         self._check_open()
         await self.writer.wait_retirement(id)
@@ -278,6 +284,11 @@ class SessionPersistence:
             loaded = await self.ledger.commit_cold(id)
         session = Session.restore(loaded.header, loaded.checked, clock=store.clock)
         store.attach(session)
+        try:
+            await self.writer.claimed(session)
+        except BaseException:
+            store.detach(session)
+            raise
         return session
 
     async def aclose(self) -> None:
