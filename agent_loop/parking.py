@@ -12,6 +12,9 @@ then carries it out (:func:`carry_out`), inside the parked turn and step:
   started, made durable before the body), then the body runs once with the recorded
   arguments and call id;
 - ``rejected``, ``cancelled``, ``unavailable``: the reference's denial result;
+- ``allowed-once`` for other arguments than the recorded ones (a decision or an ask that saw
+  another digest): refused, never run, with an ``APPROVAL_MISMATCH`` result that tells the
+  model why (:func:`mismatch`), so the session can always go on;
 - no decision and the ask's deadline passed: it is decided ``cancelled`` first.
 
 Then the calls of the step that had not started run as the loop runs calls (an ask among
@@ -21,6 +24,7 @@ is repeated to get there.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -52,13 +56,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AWAITING_APPROVAL",
+    "DIGEST_PREFIX",
+    "MISMATCH",
     "awaiting",
     "carry_out",
-    "check_runnable",
     "decide",
     "decision_data",
     "find_parked",
-    "unrunnable",
+    "mismatch",
 ]
 
 AWAITING_APPROVAL: Final = "awaiting-approval"
@@ -85,9 +90,11 @@ def find_parked(events: Sequence[Any], session_id: str, call_id: str) -> ParkedC
             continue
         if call.decision is not None:
             by = f" by {call.decision.by}" if call.decision.by else ""
+            at = datetime.datetime.fromtimestamp(call.decision.time / 1000, tz=datetime.UTC)
             raise ApprovalNotPendingError(
                 f'call "{call_id}" of session "{session_id}" is already decided '
-                f"{call.decision.outcome}{by}; the agent carries it out when it resumes"
+                f"{call.decision.outcome}{by} at {at:%Y-%m-%d %H:%M:%S} UTC; the agent "
+                "carries it out when it resumes"
             )
         return call
     parked = ", ".join(f'"{c.call_id}"' for c in parked_calls(events)) or "none"
@@ -111,16 +118,24 @@ def decision_data(
 
     Raises:
         ValueError: ``outcome`` is not one of the four.
-        ApprovalMismatchError: ``digest`` (the arguments the decider saw) is not the
-            recorded arguments' (nothing is to be logged).
+        ApprovalMismatchError: ``digest`` (the arguments the decider saw: the whole
+            digest, or a prefix of at least :data:`DIGEST_PREFIX` characters) does not name
+            the recorded arguments', or an approval is asked for a call whose ask saw other
+            arguments than the recorded ones (nothing is to be logged).
     """
     if outcome not in OUTCOMES:
         raise ValueError(f"an approval outcome is one of {', '.join(OUTCOMES)}; got {outcome!r}")
     recorded = arguments_digest(call.arguments)
-    if digest is not None and digest != recorded:
+    if digest is not None and not _names(digest, recorded):
         raise ApprovalMismatchError(
             f'call "{call.call_id}" was recorded with arguments {recorded}, not the {digest} '
             "the decision names; nothing was decided"
+        )
+    if outcome == "allowed-once" and call.arguments_digest != recorded:
+        raise ApprovalMismatchError(
+            f'call "{call.call_id}" was asked about with arguments {call.arguments_digest}, '
+            f"not the recorded {recorded}: it cannot be approved (reject it; the model can "
+            "ask again); nothing was decided"
         )
     error: ApprovalError | None = None
     when = now_ms() if now is None else now
@@ -136,6 +151,16 @@ def decision_data(
     if reason is not None:
         data["reason"] = reason
     return data, error
+
+
+DIGEST_PREFIX: Final = len("sha256:") + 12
+"""The shortest prefix of a digest a decision may name it by (what ``approvals`` prints)."""
+
+
+def _names(digest: str, recorded: str) -> bool:
+    """Whether ``digest`` (what a decider saw) names ``recorded``: the whole of it, or a
+    prefix of at least :data:`DIGEST_PREFIX` characters."""
+    return digest == recorded or (len(digest) >= DIGEST_PREFIX and recorded.startswith(digest))
 
 
 def decide(
@@ -162,24 +187,22 @@ def decide(
         raise error
 
 
-def unrunnable(calls: Sequence[ParkedCall]) -> ParkedCall | None:
-    """The first call approved for arguments other than the recorded ones (its ask or
-    decision saw a different digest), which must not run; ``None`` when every one may."""
-    for call in calls:
-        decided = call.decision.outcome if call.decision is not None else None
-        if decided == "allowed-once" and not call.matches:
-            return call
-    return None
+MISMATCH: Final = "APPROVAL_MISMATCH"
+"""The error code of the result of a call approved for other arguments than the recorded
+ones: it was refused, never run."""
 
 
-def check_runnable(session: Session, calls: Sequence[ParkedCall]) -> None:
-    """Raise :class:`ApprovalMismatchError` for a call :func:`unrunnable` finds."""
-    bad = unrunnable(calls)
-    if bad is not None:
-        raise ApprovalMismatchError(
-            f'call "{bad.call_id}" of session "{session.id}" was approved for other arguments '
-            f"than the recorded ones ({arguments_digest(bad.arguments)}); it is not run"
-        )
+def mismatch(call: ParkedCall) -> str | None:
+    """Why an ``allowed-once`` decision on ``call`` must not be carried out: the recorded
+    arguments are not the ones its ask and its decision saw (the model reads ``Error: `` and
+    this); ``None`` when they are, or the call was not approved."""
+    decided = call.decision
+    if decided is None or decided.outcome != "allowed-once" or call.matches:
+        return None
+    return (
+        f'tool "{call.tool_name}" was approved for arguments {decided.arguments_digest}, not '
+        f"the recorded {arguments_digest(call.arguments)}: it was not run; ask for it again"
+    )
 
 
 async def carry_out(agent: Agent, turn: int, step: int, cancel: CancelSignal) -> None:
@@ -194,7 +217,11 @@ async def carry_out(agent: Agent, turn: int, step: int, cancel: CancelSignal) ->
             outcome = "cancelled"
         block = {"id": call.call_id, "name": call.tool_name, "arguments": call.arguments}
         result: ToolResult
-        if outcome == "allowed-once":
+        refusal = mismatch(call)
+        if refusal is not None:  # approved for other arguments: refused, and the model told
+            error = {"name": "ApprovalMismatchError", "code": MISMATCH}
+            call_seq, result = call.call_seq, ToolResult.failure(refusal, error)
+        elif outcome == "allowed-once":
             call_seq = record_call(session, turn, step, block)  # the body's start, durable
             await agent.runtime.sessions.flush(session)
             args = (call.call_id, call.tool_name, call.arguments, session, agent, None, cancel)

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import argparse
 import datetime
+from typing import TYPE_CHECKING
 
 from agent_session.commands import check_exists, open_backend
 from agent_session.exits import CORRUPT, NOT_FOUND, OK, UserError
-from agent_session.output import json_line
+from agent_session.output import json_line, terminal_text
+
+if TYPE_CHECKING:
+    from session.events.parked import ParkedCall
 
 __all__ = ["approvals", "decide"]
+
+_ARGUMENTS_SHOWN = 48
+"""How many characters of a call's arguments the table shows (``--json`` has them all)."""
 
 
 def _when(ms: int | None) -> str:
@@ -25,6 +32,7 @@ def _when(ms: int | None) -> str:
 
 async def approvals(args: argparse.Namespace) -> int:
     """One row (or JSON line) per parked call of the store, or of the sessions named."""
+    from agent_loop.parking import DIGEST_PREFIX
     from agent_session.deciders import pending_approvals
     from session import SessionNotFoundError
 
@@ -43,20 +51,32 @@ async def approvals(args: argparse.Namespace) -> int:
     if not found:
         print("no tool call waits for approval")
         return OK
-    header = ["SESSION", "CALL", "TOOL", "ARGUMENTS", "ASKED (UTC)", "EXPIRES", "STATE", "REASON"]
-    table = [header]
+    header = ["SESSION", "CALL", "TOOL", "ARGUMENTS", "DIGEST", "ASKED (UTC)", "EXPIRES", "STATE"]
+    table = [[*header, "REASON"]]
     for pending in found:
         call = pending.call
-        state = "waiting" if call.decision is None else f"decided {call.decision.outcome}"
-        digest = call.arguments_digest[:19]  # sha256: and 12 hex digits
-        cells = [pending.session_id, call.call_id, call.tool_name, digest]
-        table.append(
-            [*cells, _when(call.asked_at), _when(call.expires_at), state, call.reason or ""]
-        )
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+        arguments = call.arguments if isinstance(call.arguments, str) else json_line(call.arguments)
+        if len(arguments) > _ARGUMENTS_SHOWN:
+            arguments = arguments[: _ARGUMENTS_SHOWN - 1] + "…"
+        cells = [pending.session_id, call.call_id, call.tool_name, arguments]
+        cells += [call.arguments_digest[:DIGEST_PREFIX], _when(call.asked_at)]
+        cells += [_when(call.expires_at), _state(call), call.reason or ""]
+        table.append([terminal_text(cell) for cell in cells])
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) + 1)]
     for row in table:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return OK
+
+
+def _state(call: ParkedCall) -> str:
+    """What waits: nobody decided, or the decision the agent carries out when it resumes."""
+    from agent_loop.parking import mismatch
+
+    if call.decision is None:
+        return "waiting" if call.matches else "waiting (arguments differ: reject it)"
+    if mismatch(call) is not None:
+        return "decided allowed-once (arguments differ: refused when it resumes)"
+    return f"decided {call.decision.outcome}"
 
 
 async def decide(args: argparse.Namespace) -> int:

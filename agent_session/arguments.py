@@ -271,8 +271,10 @@ def parser() -> argparse.ArgumentParser:
         "approvals",
         "list the tool calls that wait for approval",
         "One row per parked tool call of the store (or of the sessions named): session, call "
-        "id, tool, the digest of its recorded arguments, the reason it asks, when it was "
-        "asked, its deadline, and a decision not yet carried out (read-only).",
+        "id, tool, its recorded arguments (--json: all of them), the start of their digest "
+        "(what approve --digest takes), when it was asked, its deadline, its state (a "
+        "decision not yet carried out, or arguments that differ from the ones asked about) "
+        "and the reason it asks (read-only).",
     )
     approvals.add_argument("ids", nargs="*", metavar="ID", help="sessions (default: all)")
     approvals.add_argument("--json", action="store_true", help="one JSON object per call")
@@ -302,8 +304,8 @@ def parser() -> argparse.ArgumentParser:
         if verb == "approve":
             decide.add_argument(
                 "--digest",
-                help="the arguments' digest as listed (sha256:...): refuse if the recorded "
-                "arguments differ",
+                help="the arguments' digest as listed (sha256: and at least 12 hex digits, "
+                "or all of it): refuse if the recorded arguments differ",
             )
 
     convert = command(

@@ -8,7 +8,21 @@ import sys
 import time
 from typing import Any, TextIO
 
-__all__ = ["Progress", "json_line"]
+__all__ = ["Progress", "json_line", "terminal_text"]
+
+_CONTROLS = {
+    **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))},
+    **{c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+}
+"""C0 and C1 controls, DEL, and the bidirectional overrides and isolates: what a terminal
+would act on (a colour, a cursor move, a reordered line) instead of showing."""
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe to print in a table on a terminal: every control character (an escape
+    sequence, a carriage return, a bidirectional override) shown as its ``\\x..`` or
+    ``\\u....`` escape, everything else as is."""
+    return text.translate(_CONTROLS)
 
 
 def json_line(value: Any) -> str:

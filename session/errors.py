@@ -166,8 +166,9 @@ class ApprovalExpiredError(ApprovalError):
 
 
 class ApprovalMismatchError(ApprovalError):
-    """The call's recorded arguments are not the ones its ask or its decision saw: the
-    approved call is not run."""
+    """A decision names other arguments than the call's recorded ones (a digest that does
+    not match, or an approval of a call whose ask saw other arguments): nothing is
+    decided."""
 
 
 class ApprovalPendingError(ApprovalError):

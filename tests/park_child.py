@@ -16,6 +16,8 @@ outside world. Prints the run's result as JSON (``null`` for nothing to do).
 - ``effect``: in a resume, inside ``pay``'s body after its effect.
 
 ``--answer OUTCOME`` mounts an in-process answerer that decides at once (no parking).
+``--hold``: once parked, stay alive (the live writer of the session) until a line arrives on
+stdin.
 """
 
 import asyncio
@@ -141,6 +143,8 @@ async def main() -> None:
         sys.stdout.flush()
         if first_run and DIE == "parked":
             die()
+        if "--hold" in sys.argv:
+            await asyncio.to_thread(sys.stdin.readline)
 
 
 asyncio.run(main())

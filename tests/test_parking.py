@@ -257,16 +257,57 @@ async def test_a_decision_for_other_arguments_is_refused_and_nothing_runs() -> N
     rt, session, agent = await reopened(world, after_decision())
     with pytest.raises(ApprovalMismatchError, match="nothing was decided"):
         decide(session, "c-pay", "allowed-once", digest=arguments_digest('{"amount": 500}'))
-    # A decision forged with another digest (written by hand, say) is not carried out.
+    recorded = arguments_digest('{"amount": 5}')
+    with pytest.raises(ApprovalMismatchError, match="nothing was decided"):
+        decide(session, "c-pay", "allowed-once", digest=recorded[:18])  # too short a prefix
+    # A decision forged with another digest (written by hand, say) is not carried out: the
+    # call is refused with a result that says why, and the session goes on.
     [call] = parked_calls(session.events)
     forged = {"id": call.ask_id, "outcome": "allowed-once", "argumentsDigest": "sha256:00"}
     session.append("approval/decided", forged)
-    count = len(session.events)
-    with pytest.raises(ApprovalMismatchError, match="it is not run"):
-        await agent.resume()
-    assert len(session.events) == count
+    assert (await agent.resume()) == {"kind": "completed"}
     await rt.__aexit__(None, None, None)
-    assert world.effects == []
+    assert world.effects == ["notify:c-notify"]
+    [pay] = [
+        e.data
+        for e in session.events
+        if e.type == "tool/result" and e.data["message"]["source"]["callId"] == "c-pay"
+    ]
+    assert pay["error"] == {"name": "ApprovalMismatchError", "code": "APPROVAL_MISMATCH"}
+    text = pay["message"]["content"][0]["content"][0]["text"]
+    assert text == (
+        f'Error: tool "pay" was approved for arguments sha256:00, not the recorded {recorded}: '
+        "it was not run; ask for it again"
+    )
+    check_transcript(session.derive_messages())
+
+
+async def test_a_unique_digest_prefix_approves_as_listed() -> None:
+    world = World()
+    await parked_session(world)
+    rt, session, agent = await reopened(world, after_decision())
+    decide(session, "c-pay", "allowed-once", digest=arguments_digest('{"amount": 5}')[:19])
+    assert (await agent.resume()) == {"kind": "completed"}
+    await rt.__aexit__(None, None, None)
+    assert world.effects == ["pay:c-pay", "notify:c-notify"]
+
+
+async def test_a_call_whose_ask_saw_other_arguments_cannot_be_approved_only_rejected() -> None:
+    world = World()
+    await parked_session(world)
+    rt, session, agent = await reopened(world, after_decision())
+    # The call recorded again with other arguments than the ask saw (a foreign writer).
+    [call] = parked_calls(session.events)
+    recorded = {"turn": call.turn, "step": call.step, "callId": "c-pay", "name": "pay"}
+    session.append("tool/call", {**recorded, "arguments": '{"amount": 500}'})
+    [call] = parked_calls(session.events)
+    assert not call.matches
+    with pytest.raises(ApprovalMismatchError, match="cannot be approved"):
+        decide(session, "c-pay", "allowed-once")
+    decide(session, "c-pay", "rejected")
+    assert (await agent.resume()) == {"kind": "completed"}
+    await rt.__aexit__(None, None, None)
+    assert world.effects == ["notify:c-notify"]
 
 
 async def test_a_crash_while_the_approved_body_runs_is_never_parked_again() -> None:

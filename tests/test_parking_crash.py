@@ -237,6 +237,41 @@ async def test_two_deciders_at_once_one_wins_and_the_other_is_told(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+async def test_no_decision_is_written_while_the_parking_agent_is_alive(
+    tmp_path: Path, kind: str
+) -> None:
+    """``approve`` and ``reject`` under a live writer exit 2 and write nothing; once the agent
+    exits, the decision lands and the next resume carries it out."""
+    store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "tests.park_child", store, str(outbox), "--hold"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert agent.stdout is not None
+    assert agent.stdin is not None
+    assert json.loads(agent.stdout.readline())["kind"] == "awaiting-approval"  # parked, alive
+    for verb in ("approve", "reject"):
+        refused = cli(verb, store, "job", "c-pay", check_rc=2)
+        assert "a live process holds the session" in refused.stderr
+    listed = json.loads(cli("approvals", store, "--json").stdout)
+    assert "decided" not in listed  # nothing was written under the live writer
+    agent.stdin.write("exit\n")
+    agent.stdin.flush()
+    assert agent.wait(timeout=120) == 0, agent.communicate()
+    cli("approve", store, "job", "c-pay", "--digest", DIGEST[:19])  # the prefix it lists
+    again = cli("approve", store, "job", "c-pay", check_rc=3)
+    assert "already decided allowed-once by " in again.stderr
+    assert " UTC" in again.stderr
+    assert resume(store, outbox) == {"kind": "completed"}
+    check_invariants(await stored(store), outbox, store)
+    assert effects(outbox).count("pay c-pay") == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
 async def test_a_kill_before_the_ask_is_durable_never_runs_the_call(
     tmp_path: Path, kind: str
 ) -> None:

@@ -119,7 +119,9 @@ class ParkedCall:
         out: dict[str, Any] = {
             "callId": self.call_id,
             "toolName": self.tool_name,
+            "arguments": self.arguments,
             "argumentsDigest": self.arguments_digest,
+            "argumentsMatch": self.matches,
             "reason": self.reason,
             "askedAt": self.asked_at,
             "expiresAt": self.expires_at,
@@ -128,7 +130,8 @@ class ParkedCall:
             "step": self.step,
         }
         if self.decision is not None:
-            out["decided"] = {"outcome": self.decision.outcome, "by": self.decision.by}
+            decision = self.decision
+            out["decided"] = {"outcome": decision.outcome, "by": decision.by, "at": decision.time}
         return out
 
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agent_loop.approval import OUTCOMES, Outcome, denial
-from agent_loop.parking import check_runnable, decision_data
+from agent_loop.parking import decision_data, mismatch
 from agent_session.integrations.openai_agents.items import tool_result_data
 from agent_session.integrations.turns import OpenTurn, record_call
 from session.events.builders import tool_call
@@ -112,11 +112,8 @@ async def carry_out(agent: Agent[Any], session: EventLogSession, context: Any) -
     """Carry out the decisions on the session's parked calls (see the module) and answer the
     other calls its turn still waits on; ``None`` when nothing is parked, ``False`` while a
     call is undecided and its deadline has not passed (nothing is written), ``True`` when
-    the run can go on.
-
-    Raises:
-        ApprovalMismatchError: A call was approved for other arguments than the recorded
-            ones (nothing runs).
+    the run can go on. A call approved for other arguments than the recorded ones is
+    refused, never run, and the model is told why (:func:`agent_loop.parking.mismatch`).
     """
     from agent_session.integrations.openai_agents.settle import run_tool  # (it imports this)
 
@@ -127,8 +124,13 @@ async def carry_out(agent: Agent[Any], session: EventLogSession, context: Any) -
     now = now_ms()
     if any(call.decision is None and not call.expired(now) for call in parked):
         return False
-    check_runnable(live, parked)
     for call in parked:
+        refusal = mismatch(call)
+        if refusal is not None:  # approved for other arguments: refused, never run
+            await session._call(
+                _answer(session, call.call_id, _output(call.call_id, "Error: " + refusal))
+            )
+            continue
         outcome = await session._call(_start(session, call))
         if outcome == "allowed-once":
             block = {"id": call.call_id, "name": call.tool_name, "arguments": call.arguments}

@@ -82,11 +82,9 @@ async def resume_run(
     (:mod:`.approvals`), or settle the calls a crash interrupted (:func:`settle_run`); then
     ``Runner.run(agent, [], session=session, ...)`` with :class:`DurableRunHooks` (unless
     ``hooks`` is given among ``run``), parking what that run stops for in turn. ``None``
-    when there was nothing to finish, or a parked call is still undecided.
-
-    Raises:
-        ApprovalMismatchError: A call was approved for other arguments than the recorded
-            ones (nothing runs).
+    when there was nothing to finish, or a parked call is still undecided. A call approved
+    for other arguments than the recorded ones is refused, never run, and the model told
+    why.
     """
     from agents import Runner
 
