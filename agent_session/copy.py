@@ -38,6 +38,11 @@ class Copied:
     """Whether SRC has a torn tail past those events (not copied)."""
 
 
+class _SourceLive(SessionCollisionError):
+    """The session to copy has a live writer in the source (not a collision in the
+    target)."""
+
+
 async def copy_session(source: SessionPersistence, target: SessionPersistence, id: str) -> Copied:
     """Copy the stored session ``id`` from ``source`` into ``target``: its header, then every
     stored event (no closers are added: an interrupted turn stays interrupted), in durable
@@ -60,8 +65,9 @@ async def copy_session(source: SessionPersistence, target: SessionPersistence, i
     """
     examined = await source.diagnose(id)
     if examined.writer_elsewhere:
-        raise SessionCollisionError(
-            f'session "{id}" is being written by a live writer; copy it once it stopped'
+        raise _SourceLive(
+            f'session "{id}" is being written by a live writer in the source; copy it once '
+            "it stopped (nothing was copied)"
         )
     batches = _batches(examined.session.events[: examined.stored_events])
     events = [event for batch in batches for event in batch]
@@ -104,7 +110,9 @@ async def copy(args: argparse.Namespace) -> int:
                 _say(args, id, "not found", str(e))
             except (SessionError, ValueError, TypeError) as e:
                 worst, refused = max(worst, CORRUPT), refused + 1
-                if isinstance(e, SessionCollisionError):
+                if isinstance(e, _SourceLive):
+                    _say(args, id, "live", str(e))
+                elif isinstance(e, SessionCollisionError):
                     _say(args, id, "exists", f"already in {target_spec.shown}; left alone there")
                 else:
                     _say(args, id, "refused", str(e))

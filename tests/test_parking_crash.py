@@ -236,13 +236,8 @@ async def test_two_deciders_at_once_one_wins_and_the_other_is_told(
     assert effects(outbox).count("pay c-pay") == (1 if won == "approve" else 0)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-async def test_no_decision_is_written_while_the_parking_agent_is_alive(
-    tmp_path: Path, kind: str
-) -> None:
-    """``approve`` and ``reject`` under a live writer exit 2 and write nothing; once the agent
-    exits, the decision lands and the next resume carries it out."""
-    store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
+def holding(store: str, outbox: Path) -> subprocess.Popen[str]:
+    """An agent process that parked the job and stays alive, its live writer."""
     agent = subprocess.Popen(
         [sys.executable, "-m", "tests.park_child", store, str(outbox), "--hold"],
         stdin=subprocess.PIPE,
@@ -252,16 +247,56 @@ async def test_no_decision_is_written_while_the_parking_agent_is_alive(
         cwd=ROOT,
     )
     assert agent.stdout is not None
-    assert agent.stdin is not None
     assert json.loads(agent.stdout.readline())["kind"] == "awaiting-approval"  # parked, alive
+    return agent
+
+
+def let_go(agent: subprocess.Popen[str]) -> None:
+    assert agent.stdin is not None
+    agent.stdin.write("exit\n")
+    agent.stdin.flush()
+    assert agent.wait(timeout=120) == 0, agent.communicate()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_every_command_that_writes_leaves_a_session_a_live_agent_holds_alone(
+    tmp_path: Path, kind: str
+) -> None:
+    """The single-writer rule for each command that writes: ``rm`` and ``convert`` exit 2,
+    ``copy`` says the source is live and copies nothing, ``recover`` leaves it untouched; the
+    log is what the agent wrote, and the agent goes on."""
+    store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
+    agent = holding(store, outbox)
+    before = [e.to_json() for e in await stored(store)]
+    assert "being written by another writer" in cli("rm", store, "job", check_rc=2).stderr
+    if kind == "jsonl":
+        cli("convert", store, "job", "--to", "zstd", check_rc=2)
+    target = str(tmp_path / "copy")
+    copied = cli("copy", store, target, check_rc=2).stdout
+    assert "job: live — " in copied and "copied 0 session(s)" in copied
+    recovered = cli("recover", store).stdout
+    assert "0 repaired" in recovered
+    assert [e.to_json() for e in await stored(store)] == before
+    let_go(agent)
+    cli("reject", store, "job", "c-pay")
+    assert resume(store, outbox) == {"kind": "completed"}
+    check_invariants(await stored(store), outbox, store)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_no_decision_is_written_while_the_parking_agent_is_alive(
+    tmp_path: Path, kind: str
+) -> None:
+    """``approve`` and ``reject`` under a live writer exit 2 and write nothing; once the agent
+    exits, the decision lands and the next resume carries it out."""
+    store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
+    agent = holding(store, outbox)
     for verb in ("approve", "reject"):
         refused = cli(verb, store, "job", "c-pay", check_rc=2)
         assert "a live process holds the session" in refused.stderr
     listed = json.loads(cli("approvals", store, "--json").stdout)
     assert "decided" not in listed  # nothing was written under the live writer
-    agent.stdin.write("exit\n")
-    agent.stdin.flush()
-    assert agent.wait(timeout=120) == 0, agent.communicate()
+    let_go(agent)
     cli("approve", store, "job", "c-pay", "--digest", DIGEST[:19])  # the prefix it lists
     again = cli("approve", store, "job", "c-pay", check_rc=3)
     assert "already decided allowed-once by " in again.stderr
