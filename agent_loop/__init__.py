@@ -4,7 +4,13 @@ demos."""
 
 from agent_loop.cancel import CancelSignal
 from agent_loop.loop import AGENT_POST_STEP, AGENT_PRE_STEP, Agent, LlmError, StepContext
-from agent_loop.models import LLM_STREAM, ModelAdapter, ModelRequest, ModelService
+from agent_loop.models import (
+    LLM_STREAM,
+    ModelAdapter,
+    ModelRequest,
+    ModelService,
+    ModelUnavailableError,
+)
 from agent_loop.runtime import AgentRuntime
 from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
 from agent_loop.tools import (
@@ -30,6 +36,7 @@ __all__ = [
     "ModelAdapter",
     "ModelRequest",
     "ModelService",
+    "ModelUnavailableError",
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedStep",

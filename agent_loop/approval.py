@@ -203,6 +203,7 @@ class ApprovalService:
         park: bool = False,
         expires_after: float | None = None,
         flush: Callable[[Session], Awaitable[object]] | None = None,
+        tell_model: bool = True,
     ) -> None:
         if policy not in POLICIES:
             raise TypeError('approval policy must be one of "ask" or "never"')
@@ -217,6 +218,9 @@ class ApprovalService:
         ``unavailable``, as in the reference)."""
         self.expires_after = expires_after
         """Seconds a parked ask waits before whoever sees it decides it ``cancelled``."""
+        self.tell_model = tell_model
+        """Whether the model reads the policy in a runtime-context ``user`` message (the
+        reference's: at a session's first step, and whenever the policy changed)."""
 
     def effective(self, session: Session) -> Policy:
         """The session's policy: its log's last switch, else the configured one."""
@@ -335,12 +339,17 @@ def set_approval_policy(session: Session, policy: Policy) -> None:
 
 
 def user_approval(
-    policy: Policy = "ask", *, park: bool = False, expires_after: float | None = None
+    policy: Policy = "ask",
+    *,
+    park: bool = False,
+    expires_after: float | None = None,
+    tell_model: bool = True,
 ) -> Callable[[PluginScope], None]:
     """The plugin that mounts the approval service on an ``AgentRuntime``
     (``runtime.approval``): asks from ``tools/pre-execute`` reach it, and every session's
-    model reads the policy in a runtime-context message. With ``park=True`` an ask no
-    answerer decides parks the turn, durably (``expires_after``: seconds it may wait)."""
+    model reads the policy in a runtime-context ``user`` message, as the reference's models
+    do (``tell_model=False`` sends none). With ``park=True`` an ask no answerer decides parks
+    the turn, durably (``expires_after``: seconds it may wait)."""
 
     def install(scope: PluginScope) -> None:
         from agent_loop.runtime import AgentRuntime  # (it imports this module)
@@ -354,6 +363,7 @@ def user_approval(
             park=park,
             expires_after=expires_after,
             flush=runtime.sessions.flush,
+            tell_model=tell_model,
         )
         runtime.approval = service
 
@@ -404,7 +414,7 @@ def context_message(agent: Any) -> dict[str, Any] | None:
     """The runtime-context ``user/message`` data the step should carry: when the approval
     service is mounted and the session's last snapshot (if any) says something else."""
     service: ApprovalService | None = agent.runtime.approval
-    if service is None:
+    if service is None or not service.tell_model:
         return None
     wanted = runtime_context(service.effective(agent.session))
     last = _last_snapshot(agent.session.events)

@@ -128,7 +128,10 @@ class Agent:
 
         Raises:
             ApprovalPendingError: The session's turn is parked (nothing is logged).
+            ModelUnavailableError: No request can be made with this agent's model (an
+                unregistered provider, an exhausted script): nothing is logged.
         """
+        self.runtime.models.check(self.provider, self.model)
         parked = parked_calls(self.session.events)
         if parked:
             ids = ", ".join(f'"{c.call_id}" (tool "{c.tool_name}")' for c in parked)
@@ -151,16 +154,19 @@ class Agent:
 
         Raises:
             SessionCollisionError: Another writer holds the session (nothing is run).
+            ModelUnavailableError: As :meth:`run_turn`, before anything is logged.
         """
         parked = parked_calls(self.session.events)
         if parked:
             now = now_ms()
             if any(c.decision is None and not c.expired(now) for c in parked):
                 return awaiting(self.session)
+            self.runtime.models.check(self.provider, self.model)
             return await self._turn(parked=(parked[0].turn, parked[0].step))
         settlement = plan(self.session)
         if settlement is None or not settlement.continues:
             return None
+        self.runtime.models.check(self.provider, self.model)
         return await self._turn(settlement)
 
     def followup(self, message: str | Mapping[str, Any]) -> None:

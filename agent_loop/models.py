@@ -16,9 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from agent_loop.cancel import CancelSignal
+from session.errors import SessionError
 from session.live.hooks import Disposer, HookBus
 
-__all__ = ["LLM_STREAM", "ModelAdapter", "ModelRequest", "ModelService"]
+__all__ = ["LLM_STREAM", "ModelAdapter", "ModelRequest", "ModelService", "ModelUnavailableError"]
+
+
+class ModelUnavailableError(SessionError, LookupError):
+    """No request can be made with this model configuration (no adapter is registered for
+    the provider, or the adapter says at once that it cannot serve the model). The loop
+    raises it before a turn writes anything."""
+
 
 LLM_STREAM: Final = "llm/stream"
 """Middleware ``(request, next) -> AsyncIterator[chunk]`` around every model request."""
@@ -48,7 +56,10 @@ class ModelRequest:
 
 
 class ModelAdapter(Protocol):
-    """A provider: one method that streams the reference chunks for a request."""
+    """A provider: one method that streams the reference chunks for a request. An adapter
+    may also have ``check(model: str) -> None``, which raises
+    :class:`ModelUnavailableError` when it can tell at once, without a request, that it
+    cannot serve ``model`` (the loop asks before a turn writes anything)."""
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]: ...
 
@@ -71,14 +82,22 @@ class ModelService:
         return Disposer(remove)
 
     def adapter(self, provider: str) -> ModelAdapter:
-        """The adapter of ``provider``; ``LookupError`` naming the registered ones if none."""
+        """The adapter of ``provider``; :class:`ModelUnavailableError` (a ``LookupError``)
+        naming the registered ones if none."""
         try:
             return self._adapters[provider]
         except KeyError:
             known = ", ".join(sorted(self._adapters)) or "none"
-            raise LookupError(
+            raise ModelUnavailableError(
                 f'no model adapter is registered for provider "{provider}" (registered: {known})'
             ) from None
+
+    def check(self, provider: str, model: str) -> None:
+        """Raise :class:`ModelUnavailableError` when a request for ``model`` at ``provider``
+        cannot be made (no adapter, or the adapter's own ``check`` says so); no I/O."""
+        check = getattr(self.adapter(provider), "check", None)
+        if callable(check):
+            check(model)
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """The request's chunks through the ``llm/stream`` middleware chain. The adapter's

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_loop.models import ModelRequest
+from agent_loop.models import ModelRequest, ModelUnavailableError
 
 __all__ = ["ScriptedCall", "ScriptedModel", "ScriptedStep"]
 
@@ -55,13 +55,23 @@ class ScriptedModel:
     requests: list[ModelRequest] = field(default_factory=list)
     """Every request received, in order."""
 
+    def check(self, model: str) -> None:
+        """Raise :class:`ModelUnavailableError` once every step was replayed (a turn would
+        fail at its first request)."""
+        if len(self.requests) >= len(self.steps):
+            raise ModelUnavailableError(self._exhausted(len(self.requests)))
+
+    def _exhausted(self, number: int) -> str:
+        return (
+            f"the script has {len(self.steps)} steps; request {number + 1} has none (script "
+            "what the model answers after the last step it replayed)"
+        )
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[dict[str, Any]]:
         number = len(self.requests)
         self.requests.append(request)
         if number >= len(self.steps):
-            raise LookupError(
-                f"the script has {len(self.steps)} steps; request {number + 1} has none"
-            )
+            raise ModelUnavailableError(self._exhausted(number))
         await self._hook(number, request, None)
         for chunk in chunks(self.steps[number]):
             await self._hook(number, request, chunk)

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
         ModelRequest as ModelRequest,
     )
     from agent_loop import (
+        ModelUnavailableError as ModelUnavailableError,
+    )
+    from agent_loop import (
         ScriptedCall as ScriptedCall,
     )
     from agent_loop import (

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import html
 import ipaddress
 import json
@@ -22,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from agent_session.exits import OK, UserError
+from agent_session.exits import IO_ERROR, OK, UserError
 from agent_session.view import csp_hash
 
 __all__ = ["serve"]
@@ -157,7 +158,16 @@ async def serve(args: argparse.Namespace) -> int:
         )
     check_exists(args.store)
     handler = type("Handler", (_Handler,), {"store": args.store})
-    server = ThreadingHTTPServer((args.host, args.port), handler)
+    try:
+        server = ThreadingHTTPServer((args.host, args.port), handler)
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            raise
+        raise UserError(
+            f"port {args.port} on {args.host} is already in use by another program: pass "
+            "--port N for another one, or --port 0 for any free port",
+            code=IO_ERROR,
+        ) from None
     host, port = server.server_address[:2]
     host = host.decode() if isinstance(host, bytes) else host
     print(

@@ -56,6 +56,7 @@ EXPORTED = [
     "MemoryPersistence",
     "MemoryStore",
     "ModelRequest",
+    "ModelUnavailableError",
     "NotApplied",
     "ParkedCall",
     "PendingApproval",

@@ -289,3 +289,31 @@ async def test_model_string_must_name_provider_and_model() -> None:
     session = runtime.sessions.create("m")
     with pytest.raises(ValueError, match='"provider/model"'):
         runtime.agent(session, model="just-a-model")
+
+
+async def test_a_model_no_request_can_reach_raises_before_the_turn_writes(tmp_path: Any) -> None:
+    """A typo'd provider and an exhausted script are configuration errors: ``run_turn`` and
+    ``resume`` raise them at once and the durable log gets no failed turn."""
+    from agent_loop.models import ModelUnavailableError
+    from agent_session import checkpoint_policy, open_store
+
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(str(tmp_path)))
+        runtime.install(checkpoint_policy)
+        runtime.models.register("demo", ScriptedModel([ScriptedStep(text=["Hi."])]))
+        session = runtime.sessions.create("s")
+        with pytest.raises(ModelUnavailableError, match='provider "dmeo" .registered: demo.'):
+            await runtime.agent(session, model="dmeo/m").run_turn("hello")
+        assert session.events == []
+        agent = runtime.agent(session, model="demo/m")
+        assert await agent.run_turn("hello") == {"kind": "completed"}
+        written = len(session.events)
+        with pytest.raises(ModelUnavailableError, match="the script has 1 steps; request 2"):
+            await agent.run_turn("again")
+        assert len(session.events) == written
+    backend = open_store(str(tmp_path))
+    try:
+        stored = (await backend.load("s")).events
+    finally:
+        await backend.aclose()
+    assert [e.data["reason"]["kind"] for e in stored if e.type == "turn/end"] == ["completed"]

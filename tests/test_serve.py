@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -141,6 +142,19 @@ def test_a_non_loopback_address_needs_allow_remote(tmp_path: Path) -> None:
     refused = cli("serve", str(store), "--host", "0.0.0.0", "--port", "0", check_rc=4)
     assert "--allow-remote" in refused.stderr
     assert os.path.isdir(store)
+
+
+def test_a_busy_port_says_so_and_how_to_pick_another(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    cli("demo", "--store", str(store), "--crash", "none", "--turns", "1")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        refused = cli("serve", str(store), "--port", port, check_rc=5)
+    assert f"port {port} on 127.0.0.1 is already in use" in refused.stderr
+    assert "--port 0 for any free port" in refused.stderr
+    assert "Errno" not in refused.stderr
 
 
 async def test_the_corpus_sessions_are_served_without_errors(tmp_path: Path) -> None:
