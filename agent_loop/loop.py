@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agent_loop.approval import Parked, context_message
 from agent_loop.assembler import Assembler, Cancelled, until_cancelled
+from agent_loop.call_ids import refuse_reused_ids
 from agent_loop.cancel import CancelSignal
 from agent_loop.dispatch import run_tools
-from agent_loop.models import ModelRequest
+from agent_loop.models import LlmError, ModelRequest
 from agent_loop.parking import awaiting, carry_out
 from agent_loop.settle import Plan, SettlementStopped, plan, settle_step
-from session.errors import ApprovalPendingError, SessionError
+from session.errors import ApprovalPendingError
 from session.events.builders import (
     model_message,
     step_end,
@@ -69,14 +70,6 @@ AGENT_PRE_STEP: Final = "agent/pre-step"
 AGENT_POST_STEP: Final = "agent/post-step"
 """Middleware ``async (StepContext, next)`` after a step recorded its assistant message and
 its ordered tool results, before ``step/end``."""
-
-
-class LlmError(SessionError):
-    """A model request failed; ``failure`` is the reference's ``LlmFailure`` JSON."""
-
-    def __init__(self, failure: Mapping[str, Any]) -> None:
-        super().__init__(str(failure.get("message", "model request failed")))
-        self.failure = dict(failure)
 
 
 @dataclass(slots=True)
@@ -403,6 +396,7 @@ class Agent:
         content = assembler.content()
         if kind == "max-tokens":
             content = [b for b in content if b["type"] != "tool-call"]
+        refuse_reused_ids(session, request.messages, content)
         message = self._assistant(content, assembler.replay_state)
         data = {"turn": turn, "step": step, "message": message}
         if assembler.usage is not None:

@@ -19,7 +19,22 @@ from agent_loop.cancel import CancelSignal
 from session.errors import SessionError
 from session.live.hooks import Disposer, HookBus
 
-__all__ = ["LLM_STREAM", "ModelAdapter", "ModelRequest", "ModelService", "ModelUnavailableError"]
+__all__ = [
+    "LLM_STREAM",
+    "LlmError",
+    "ModelAdapter",
+    "ModelRequest",
+    "ModelService",
+    "ModelUnavailableError",
+]
+
+
+class LlmError(SessionError):
+    """A model request failed; ``failure`` is the reference's ``LlmFailure`` JSON."""
+
+    def __init__(self, failure: Mapping[str, Any]) -> None:
+        super().__init__(str(failure.get("message", "model request failed")))
+        self.failure = dict(failure)
 
 
 class ModelUnavailableError(SessionError, LookupError):

@@ -61,10 +61,12 @@ def _is_tool_result(message: Mapping[str, Any]) -> bool:
 
 
 def check_transcript(messages: Sequence[Mapping[str, Any]]) -> None:
-    """Every tool-call block must have this format's shape, every tool call must be followed
-    by exactly one result before the next assistant message, and every result must answer
-    such a call. Raises :class:`TranscriptError` naming the first violation."""
+    """Every tool-call block must have this format's shape and an id no other call of the
+    history has, every tool call must be followed by exactly one result before the next
+    assistant message, and every result must answer such a call. Raises
+    :class:`TranscriptError` naming the first violation."""
     pending: dict[str, int] = {}
+    asked: dict[str, int] = {}  # each call id, and the message that asked for it
 
     def close() -> None:
         for call, count in pending.items():
@@ -74,10 +76,17 @@ def check_transcript(messages: Sequence[Mapping[str, Any]]) -> None:
                     "assistant message (exactly 1 is required)"
                 )
 
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.get("role") == "assistant":
             close()
-            pending = {id: 0 for id, _, _ in tool_calls(message)}
+            pending = {}
+            for id, _, _ in tool_calls(message):
+                if id in asked:
+                    raise TranscriptError(
+                        f"tool call id {id} is asked for twice (history messages "
+                        f"{asked[id]} and {index}): every call needs an id of its own"
+                    )
+                asked[id], pending[id] = index, 0
         elif _is_tool_result(message):
             call = str(message["source"]["callId"])
             if call not in pending:

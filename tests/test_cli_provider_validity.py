@@ -62,6 +62,14 @@ def write(root: Path, id: str, case: str) -> None:
             s.append(
                 "tool/result", result("c1" if case == "twice" else "c9", "r2"), surface_op="append"
             )
+        elif case == "reused":  # a second step asks for c1 again (each answered once)
+            s.append("tool/result", result("c1", "r1"), surface_op="append")
+            s.append("step/end", {"turn": 1, "step": 1})
+            s.append("step/start", {"turn": 1, "step": 2})
+            again = assistant([CALL])
+            again["step"], again["message"]["id"] = 2, "a2"
+            s.append("assistant/message", again, surface_op="append")
+            s.append("tool/result", {**result("c1", "r2"), "step": 2}, surface_op="append")
         s.append("step/end", {"turn": 1, "step": 1})
         s.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
         await runtime.sessions.flush(s)
@@ -77,6 +85,7 @@ def write(root: Path, id: str, case: str) -> None:
         ("twice", "tool call c1 has 2 results"),
         ("orphan", "tool result for c9 answers no open tool call"),
         ("foreign", "not this format's tool-call shape"),
+        ("reused", "tool call id c1 is asked for twice (history messages 0 and 2)"),
     ],
 )
 def test_verify_reports_a_history_no_provider_accepts(
@@ -100,7 +109,7 @@ def test_recover_answers_the_unanswered_call_and_the_history_exports(tmp_path: P
     assert cli("recover", str(tmp_path)).stdout.startswith("0 repaired, 1 healthy"), out
 
 
-@pytest.mark.parametrize("case", ["twice", "orphan", "foreign"])
+@pytest.mark.parametrize("case", ["twice", "orphan", "foreign", "reused"])
 def test_recover_says_what_it_cannot_repair_and_writes_nothing(tmp_path: Path, case: str) -> None:
     write(tmp_path, "s", case)
     log = tmp_path / "_no-cwd" / "s" / "session.jsonl"
@@ -120,3 +129,12 @@ def test_show_and_export_answer_a_foreign_tool_call_block_in_one_line(tmp_path: 
     assert "Traceback" not in exported.stderr
     assert len(exported.stderr.strip().splitlines()) == 1, exported.stderr
     assert "not this format's tool-call shape" in exported.stderr
+
+
+@pytest.mark.parametrize("format", ["openai", "anthropic", "pydantic-ai"])
+def test_export_never_prints_a_request_with_a_reused_call_id(tmp_path: Path, format: str) -> None:
+    write(tmp_path, "s", "reused")
+    exported = cli("export", str(tmp_path), "s", "--format", format, check_rc=None)
+    assert exported.returncode != 0
+    assert exported.stdout == ""
+    assert "tool call id c1 is asked for twice" in exported.stderr

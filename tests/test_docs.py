@@ -124,3 +124,37 @@ def test_the_dependencies_the_pages_name_are_the_package_s() -> None:
     words = ["one", "two", "three", "four", "five"]
     assert stated.group(1) == words[len(names) - 1]
     assert sorted(re.findall(r"`([\w-]+)`", stated.group(2))) == names
+
+
+def test_the_readme_recipe_killed_inside_its_tool_sends_once_and_exports_a_valid_request(
+    tmp_path: Path,
+) -> None:
+    """The README's recipe on its crash path: SIGKILLed inside ``send_email`` after the
+    effect, then run again. It settles the call (idempotent: sent again under its id), the
+    model goes on from the cut, and the log holds one ``call-1`` that every export accepts."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.docs_runner import blocks
+    from tests.test_cli import cli
+
+    [recipe] = [b.text for b in blocks(README) if b.kind == "python"][:1]
+    effect = '            outbox.append((args["to"], call.call_id))'
+    assert effect in recipe
+    kill = "import os, signal; os.path.exists('died') or (open('died', 'w').close(), os.kill(os.getpid(), signal.SIGKILL))"
+    script = tmp_path / "recipe.py"
+    script.write_text(recipe.replace(effect, f"{effect}\n            {kill}"))
+    runs = [
+        subprocess.run(
+            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+        for _ in range(2)
+    ]
+    assert runs[0].returncode == -signal.SIGKILL, runs[0].stderr
+    assert runs[1].returncode == 0, runs[1].stderr
+    assert runs[1].stdout == "{'kind': 'completed'} [('ada@example.com', 'call-1')]\n"
+    store = str(tmp_path / "agent-sessions")
+    assert "chat-1: balanced" in cli("verify", store).stdout
+    exported = cli("export", store, "chat-1", "--format", "openai").stdout
+    assert exported.count('"id": "call-1"') + exported.count('"id":"call-1"') == 1

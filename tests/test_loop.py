@@ -317,3 +317,21 @@ async def test_a_model_no_request_can_reach_raises_before_the_turn_writes(tmp_pa
     finally:
         await backend.aclose()
     assert [e.data["reason"]["kind"] for e in stored if e.type == "turn/end"] == ["completed"]
+
+
+async def test_a_model_answer_that_reuses_a_call_id_is_refused_and_its_calls_never_run() -> None:
+    """A scripted model replaying its first step (what a resume with the same script does)
+    asks for ``c1`` again: the turn ends ``error`` naming the first call's seq, the body ran
+    once, and the history stays one a provider accepts."""
+    from agent_session.export import check_transcript
+
+    again = ScriptedStep(calls=[ScriptedCall("c1", "read_file", ['{"path": "a"}'])])
+    _, session, agent, _, calls = stack([again, ScriptedStep(text=["ok"]), again])
+    assert await agent.run_turn("first") == {"kind": "completed"}
+    asked = next(e.seq for e in session.events if e.type == "assistant/message")
+    end = await agent.run_turn("second")
+    assert end["kind"] == "error"
+    assert end["error"]["code"] == "DUPLICATE_TOOL_CALL_ID"
+    assert f"under the id of the call at seq {asked}" in end["error"]["message"]
+    assert calls == ["read_file:c1"]
+    check_transcript(session.derive_messages())
