@@ -466,3 +466,68 @@ async def test_a_refused_database_is_named_without_its_password() -> None:
         with pytest.raises(OSError, match="PostgreSQL at") as refused:
             await service.get_session(app_name=APP, user_id="u", session_id="s")
     assert "hunter2" not in str(refused.value)
+
+
+def _model_call(invocation: str, id: str = "c1") -> object:
+    from google.adk.events.event import Event
+    from google.genai import types
+
+    part = types.Part(function_call=types.FunctionCall(id=id, name="add", args={"a": 1}))
+    return Event(
+        invocation_id=invocation, author="calc", content=types.Content(role="model", parts=[part])
+    )
+
+
+async def test_an_equal_re_delivery_is_idempotent_and_a_different_event_with_its_id_is_kept(
+    store: str,
+) -> None:
+    """As ADK's own services: the same event appended twice (the object, or an equal copy)
+    is stored once, so a model event with a call stays one call; an event that merely shares
+    an id is stored. The log stays valid for ``verify``."""
+    async with EventLogSessionService(store) as service:
+        session = await service.create_session(app_name=APP, user_id="u", session_id="s")
+        event = _model_call("i1")
+        await service.append_event(session, event)
+        await service.append_event(session, event)  # the same object again
+        await service.append_event(session, event.model_copy(deep=True))  # an equal copy
+        assert len(session.events) == 1
+        other = _model_call("i2")
+        other.id = event.id  # another event that shares the id
+        got = await service.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None
+        assert len(got.events) == 1
+        await service.append_event(got, other)
+        got = await service.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None
+        assert [e.invocation_id for e in got.events] == ["i1", "i2"]
+    checked = subprocess.run(
+        [*CLI, "verify", store], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert "invalid" not in checked.stdout, checked.stdout
+
+
+async def test_the_update_time_is_the_last_event_s_as_adk_reports_it(store: str) -> None:
+    """``get_session`` and ``list_sessions`` both say the last event's time, even for an
+    event stamped before the session was created (every ADK service does)."""
+    async with EventLogSessionService(store) as service:
+        session = await service.create_session(app_name=APP, user_id="u", session_id="s")
+        event = _model_call("i1")
+        event.timestamp = session.last_update_time - 1000.0
+        appended = await service.append_event(session, event)
+        assert session.last_update_time == appended.timestamp
+        got = await service.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got is not None
+        assert got.last_update_time == event.timestamp
+        listed = await service.list_sessions(app_name=APP, user_id="u")
+        assert [s.last_update_time for s in listed.sessions] == [event.timestamp]
+
+
+async def test_a_blank_id_gets_a_fresh_one_and_delete_strips_as_get_does(store: str) -> None:
+    async with EventLogSessionService(store) as service:
+        blank = await service.create_session(app_name=APP, user_id="u", session_id="   ")
+        assert blank.id.strip()
+        assert blank.id != "   "
+        await service.create_session(app_name=APP, user_id="u", session_id="kept")
+        assert await service.get_session(app_name=APP, user_id="u", session_id=" kept ")
+        await service.delete_session(app_name=APP, user_id="u", session_id=" kept ")
+        assert await service.get_session(app_name=APP, user_id="u", session_id="kept") is None

@@ -82,8 +82,10 @@ class Catalog(Protocol):
         user_delta: Mapping[str, Any],
         touched: Mapping[tuple[str, str], tuple[float, Mapping[str, Any]]],
     ) -> None:
-        """Set the keys of the deltas, and the update time and session state of the
-        ``(user, id)`` sessions ``touched`` names (only over an older record)."""
+        """Set the keys of the deltas, and the update time (its last event's, whenever that
+        was stamped) and session state of the ``(user, id)`` sessions ``touched`` names. Only
+        a session's writer records it, and it records what it holds before it lets the
+        session go, so no record is older than the one it replaces."""
         ...
 
     def close(self) -> None: ...
@@ -205,7 +207,7 @@ class _FileCatalog:
                 )
             for (name, id), (time, state) in touched.items():
                 entry = data["users"].get(name, {}).get("sessions", {}).get(id)
-                if entry is not None and entry["updated"] <= time:
+                if entry is not None:
                     entry["updated"], entry["state"] = time, dict(state)
 
     def close(self) -> None:
@@ -300,8 +302,8 @@ class _SqlCatalog:
             for (name, id), (time, state) in touched.items():
                 db.execute(
                     f"UPDATE {SESSION_TABLE} SET updated = ?, state = ? WHERE app = ? AND "
-                    "user_id = ? AND id = ? AND updated <= ?",
-                    (time, json.dumps(state, ensure_ascii=False), app, name, id, time),
+                    "user_id = ? AND id = ?",
+                    (time, json.dumps(state, ensure_ascii=False), app, name, id),
                 )
 
     def close(self) -> None:

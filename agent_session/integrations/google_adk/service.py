@@ -15,7 +15,7 @@ Guarantees:
   was recorded: the tool may have run) or ``TOOL_NOT_STARTED``, so the next model request
   is valid.
 - One writer per session: a session this service reads becomes its own (the store's writer
-  lock; a SQLite store's lease) until :meth:`release`, :meth:`aclose`, or ``max_open`` other
+  lock) until :meth:`release`, :meth:`aclose`, or ``max_open`` other
   sessions were used after it. Another process gets the session read-only, and its first
   ``append_event`` raises ``SessionCollisionError`` naming the holder; nothing is ever
   spliced into the log. (A new session of a JSONL store has no log, and so no lock, until
@@ -47,7 +47,6 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session as AdkSession
 
 from agent_session.integrations.google_adk.catalog import Catalog, Row, catalog_for
-from agent_session.integrations.google_adk.lease import FileLeases
 from agent_session.integrations.google_adk.mapping import log_id
 from agent_session.integrations.google_adk.pages import page_of
 from agent_session.integrations.google_adk.state import View, merged, split_state
@@ -89,7 +88,6 @@ class EventLogSessionService(BaseSessionService):
         self._home: HomeLoop | None = None
         self._runtime: Runtime | None = None
         self._catalog: Catalog | None = None
-        self._leases: FileLeases | None = None
         self._views: dict[str, View] = {}
         self._starting: asyncio.Future[tuple[Runtime, Catalog]] | None = None
         self._home_lock = threading.Lock()
@@ -123,8 +121,6 @@ class EventLogSessionService(BaseSessionService):
         runtime = Runtime()
         runtime.install(self._spec.open(**self._options))
         self._runtime, self._catalog = runtime, catalog
-        if self._spec.kind == "sqlite":
-            self._leases = FileLeases(os.path.abspath(self._spec.path) + ".adk-leases")
         return runtime, catalog
 
     # --- BaseSessionService ---------------------------------------------------------------
@@ -145,7 +141,7 @@ class EventLogSessionService(BaseSessionService):
         self, app: str, user: str, state: dict[str, Any], session_id: str | None
     ) -> AdkSession:
         runtime, catalog = await self._started()
-        sid = session_id.strip() if session_id else str(uuid.uuid4())
+        sid = _stripped(session_id) or str(uuid.uuid4())  # (a blank id: a fresh one, as ADK's)
         lid = log_id(app, user, sid)
         assert runtime.persistence is not None
         runtime.persistence.storage.check_id(lid)
@@ -175,7 +171,7 @@ class EventLogSessionService(BaseSessionService):
         self, app: str, user: str, sid: str, config: GetSessionConfig | None
     ) -> AdkSession | None:
         _, catalog = await self._started()
-        sid = sid.strip() if sid else sid
+        sid = _stripped(sid)
         view = self._used(log_id(app, user, sid))
         if view is None:
             row = await self._catalog_call(catalog.get, app, user, sid)
@@ -230,19 +226,14 @@ class EventLogSessionService(BaseSessionService):
 
     async def _delete(self, app: str, user: str, sid: str) -> None:
         runtime, catalog = await self._started()
+        sid = _stripped(sid)
         lid = log_id(app, user, sid)
         await self._drop(lid)
-        if self._leases is not None:  # (SQLite: the store itself would not refuse)
-            self._leases.take(lid, f"ADK session {sid!r} of user {user!r} in app {app!r}")
-        try:
-            assert runtime.persistence is not None
-            with contextlib.suppress(SessionNotFoundError):  # (created, never appended to)
-                await runtime.persistence.delete(lid)
-            self._touched.get(app, {}).pop((user, sid), None)
-            await self._catalog_call(catalog.remove, app, user, sid)
-        finally:
-            if self._leases is not None:
-                self._leases.release(lid)
+        assert runtime.persistence is not None
+        with contextlib.suppress(SessionNotFoundError):  # (created, never appended to)
+            await runtime.persistence.delete(lid)  # (refused while another process holds it)
+        self._touched.get(app, {}).pop((user, sid), None)
+        await self._catalog_call(catalog.remove, app, user, sid)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state in the app (keys without ``user:``)."""
@@ -253,24 +244,31 @@ class EventLogSessionService(BaseSessionService):
         return (await self._catalog_call(catalog.shared, app, user))[1]
 
     async def append_event(self, session: AdkSession, event: Event) -> Event:
-        """Append ``event`` durably (a partial event is not stored), then to ``session``."""
+        """Append ``event`` durably (a partial event is not stored), then to ``session``. An
+        equal re-delivery of a stored event (the same object, or a copy with the same id and
+        fields) is idempotent, as in ADK's own services: nothing is written or applied
+        again. A different event that shares an id is stored."""
         if event.partial:
             return event
-        self._apply_temp_state(session, event)
-        event = self._trim_temp_delta_state(event)
+        kept = event.model_copy(deep=True)
+        self._trim_temp_delta_state(kept)
         try:
-            dump = event.model_dump(exclude_none=True, mode="json")
+            dump = kept.model_dump(exclude_none=True, mode="json")
         except ValueError as e:  # (pydantic's serialization errors)
             raise SessionDataError(
                 f"ADK event {event.id!r} of session {session.id!r} cannot be stored as JSON: "
                 f"{e}; nothing was written"
             ) from e
-        await self._call(self._append(session.app_name, session.user_id, session.id, dump))
+        if not await self._call(self._append(session.app_name, session.user_id, session.id, dump)):
+            return event  # (stored already)
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
         self._commit_event_to_session(session, event)
         session.last_update_time = event.timestamp
         return event
 
-    async def _append(self, app: str, user: str, sid: str, event: dict[str, Any]) -> None:
+    async def _append(self, app: str, user: str, sid: str, event: dict[str, Any]) -> bool:
+        """Store ``event``; ``False`` when an equal one is stored already."""
         runtime, catalog = await self._started()
         view = self._used(log_id(app, user, sid))
         if view is None or view.session is None:
@@ -278,6 +276,8 @@ class EventLogSessionService(BaseSessionService):
             if row is None:
                 raise AdkNotFound(f"Session {sid} not found.")
             view = await self._view(app, user, sid, row)
+        if event in view.with_id(event.get("id")):
+            return False
         if view.session is None:
             assert view.held is not None
             raise view.held
@@ -291,8 +291,6 @@ class EventLogSessionService(BaseSessionService):
             await runtime.sessions.dispose(view.session)
             assert runtime.persistence is not None
             await runtime.persistence.storage.release(log_id(app, user, sid))
-            if self._leases is not None:
-                self._leases.release(log_id(app, user, sid))
             raise
         view.extend(view.session.events)
         app_delta, user_delta, _ = split_state(
@@ -302,6 +300,7 @@ class EventLogSessionService(BaseSessionService):
         self._touched.setdefault(app, {})[(user, sid)] = (stamp, dict(view.state))
         if app_delta or user_delta:
             await self._record(app, user, app_delta, user_delta)
+        return True
 
     async def flush(self) -> None:
         """Record every session's update time and state in the catalog (the events are
@@ -339,9 +338,7 @@ class EventLogSessionService(BaseSessionService):
                 await self._runtime.__aexit__(None, None, None)
             if self._catalog is not None:
                 self._catalog.close()
-            if self._leases is not None:
-                self._leases.close()
-            self._runtime = self._catalog = self._leases = self._starting = None
+            self._runtime = self._catalog = self._starting = None
             self._views.clear()
 
     async def _view(self, app: str, user: str, sid: str, row: Row) -> View:
@@ -350,8 +347,6 @@ class EventLogSessionService(BaseSessionService):
         lid = log_id(app, user, sid)
         name = f"ADK session {sid!r} of user {user!r} in app {app!r}"
         try:
-            if self._leases is not None:
-                self._leases.take(lid, name)
             live = runtime.sessions.get(lid)
             if live is None:
                 assert runtime.persistence is not None
@@ -365,8 +360,6 @@ class EventLogSessionService(BaseSessionService):
                     await storage.release(lid)
                     raise
         except SessionCollisionError as e:
-            if self._leases is not None:
-                self._leases.release(lid)
             assert runtime.persistence is not None
             try:
                 stored: Any = (await runtime.persistence.inspect(lid)).events
@@ -395,12 +388,13 @@ class EventLogSessionService(BaseSessionService):
         view = self._views.pop(lid, None)
         runtime = self._runtime
         if view is not None and view.session is not None and runtime is not None:
+            key = (view.row.user, view.row.id)  # its record first: the next writer's is newer
+            for app in [app for app, touched in self._touched.items() if key in touched]:
+                await self._record(app)
             await runtime.sessions.flush(view.session)
             await runtime.sessions.dispose(view.session)
             assert runtime.persistence is not None
             await runtime.persistence.storage.release(lid)
-        if self._leases is not None:
-            self._leases.release(lid)
 
     async def _session(self, app: str, view: View, config: GetSessionConfig | None) -> AdkSession:
         _, catalog = await self._started()
@@ -414,14 +408,15 @@ class EventLogSessionService(BaseSessionService):
                 chosen = [e for e in chosen if float(e.get("timestamp", 0)) >= since]
         events = [Event.model_validate(event) for event in chosen]
         app_state, user_state = await self._catalog_call(catalog.shared, app, view.row.user)
-        last = view.events[-1][1].get("timestamp", 0.0) if view.events else 0.0
+        # as ADK's services: the last event's time (whenever it was stamped), else the creation
+        updated = float(view.events[-1][1].get("timestamp", 0.0)) if view.events else None
         return AdkSession(
             id=view.row.id,
             app_name=app,
             user_id=view.row.user,
             state=merged(view.state, app_state, user_state),
             events=events,
-            last_update_time=max(view.row.updated, float(last)),
+            last_update_time=view.row.updated if updated is None else updated,
         )
 
     async def _record(
@@ -445,3 +440,8 @@ class EventLogSessionService(BaseSessionService):
     async def _record_all(self) -> None:
         for app in list(self._touched):
             await self._record(app)
+
+
+def _stripped(session_id: str | None) -> str:
+    """A session id as ADK's services take it: without surrounding blanks ("" for none)."""
+    return session_id.strip() if session_id else ""

@@ -41,10 +41,17 @@ class View:
     asked: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     brackets: BracketCursor = field(default_factory=BracketCursor)
 
+    ids: dict[Any, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def with_id(self, id: Any) -> list[dict[str, Any]]:
+        """The stored events whose id is ``id`` (usually none, or one)."""
+        return self.ids.get(id, [])
+
     def extend(self, log: Any) -> None:
         """Project the log's events past those already read."""
         for seq, event in project(log[self.read :], self.asked):
             self.events.append((seq, event))
+            self.ids.setdefault(event.get("id"), []).append(event)
             delta = (event.get("actions") or {}).get("state_delta")
             if delta:
                 self.state.update(split_state(delta)[2])
