@@ -256,3 +256,78 @@ async def test_the_kept_history_is_the_history_read_whole(tmp_path: Path, ops: l
             for after in (-1, live.seq // 2, live.seq - 3):  # what a running turn re-reads
                 read = [(e.item, e.seq) for e in history(live, after)]
                 assert [(e.item, e.seq) for e in session._index.since(live, after)] == read
+
+
+def test_run_sync_twice_on_a_session_built_as_the_sdk_builds_its_own(tmp_path: Path) -> None:
+    """The SDK's quickstart: ``session = SQLiteSession(id)``, then ``Runner.run_sync`` turn
+    after turn. ``EventLogSession(id, store)`` is built the same way (no loop, nothing
+    opened) and holds what ``SQLiteSession`` holds; the model saw the same inputs."""
+    baseline_model, model = _same_ids(), _same_ids()
+    baseline = SQLiteSession("baseline")
+    session = EventLogSession("s", tmp_path)
+    for text in ("what is k?", "and now?"):
+        Runner.run_sync(_agent(baseline_model), text, session=baseline)
+        Runner.run_sync(_agent(model), text, session=session, hooks=DurableRunHooks(session))
+    assert asyncio.run(session.get_items()) == asyncio.run(baseline.get_items())
+    assert [call.input for call in model.calls] == [call.input for call in baseline_model.calls]
+    asyncio.run(session.aclose())
+    again = EventLogSession("s", tmp_path)
+    assert asyncio.run(again.get_items()) == asyncio.run(baseline.get_items())
+    asyncio.run(again.aclose())
+
+
+async def test_a_runtime_session_is_used_from_a_thread_while_its_loop_runs(tmp_path: Path) -> None:
+    """The SDK's tests run ``run_sync`` in a worker thread (its own loop) while the test's
+    loop, where the session was first used, waits: a session on a runtime you pass carries
+    those calls over to its loop."""
+    from agent_session import open_store
+    from session.live.runtime import Runtime
+
+    async with Runtime() as runtime:
+        runtime.install(open_store(str(tmp_path)))
+        session = EventLogSession("s", runtime=runtime)
+        await session.add_items([{"role": "user", "content": "first"}])
+
+        def in_a_thread() -> list[Any]:
+            loop = asyncio.new_event_loop()
+            try:
+                loop.run_until_complete(session.add_items([{"role": "user", "content": "t"}]))
+                return loop.run_until_complete(session.get_items())
+            finally:
+                loop.close()
+
+        seen = await asyncio.to_thread(in_a_thread)
+        assert [item["content"] for item in seen] == ["first", "t"]
+        await session.aclose()
+
+
+def test_a_session_built_without_a_loop_takes_six_threads_at_once(tmp_path: Path) -> None:
+    session = EventLogSession("s", tmp_path)
+    start = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        start.wait()
+        try:
+            asyncio.run(session.add_items([{"role": "user", "content": f"Message {n}"}]))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    items = asyncio.run(session.get_items())
+    assert sorted(item["content"] for item in items) == [f"Message {n}" for n in range(6)]
+    asyncio.run(session.aclose())
+
+
+def test_neither_or_both_of_a_store_and_a_runtime_is_refused(tmp_path: Path) -> None:
+    from session.live.runtime import Runtime
+
+    with pytest.raises(TypeError, match="needs a store"):
+        EventLogSession("s")
+    with pytest.raises(TypeError, match="not both"):
+        EventLogSession("s", tmp_path, runtime=Runtime())

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -72,26 +73,49 @@ def _plain(item: Any) -> dict[str, Any]:
 
 
 class EventLogSession(ItemWriter):
-    """An SDK ``Session`` whose history is this library's crash-safe event log. Build it with
-    :meth:`open` (a store and an id; owns its runtime) or ``EventLogSession(id,
-    runtime=...)`` (a runtime you installed persistence into); pass it to ``Runner.run`` with
-    ``hooks=DurableRunHooks(session)`` so the log is durable before every model call and tool
-    body, and close it with :meth:`aclose` (or ``async with``)."""
+    """An SDK ``Session`` whose history is this library's crash-safe event log. Build it as
+    the SDK's own sessions are built, ``EventLogSession(id, store)`` (a directory,
+    ``sqlite:///`` or ``postgresql://``; it owns its runtime, on a private loop, and can be
+    used from any thread and any event loop, ``Runner.run_sync`` included), with ``await``
+    :meth:`open` (the same, and the session opened at once), or ``EventLogSession(id,
+    runtime=...)`` (a runtime you installed persistence into, bound to the event loop it is
+    used on). Pass it to ``Runner.run`` with ``hooks=DurableRunHooks(session)`` so the log is
+    durable before every model call and tool body, and close it with :meth:`aclose` (or
+    ``async with``)."""
 
     session_settings: SessionSettings | None
 
     def __init__(
         self,
         session_id: str,
+        store: str | os.PathLike[str] | None = None,
         *,
-        runtime: Runtime,
+        runtime: Runtime | None = None,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
         warn_without_hooks: bool = True,
+        **store_options: Any,
     ) -> None:
-        """``warn_without_hooks=False`` says that adding a run's model items without
-        :class:`DurableRunHooks` is meant (items are then durable only when the SDK adds
-        them, after each tool body ran); by default the first such ``add_items`` logs a
-        warning."""
+        """Exactly one of ``store`` (with ``store_options`` for
+        :func:`agent_session.open_store`; nothing is opened before the first call) and
+        ``runtime``. ``warn_without_hooks=False`` says that adding a run's model items
+        without :class:`DurableRunHooks` is meant (items are then durable only when the SDK
+        adds them, after each tool body ran); by default the first such ``add_items`` logs a
+        warning.
+
+        Raises:
+            TypeError: Neither or both of ``store`` and ``runtime``.
+            ValueError: A store name this build cannot serve.
+        """
+        from agent_session.stores import parse_store
+
+        if (store is None) == (runtime is None):
+            raise TypeError(
+                "EventLogSession needs a store (a directory, sqlite:///, postgresql://) or a "
+                "runtime=, not both"
+            )
+        self._spec = None if store is None else parse_store(os.fspath(store))
+        self._store_options = store_options
+        self._home_lock = threading.Lock()
         self.session_id = session_id
         self.warn_without_hooks = warn_without_hooks
         """Whether model items added with no hooks seen log a warning (once)."""
@@ -101,11 +125,11 @@ class EventLogSession(ItemWriter):
 
             session_settings = coerce_session_settings(dict(session_settings))  # as the SDK's
         self.session_settings: SessionSettings | None = session_settings  # type: ignore[assignment]
-        self.runtime = runtime
+        self.runtime = Runtime() if runtime is None else runtime
         """The runtime whose store holds the live session."""
         self.model = UNKNOWN_MODEL
         """The model named by assistant messages (the hooks set it from the agent)."""
-        self._owned = False
+        self._owned = store is not None
         self._home: HomeLoop | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: Session | None = None
@@ -124,58 +148,61 @@ class EventLogSession(ItemWriter):
         warn_without_hooks: bool = True,
         **store_options: Any,
     ) -> Self:
-        """Open session ``session_id`` in ``store`` (repairing a turn a crash interrupted) or
-        create it, in a runtime of its own (the store's backend, opened by
-        :func:`agent_session.open_store` with ``store_options``; the SDK's runs are made
-        durable by :class:`DurableRunHooks`, not by a policy). Raises ``ValueError`` for a
+        """``EventLogSession(session_id, store, ...)``, with session ``session_id`` opened at
+        once (repairing a turn a crash interrupted) or created. Raises ``ValueError`` for a
         store this build cannot serve and the store's errors (a writer elsewhere holds the
         session: ``SessionCollisionError``)."""
-        from agent_session.stores import parse_store
-
-        spec = parse_store(os.fspath(store))
-        home = HomeLoop(f"agent-session {session_id[:40]}")
-
-        async def start() -> Self:
-            backend = spec.open(**store_options)
-            runtime = Runtime()
-            runtime.install(backend)
-            self = cls(
-                session_id,
-                runtime=runtime,
-                session_settings=session_settings,
-                warn_without_hooks=warn_without_hooks,
-            )
-            self._owned, self._home = True, home
-            try:
-                await self._live()
-            except BaseException:
-                await runtime.__aexit__(None, None, None)
-                raise
-            return self
-
+        self = cls(
+            session_id,
+            store,
+            session_settings=session_settings,
+            warn_without_hooks=warn_without_hooks,
+            **store_options,
+        )
         try:
-            return await home.run(start())
+            await self.live()
         except BaseException:
-            home.close()
+            await self.aclose()
             raise
+        return self
 
     async def _call(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run ``work`` where the runtime lives: on the private loop of a session
-        :meth:`open` made (callable from any thread and event loop, serialized), else on the
-        caller's loop, which must be the one the runtime was first used on while that one
-        is open."""
-        if self._home is not None:
-            return await self._home.run(work)
+        """Run ``work`` where the runtime lives: on the private loop of a session that owns
+        its store (callable from any thread and event loop, serialized), else on the loop the
+        runtime was first used on: the caller's, or, while that one runs in another thread,
+        that one (the call is carried over to it)."""
+        if self._spec is not None:
+            return await self._at_home().run(self._started(work))
         running = asyncio.get_running_loop()
         if self._loop is None or self._loop.is_closed():
             self._loop = running
         elif running is not self._loop:
+            if self._loop.is_running():
+                future = asyncio.run_coroutine_threadsafe(work, self._loop)
+                return await asyncio.wrap_future(future)
             work.close()
             raise RuntimeError(
                 f'EventLogSession "{self.session_id}" was first used on another event loop, '
-                "which is still open: a runtime you pass is bound to its loop (use "
-                "EventLogSession.open(store, id) for a session any loop or thread can use)"
+                "which is open but not running: a runtime you pass is bound to its loop (build "
+                "it as EventLogSession(id, store) for a session any loop or thread can use)"
             )
+        return await work
+
+    def _at_home(self) -> HomeLoop:
+        """The private loop (started on first use, once, whichever thread asks first)."""
+        with self._home_lock:
+            if self._home is None:
+                self._home = HomeLoop(f"agent-session {self.session_id[:40]}")
+            return self._home
+
+    async def _started(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work``, once the store is installed in the runtime (on the first call)."""
+        if self._spec is not None and self.runtime.persistence is None:
+            try:
+                self.runtime.install(self._spec.open(**self._store_options))
+            except BaseException:
+                work.close()
+                raise
         return await work
 
     @property
@@ -200,13 +227,17 @@ class EventLogSession(ItemWriter):
         return self._session
 
     async def aclose(self) -> None:
-        """Make everything durable; close the runtime if :meth:`open` made it."""
+        """Make everything durable; close the runtime if this session made it."""
+        if self._spec is not None and self._home is None:
+            return  # (never used: nothing was opened)
         try:
             await self._call(self._aclose())
         finally:
             if self._home is not None:
-                home, self._home = self._home, None
-                await asyncio.to_thread(home.close)
+                with self._home_lock:
+                    home, self._home = self._home, None
+                if home is not None:
+                    await asyncio.to_thread(home.close)
 
     async def _aclose(self) -> None:
         if self._owned:
