@@ -208,3 +208,24 @@ def test_a_database_on_a_read_only_mount_is_read(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "s1" in done.stdout
     assert "balanced" in done.stdout
+
+
+def test_what_sqlite_makes_beside_a_wal_database_no_one_has_open(tmp_path: Path) -> None:
+    """The stores page's exact words: the database file keeps every byte, and what appears
+    beside it is an empty ``-wal`` and a ``-shm`` index, nothing else; a writer then uses
+    them."""
+    path = tmp_path / "s.db"
+    store = f"sqlite:///{path}"
+    cli("demo", "--store", store, "--crash", "none", "--session-id", "s1")
+    for name in ("s.db-wal", "s.db-shm"):  # (as after the last connection closed)
+        Path(tmp_path, name).unlink(missing_ok=True)
+    before = {p.name for p in tmp_path.iterdir()}
+    data = path.read_bytes()
+    for args in READS:
+        cli(*args[:1], store, *args[1:], check_rc=None)
+    assert path.read_bytes() == data
+    made = {p.name for p in tmp_path.iterdir()} - before
+    assert made == {"s.db-wal", "s.db-shm"}
+    assert Path(tmp_path, "s.db-wal").stat().st_size == 0
+    cli("demo", "--store", store, "--crash", "none", "--session-id", "s2")
+    assert "s2" in cli("ls", store).stdout
