@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_provider import ANSWER, serving
+from agent_session.providers.standin import ANSWER, serving
 
 pytestmark = pytest.mark.process
 
@@ -90,3 +90,34 @@ def test_what_is_missing_is_said_before_anything_runs(
     assert done.returncode == 4
     assert said in done.stderr
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("model", ["openai/stand-in", "openai-chat/stand-in", "anthropic/stand-in"])
+def test_the_stand_in_command_serves_a_tool_call_the_demo_is_killed_in_and_resumes(
+    tmp_path: Path, model: str
+) -> None:
+    """What the agents page tells a user to run: the stand-in as a command, its printed
+    environment, and the crash demo on a real adapter killed inside ``write_file``."""
+    arguments = json.dumps({"path": "notes.txt", "content": "hi"})
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agent_session.providers.standin", "--call", "write_file"]
+        + ["--arguments", arguments],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        lines = [server.stdout.readline() for _ in range(5)]
+        assert lines[-1] == "# serving; Ctrl-C stops\n"
+        env = dict(line.removeprefix("export ").strip().split("=", 1) for line in lines[:4])
+        assert sorted(env) == sorted(
+            ["OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"]
+        )
+        done = demo("--store", str(tmp_path / "s"), "--model", model, "--crash", "tool", env=env)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "write_file" in done.stdout
+    assert "interrupted (closed by crash repair)" in done.stdout
+    assert done.stdout.count(ANSWER) >= 1

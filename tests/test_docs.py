@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_session.providers.standin import serving
 from tests.backends import fresh_database
 from tests.docs_runner import ROOT, matches, run_page
-from tests.fake_provider import serving
 
 pytestmark = pytest.mark.process
 
