@@ -100,8 +100,15 @@ def test_the_stand_in_command_serves_a_tool_call_the_demo_is_killed_in_and_resum
     environment, and the crash demo on a real adapter killed inside ``write_file``."""
     arguments = json.dumps({"path": "notes.txt", "content": "hi"})
     server = subprocess.Popen(
-        [sys.executable, "-m", "agent_session.providers.standin", "--call", "write_file"]
-        + ["--arguments", arguments],
+        [
+            sys.executable,
+            "-m",
+            "agent_session.providers.standin",
+            "--call",
+            "write_file",
+            "--arguments",
+            arguments,
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
