@@ -57,13 +57,16 @@ class CuttingProxy:
             threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, upstream: bool) -> None:
+        tail = b""  # the end of the bytes before: a statement the network split is still seen
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
                 if not upstream and self.answered is source:
                     # the server's answer to the marked statement: drop both sides unanswered
                     self.answered = None
                     break
-                if upstream and self.cut and _appends(data):
+                seen, before = tail + data, len(tail)
+                tail = seen[-_TAIL:]
+                if upstream and self.cut and _appends(seen, before):
                     mode, self.cut = self.cut, None
                     self.cuts += 1
                     if mode == "before_send":
@@ -81,10 +84,20 @@ class CuttingProxy:
         return dsn.replace(f":{self.target[1]}/", f":{self.port}/")
 
 
-def _appends(data: bytes) -> bool:
-    return (b"agent_session_event" in data and b"INSERT" in data) or bool(
-        re.search(rb"agent_session_[0-9]+\x00", data)
-    )
+_TAIL = 128
+"""How many bytes of a connection's stream before a chunk are matched with it: more than the
+words an append is recognized by, so how a load splits the stream never hides one."""
+
+
+_APPEND = re.compile(rb"INSERT INTO agent_session_event|agent_session_[0-9]+\x00")
+"""An append: an insert of event lines, or the execution of a statement the backend prepared
+(its name)."""
+
+
+def _appends(data: bytes, start: int) -> bool:
+    """Whether ``data`` holds an append that ends past ``start`` (the bytes before it were
+    looked at already)."""
+    return any(match.end() > start for match in _APPEND.finditer(data))
 
 
 def cutting_proxy() -> Iterator[tuple[CuttingProxy, str]]:
