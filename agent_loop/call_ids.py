@@ -11,22 +11,37 @@ from agent_loop.models import LlmError
 from session.events.types import ASSISTANT_MESSAGE
 from session.live.session import Session
 
-__all__ = ["DUPLICATE_CALL_ID", "call_seq", "refuse_reused_ids"]
+__all__ = ["DUPLICATE_CALL_ID", "INVALID_CALL", "call_seq", "refuse_bad_calls"]
 
 DUPLICATE_CALL_ID: Final = "DUPLICATE_TOOL_CALL_ID"
 """The failure code of a model answer that asks for a call under an id the history already
 holds (every provider refuses such a request)."""
+INVALID_CALL: Final = "INVALID_TOOL_CALL"
+"""The failure code of a model answer that asks for a call without an id or a name (no result
+could ever answer it)."""
 
 
-def refuse_reused_ids(
+def refuse_bad_calls(
     session: Session, history: Sequence[Mapping[str, Any]], content: Sequence[Mapping[str, Any]]
 ) -> None:
     """Raise :class:`LlmError` (nothing of the answer is recorded as a message, none of its
-    calls runs) when ``content`` asks for a tool call under an id one of ``history``'s
-    messages (the request the answer replies to) already used, or twice itself."""
-    ids = [b.get("id") for b in content if b.get("type") == "tool-call"]
-    if not ids:
+    calls runs) when ``content`` asks for a tool call without a non-empty string id and name,
+    or under an id one of ``history``'s messages (the request the answer replies to) already
+    used, or twice itself."""
+    calls = [b for b in content if b.get("type") == "tool-call"]
+    if not calls:
         return
+    for block in calls:
+        id, name = block.get("id"), block.get("name")
+        if not (isinstance(id, str) and id and isinstance(name, str) and name):
+            raise LlmError(
+                {
+                    "message": f"the model asked for a tool call without an id or a name "
+                    f"(id {id!r}, name {name!r}); nothing of its answer was recorded",
+                    "code": INVALID_CALL,
+                }
+            )
+    ids = [b.get("id") for b in calls]
     used = {
         block.get("id")
         for message in history

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agent_loop.approval import Parked, context_message
 from agent_loop.assembler import Assembler, Cancelled, until_cancelled
-from agent_loop.call_ids import refuse_reused_ids
+from agent_loop.call_ids import refuse_bad_calls
 from agent_loop.cancel import CancelSignal
 from agent_loop.dispatch import run_tools
 from agent_loop.models import LlmError, ModelRequest
@@ -396,7 +396,7 @@ class Agent:
         content = assembler.content()
         if kind == "max-tokens":
             content = [b for b in content if b["type"] != "tool-call"]
-        refuse_reused_ids(session, request.messages, content)
+        refuse_bad_calls(session, request.messages, content)
         message = self._assistant(content, assembler.replay_state)
         data = {"turn": turn, "step": step, "message": message}
         if assembler.usage is not None:

@@ -335,3 +335,21 @@ async def test_a_model_answer_that_reuses_a_call_id_is_refused_and_its_calls_nev
     assert f"under the id of the call at seq {asked}" in end["error"]["message"]
     assert calls == ["read_file:c1"]
     check_transcript(session.derive_messages())
+
+
+@pytest.mark.parametrize(("id", "name"), [("", "read_file"), ("c1", "")])
+async def test_a_model_call_without_an_id_or_a_name_is_refused_before_it_is_recorded(
+    id: str, name: str
+) -> None:
+    """No result could answer such a call: the answer is not recorded as a message (the
+    history stays valid), none of its calls runs, and the turn ends ``error``."""
+    from agent_session.export import check_transcript
+
+    bad = ScriptedStep(calls=[ScriptedCall(id, name, ['{"path": "a"}'])])
+    _, session, agent, _, calls = stack([bad])
+    end = await agent.run_turn("go")
+    assert end["kind"] == "error"
+    assert end["error"]["code"] == "INVALID_TOOL_CALL"
+    assert calls == []
+    assert not any(e.type == "assistant/message" for e in session.events)
+    check_transcript(session.derive_messages())
