@@ -28,6 +28,11 @@ from agent_session.exits import (
 
 __all__ = ["main"]
 
+_MACHINE_OUTPUT = frozenset({"export"})
+"""The commands whose output is a format for programs (JSON, a provider's request), written
+exactly; every other command's lines (and any command's ``--json`` lines, which escape
+controls as JSON does) are for a person."""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code (the table in ``agent_session.exits``)."""
@@ -37,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         grammar.print_help()
         return 0
+    if not getattr(args, "json", False) and args.command not in _MACHINE_OUTPUT:
+        from agent_session.output import ShownText
+
+        sys.stdout = ShownText(sys.stdout)
     try:
         if args.command in STORE_COMMANDS:
             resolve_store(args, grammar)
@@ -57,7 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(scrub("".join(traceback.format_exception(e))), end="", file=sys.stderr)
             return _exit_code(e) if expected else UNEXPECTED
-        print(f"agent-session: error: {scrub(str(e))}", file=sys.stderr)
+        from agent_session.output import terminal_text
+
+        print(f"agent-session: error: {terminal_text(scrub(str(e)))}", file=sys.stderr)
         return _exit_code(e)
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-__all__ = ["Progress", "json_line", "terminal_text"]
+__all__ = ["Progress", "ShownText", "json_line", "terminal_text"]
 
 _CONTROLS = {
     **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))},
@@ -18,11 +18,33 @@ _CONTROLS = {
 would act on (a colour, a cursor move, a reordered line) instead of showing."""
 
 
+_IN_LINES = {c: shown for c, shown in _CONTROLS.items() if c not in (0x09, 0x0A)}
+"""The controls a stream of lines escapes: all but the tab and the line break."""
+
+
 def terminal_text(text: str) -> str:
     """``text`` safe to print in a table on a terminal: every control character (an escape
     sequence, a carriage return, a bidirectional override) shown as its ``\\x..`` or
     ``\\u....`` escape, everything else as is."""
     return text.translate(_CONTROLS)
+
+
+class ShownText:
+    """A text stream (stdout) that shows a command's lines on a terminal as text: every
+    control character of what a session holds (a terminal escape in an id or a message, a
+    carriage return, a bidirectional override) is written as its escape, so no content of a
+    store can move the cursor, clear the screen, retitle the window or reorder a line. Tabs
+    and line breaks pass; everything else of the stream is the wrapped one's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write ``text`` with its controls escaped."""
+        return self._stream.write(text.translate(_IN_LINES))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def json_line(value: Any) -> str:

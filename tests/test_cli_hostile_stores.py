@@ -210,3 +210,53 @@ def test_a_fifo_named_as_the_store_is_refused_without_opening_it(
     )
     assert done.returncode == 4, done.stderr
     assert "is not a directory" in done.stderr
+
+
+HOSTILE = "\x1b[2J\x1b]0;owned\x07\r\u202e\x9b31m"
+"""What a terminal would act on: clear the screen, retitle the window, return the cursor,
+reverse the line, and a C1 control sequence introducer."""
+
+
+def test_no_content_of_a_store_reaches_a_terminal_as_a_control(tmp_path: Path) -> None:
+    """A session whose id, user message and model answer hold terminal controls: every
+    command a person reads (and every error) shows them as escapes; ``--json`` and
+    ``export`` keep the exact values."""
+    import asyncio
+
+    from agent_session import (
+        AgentRuntime,
+        ScriptedModel,
+        ScriptedStep,
+        checkpoint_policy,
+        open_store,
+    )
+    from tests.test_cli import cli
+
+    id = f"evil{HOSTILE}"
+
+    async def write() -> None:
+        async with AgentRuntime() as runtime:
+            runtime.install(open_store(str(tmp_path)))
+            runtime.install(checkpoint_policy)
+            runtime.models.register("m", ScriptedModel([ScriptedStep(text=[f"ok{HOSTILE}"])]))
+            session = runtime.sessions.create(id)
+            await runtime.agent(session, model="m/x").run_turn(f"hi{HOSTILE}")
+
+    asyncio.run(write())
+    store = str(tmp_path)
+    outputs = [
+        cli("ls", store).stdout,
+        cli("verify", store).stdout,
+        cli("show", store, id).stdout,
+        cli("search", store, "ok").stdout,
+        cli("stats", store, id).stdout,
+        cli("show", store, f"nope{HOSTILE}", check_rc=None).stderr,
+    ]
+    for out in outputs:
+        assert not any(c in out for c in "\x1b\x07\r\u202e\x9b"), out
+    assert "evil\\x1b[2J" in outputs[0]
+    assert "ok\\x1b[2J\\x1b]0;owned\\x07\\x0d\\u202e\\x9b31m" in outputs[2]
+    listed = json.loads(cli("ls", store, "--json").stdout.splitlines()[0])
+    assert listed["id"] == id
+    exported = json.loads(cli("export", store, id, "--format", "openai").stdout)
+    assert exported["messages"][-1]["content"] == f"ok{HOSTILE}"
