@@ -31,6 +31,7 @@ import signal
 import sys
 
 from agent_loop.effects import Applied, NotApplied
+from agent_loop.scripted import ScriptedCall, ScriptedStep, chunks
 from agent_session import AgentRuntime, checkpoint_policy, open_store
 from session import SessionError
 from tests import outbox
@@ -52,18 +53,13 @@ class Model:
 
     async def stream(self, request):
         last = request.messages[-1]
-        if last["role"] == "user" and last["source"]["kind"] == "user":
-            call = {"id": "c1", "name": "pay"}
-            yield {"type": "block-start", "index": 0, "blockType": "tool-call", **call}
-            yield {"type": "tool-call-delta", "index": 0, **call, "argumentsDelta": "{}"}
-            block = {"type": "tool-call", **call, "arguments": "{}"}
-            yield {"type": "block-end", "index": 0, "block": block}
-            yield {"type": "finish", "reason": {"kind": "tool-calls"}}
-            return
-        yield {"type": "block-start", "index": 0, "blockType": "text"}
-        yield {"type": "text-delta", "index": 0, "text": "Done."}
-        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": "Done."}}
-        yield {"type": "finish", "reason": {"kind": "stop"}}
+        asks = last["role"] == "user" and last["source"]["kind"] == "user"
+        step = ScriptedStep(calls=[ScriptedCall("c1", "pay", ["{}"])]) if asks else DONE
+        for chunk in chunks(step):
+            yield chunk
+
+
+DONE = ScriptedStep(text=["Done."])
 
 
 async def main() -> dict[str, object]:

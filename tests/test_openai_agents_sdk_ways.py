@@ -87,11 +87,16 @@ def test_a_session_opened_on_one_loop_works_on_another_while_the_first_is_open(
     assert [item["content"] for item in asyncio.run(reopened())] == ["m0", "m1", "m2"]
 
 
-def test_threads_each_with_a_loop_write_one_session(tmp_path: Path) -> None:
+@pytest.mark.parametrize("built", ["opened", "constructed"])
+def test_threads_each_with_a_loop_write_one_session(tmp_path: Path, built: str) -> None:
     """Ten threads, each running its own loop, add an item at once (the SDK's
     ``test_sqlite_session_concurrent_access``): all ten are kept and durable, as
-    ``SQLiteSession`` keeps them."""
-    session = asyncio.run(EventLogSession.open(tmp_path, "s"))
+    ``SQLiteSession`` keeps them, whether the session was opened on a loop or built as the
+    SDK builds its own (no loop, nothing opened before the threads' first calls)."""
+    if built == "opened":
+        session = asyncio.run(EventLogSession.open(tmp_path, "s"))
+    else:
+        session = EventLogSession("s", tmp_path)
     errors: list[BaseException] = []
     start = threading.Barrier(10)
 
@@ -299,29 +304,6 @@ async def test_a_runtime_session_is_used_from_a_thread_while_its_loop_runs(tmp_p
         seen = await asyncio.to_thread(in_a_thread)
         assert [item["content"] for item in seen] == ["first", "t"]
         await session.aclose()
-
-
-def test_a_session_built_without_a_loop_takes_six_threads_at_once(tmp_path: Path) -> None:
-    session = EventLogSession("s", tmp_path)
-    start = threading.Barrier(6)
-    errors: list[BaseException] = []
-
-    def writer(n: int) -> None:
-        start.wait()
-        try:
-            asyncio.run(session.add_items([{"role": "user", "content": f"Message {n}"}]))
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    items = asyncio.run(session.get_items())
-    assert sorted(item["content"] for item in items) == [f"Message {n}" for n in range(6)]
-    asyncio.run(session.aclose())
 
 
 def test_neither_or_both_of_a_store_and_a_runtime_is_refused(tmp_path: Path) -> None:
