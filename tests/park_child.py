@@ -17,7 +17,9 @@ outside world. Prints the run's result as JSON (``null`` for nothing to do).
 
 ``--answer OUTCOME`` mounts an in-process answerer that decides at once (no parking).
 ``--hold``: once parked, stay alive (the live writer of the session) until a line arrives on
-stdin.
+stdin. ``--barrier``: print ``ready`` and wait for a line on stdin before opening the session
+(a test lets two resumers go at once); a resumer the other holds the session against prints
+``{"error": ...}``.
 """
 
 import asyncio
@@ -32,6 +34,7 @@ from agent_session import (
     open_store,
     user_approval,
 )
+from session import SessionCollisionError
 from tests import outbox
 
 STORE, OUTBOX = sys.argv[1], sys.argv[2]
@@ -93,7 +96,14 @@ async def main() -> None:
         runtime.install(checkpoint_policy)
         expires = float(EXPIRES) if EXPIRES else None
         runtime.install(user_approval(park=True, expires_after=expires))
-        session = await runtime.sessions.open_or_create("job")
+        if "--barrier" in sys.argv:
+            print("ready", flush=True)
+            sys.stdin.readline()
+        try:
+            session = await runtime.sessions.open_or_create("job")
+        except SessionCollisionError as e:
+            print(json.dumps({"error": f"SessionCollisionError: {e}"}))
+            return
         first_run = len(session.events) == 0
 
         async def lookup(args, call):

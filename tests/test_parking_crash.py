@@ -308,6 +308,45 @@ async def test_no_decision_is_written_while_the_parking_agent_is_alive(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+async def test_two_resumers_of_an_approved_call_run_it_once_and_record_what_it_did(
+    tmp_path: Path, kind: str
+) -> None:
+    """Two processes let go at once to carry out one approval: the body runs once, and the
+    log tells the model what it did (never that it was refused)."""
+    store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
+    park(store, outbox, "parked")
+    cli("approve", store, "job", "c-pay")
+    both = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.park_child", store, str(outbox), "--barrier"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for _ in range(2)
+    ]
+    for process in both:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "ready\n"
+    for process in both:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    answers = []
+    for process in both:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        answers.append(json.loads(out.strip().splitlines()[-1]))
+    assert {"kind": "completed"} in answers, answers
+    assert effects(outbox).count("pay c-pay") == 1
+    log = await stored(store)
+    assert results(log)["c-pay"] == "paid 5"
+    check_invariants(log, outbox, store)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 async def test_a_kill_before_the_ask_is_durable_never_runs_the_call(
     tmp_path: Path, kind: str
 ) -> None:
