@@ -100,6 +100,9 @@ if TYPE_CHECKING:
         SessionBackendStateError as SessionBackendStateError,
     )
     from session import (
+        SessionBusyError as SessionBusyError,
+    )
+    from session import (
         SessionChangedError as SessionChangedError,
     )
     from session import (

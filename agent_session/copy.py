@@ -12,6 +12,7 @@ from agent_session.output import json_line
 from agent_session.publish import publish
 from agent_session.stores import parse_store
 from session import (
+    SessionBusyError,
     SessionCollisionError,
     SessionCopyError,
     SessionError,
@@ -38,11 +39,6 @@ class Copied:
     """Whether SRC has a torn tail past those events (not copied)."""
 
 
-class _SourceLive(SessionCollisionError):
-    """The session to copy has a live writer in the source (not a collision in the
-    target)."""
-
-
 async def copy_session(source: SessionPersistence, target: SessionPersistence, id: str) -> Copied:
     """Copy the stored session ``id`` from ``source`` into ``target``: its header, then every
     stored event (no closers are added: an interrupted turn stays interrupted), in durable
@@ -58,14 +54,14 @@ async def copy_session(source: SessionPersistence, target: SessionPersistence, i
 
     Raises:
         SessionNotFoundError: ``source`` has no session ``id``.
-        SessionCollisionError: ``target`` already has one (it is left alone), or a live
-            writer holds it in ``source``.
+        SessionCollisionError: ``target`` already has one (it is left alone).
+        SessionBusyError: A live writer holds it in ``source`` (nothing is copied).
         SessionError: It cannot be stored in ``target`` exactly (for example an event marked
             ``ignorable`` into SQLite); nothing is left in ``target``.
     """
     examined = await source.diagnose(id)
     if examined.writer_elsewhere:
-        raise _SourceLive(
+        raise SessionBusyError(
             f'session "{id}" is being written by a live writer in the source; copy it once '
             "it stopped (nothing was copied)"
         )
@@ -110,7 +106,7 @@ async def copy(args: argparse.Namespace) -> int:
                 _say(args, id, "not found", str(e))
             except (SessionError, ValueError, TypeError) as e:
                 worst, refused = max(worst, CORRUPT), refused + 1
-                if isinstance(e, _SourceLive):
+                if isinstance(e, SessionBusyError):
                     _say(args, id, "live", str(e))
                 elif isinstance(e, SessionCollisionError):
                     _say(args, id, "exists", f"already in {target_spec.shown}; left alone there")

@@ -17,6 +17,7 @@ __all__ = [
     "ApprovalPendingError",
     "JsonValueError",
     "SessionBackendStateError",
+    "SessionBusyError",
     "SessionChangedError",
     "SessionCollisionError",
     "SessionCopyError",
@@ -83,6 +84,11 @@ class SessionNotLiveError(SessionError):
 
 class SessionCollisionError(SessionError):
     """A session with that id already exists (live, stored, or owned by another writer)."""
+
+
+class SessionBusyError(SessionCollisionError):
+    """A live writer elsewhere (another process, or another backend) holds the session now:
+    nothing was done with it; try again once that writer stopped."""
 
 
 class SessionForkError(SessionError):

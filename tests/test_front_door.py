@@ -68,6 +68,7 @@ EXPORTED = [
     "ScriptedStep",
     "Session",
     "SessionBackendStateError",
+    "SessionBusyError",
     "SessionChangedError",
     "SessionCollisionError",
     "SessionCopyError",
