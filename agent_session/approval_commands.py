@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from agent_session.commands import check_exists, open_backend
 from agent_session.exits import CORRUPT, NOT_FOUND, OK, UserError
-from agent_session.output import json_line, terminal_text
+from agent_session.output import json_line, print_table
 
 if TYPE_CHECKING:
     from session.events.parked import ParkedCall
@@ -61,10 +61,8 @@ async def approvals(args: argparse.Namespace) -> int:
         cells = [pending.session_id, call.call_id, call.tool_name, arguments]
         cells += [call.arguments_digest[:DIGEST_PREFIX], _when(call.asked_at)]
         cells += [_when(call.expires_at), _state(call), call.reason or ""]
-        table.append([terminal_text(cell) for cell in cells])
-    widths = [max(len(row[i]) for row in table) for i in range(len(header) + 1)]
-    for row in table:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        table.append(cells)
+    print_table(table)
     return OK
 
 

@@ -16,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from agent_session.exits import CORRUPT, OK, STATUS_CODES, NotFound, UserError
-from agent_session.output import Progress, json_line
+from agent_session.output import Progress, json_line, print_table
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
@@ -196,9 +196,7 @@ async def ls(args: argparse.Namespace) -> int:
         "BYTES",
         "FLAGS",
     ]
-    widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
-    for line in [header, *table]:
-        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    print_table([header, *table])
     if problems:
         print(f"\n{len(problems)} problem entr{'y' if len(problems) == 1 else 'ies'}:")
         for problem in problems:

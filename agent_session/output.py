@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-__all__ = ["Progress", "ShownText", "json_line", "terminal_text"]
+__all__ = ["Progress", "ShownText", "json_line", "print_table", "terminal_text"]
 
 _CONTROLS = {
     **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))},
@@ -27,6 +27,16 @@ def terminal_text(text: str) -> str:
     sequence, a carriage return, a bidirectional override) shown as its ``\\x..`` or
     ``\\u....`` escape, everything else as is."""
     return text.translate(_CONTROLS)
+
+
+def print_table(rows: list[list[str]]) -> None:
+    """Print ``rows`` (the header first) as aligned columns, each cell as
+    :func:`terminal_text` shows it (so a hostile cell neither acts on the terminal nor
+    shifts the columns); trailing blanks are cut."""
+    shown = [[terminal_text(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
+    for row in shown:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 class ShownText:
