@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
 INTEROP := tests/interop/node_modules/.installed
-PACKAGES := session agent_loop persistence_jsonl persistence_sqlite persistence_postgres recovery checkpoint_policy agent_session bench
+PACKAGES := agent_session bench
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 .PHONY: test test-fast demo bench lint typecheck pytest clean venv interop

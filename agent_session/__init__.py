@@ -17,41 +17,42 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent_loop import (
+    from agent_session.agent_loop import (
         Agent as Agent,
     )
-    from agent_loop import (
+    from agent_session.agent_loop import (
         AgentRuntime as AgentRuntime,
     )
-    from agent_loop import (
+    from agent_session.agent_loop import (
         ModelRequest as ModelRequest,
     )
-    from agent_loop import (
+    from agent_session.agent_loop import (
         ModelUnavailableError as ModelUnavailableError,
     )
-    from agent_loop import (
+    from agent_session.agent_loop import (
         ScriptedCall as ScriptedCall,
     )
-    from agent_loop import (
+    from agent_session.agent_loop import (
         ScriptedModel as ScriptedModel,
     )
-    from agent_loop import (
+    from agent_session.agent_loop import (
         ScriptedStep as ScriptedStep,
     )
-    from agent_loop import (
+    from agent_session.agent_loop import (
         ToolCall as ToolCall,
     )
-    from agent_loop import (
+    from agent_session.agent_loop import (
         ToolResult as ToolResult,
     )
-    from agent_loop.approval import set_approval_policy as set_approval_policy
-    from agent_loop.approval import user_approval as user_approval
-    from agent_loop.effects import Applied as Applied
-    from agent_loop.effects import NotApplied as NotApplied
-    from agent_loop.effects import Unknown as Unknown
-    from agent_loop.effects import effect_of_mcp as effect_of_mcp
-    from agent_loop.parking import AWAITING_APPROVAL as AWAITING_APPROVAL
-    from agent_loop.parking import decide as decide
+    from agent_session.agent_loop.approval import set_approval_policy as set_approval_policy
+    from agent_session.agent_loop.approval import user_approval as user_approval
+    from agent_session.agent_loop.effects import Applied as Applied
+    from agent_session.agent_loop.effects import NotApplied as NotApplied
+    from agent_session.agent_loop.effects import Unknown as Unknown
+    from agent_session.agent_loop.effects import effect_of_mcp as effect_of_mcp
+    from agent_session.agent_loop.parking import AWAITING_APPROVAL as AWAITING_APPROVAL
+    from agent_session.agent_loop.parking import decide as decide
+    from agent_session.checkpoints import checkpoint_policy as checkpoint_policy
     from agent_session.deciders import PendingApproval as PendingApproval
     from agent_session.deciders import approve as approve
     from agent_session.deciders import pending_approvals as pending_approvals
@@ -67,147 +68,146 @@ if TYPE_CHECKING:
     )
     from agent_session.otel.export import TraceExportError as TraceExportError
     from agent_session.otel.live import otel_exporter as otel_exporter
-    from agent_session.stores import STORE_ENV as STORE_ENV
-    from agent_session.stores import open_store as open_store
-    from checkpoint_policy import checkpoint_policy as checkpoint_policy
-    from persistence_jsonl import JsonlPersistence as JsonlPersistence
-    from persistence_postgres import PostgresPersistence as PostgresPersistence
-    from persistence_sqlite import SqlitePersistence as SqlitePersistence
-    from recovery import (
+    from agent_session.persistence_jsonl import JsonlPersistence as JsonlPersistence
+    from agent_session.persistence_postgres import PostgresPersistence as PostgresPersistence
+    from agent_session.persistence_sqlite import SqlitePersistence as SqlitePersistence
+    from agent_session.recovery import (
         TOOL_NOT_STARTED as TOOL_NOT_STARTED,
     )
-    from recovery import (
+    from agent_session.recovery import (
         TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN,
     )
-    from session import ApprovalError as ApprovalError
-    from session import ApprovalExpiredError as ApprovalExpiredError
-    from session import ApprovalMismatchError as ApprovalMismatchError
-    from session import ApprovalNotPendingError as ApprovalNotPendingError
-    from session import ApprovalPendingError as ApprovalPendingError
-    from session import (
+    from agent_session.session import ApprovalError as ApprovalError
+    from agent_session.session import ApprovalExpiredError as ApprovalExpiredError
+    from agent_session.session import ApprovalMismatchError as ApprovalMismatchError
+    from agent_session.session import ApprovalNotPendingError as ApprovalNotPendingError
+    from agent_session.session import ApprovalPendingError as ApprovalPendingError
+    from agent_session.session import (
         Interruption as Interruption,
     )
-    from session import (
+    from agent_session.session import (
         JsonValueError as JsonValueError,
     )
-    from session import (
+    from agent_session.session import (
         Runtime as Runtime,
     )
-    from session import (
+    from agent_session.session import (
         Session as Session,
     )
-    from session import (
+    from agent_session.session import (
         SessionBackendStateError as SessionBackendStateError,
     )
-    from session import (
+    from agent_session.session import (
         SessionBusyError as SessionBusyError,
     )
-    from session import (
+    from agent_session.session import (
         SessionChangedError as SessionChangedError,
     )
-    from session import (
+    from agent_session.session import (
         SessionCollisionError as SessionCollisionError,
     )
-    from session import (
+    from agent_session.session import (
         SessionCopyError as SessionCopyError,
     )
-    from session import (
+    from agent_session.session import (
         SessionDataError as SessionDataError,
     )
-    from session import (
+    from agent_session.session import (
         SessionDurabilityError as SessionDurabilityError,
     )
-    from session import (
+    from agent_session.session import (
         SessionError as SessionError,
     )
-    from session import (
+    from agent_session.session import (
         SessionEvent as SessionEvent,
     )
-    from session import (
+    from agent_session.session import (
         SessionEventError as SessionEventError,
     )
-    from session import (
+    from agent_session.session import (
         SessionForkError as SessionForkError,
     )
-    from session import (
+    from agent_session.session import (
         SessionFormatUnsupportedError as SessionFormatUnsupportedError,
     )
-    from session import (
+    from agent_session.session import (
         SessionHeader as SessionHeader,
     )
-    from session import (
+    from agent_session.session import (
         SessionHeaderError as SessionHeaderError,
     )
-    from session import (
+    from agent_session.session import (
         SessionLogTooLargeError as SessionLogTooLargeError,
     )
-    from session import (
+    from agent_session.session import (
         SessionNotFoundError as SessionNotFoundError,
     )
-    from session import (
+    from agent_session.session import (
         SessionNotHeldError as SessionNotHeldError,
     )
-    from session import (
+    from agent_session.session import (
         SessionNotLiveError as SessionNotLiveError,
     )
-    from session import (
+    from agent_session.session import (
         SessionOpenTurnError as SessionOpenTurnError,
     )
-    from session import (
+    from agent_session.session import (
         SessionPersistenceCorruptionError as SessionPersistenceCorruptionError,
     )
-    from session import (
+    from agent_session.session import (
         SessionReentrancyError as SessionReentrancyError,
     )
-    from session import (
+    from agent_session.session import (
         SessionSeqError as SessionSeqError,
     )
-    from session import (
+    from agent_session.session import (
         SessionStoreEntryError as SessionStoreEntryError,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         assistant_message as assistant_message,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         model_message as model_message,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         step_end as step_end,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         step_start as step_start,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         tool_call as tool_call,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         tool_call_block as tool_call_block,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         tool_result as tool_result,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         tool_result_message as tool_result_message,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         turn_end as turn_end,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         turn_start as turn_start,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         user_message as user_message,
     )
-    from session.events.parked import ParkedCall as ParkedCall
-    from session.events.parked import arguments_digest as arguments_digest
-    from session.events.stats import session_stats as session_stats
-    from session.persistence.memory import (
+    from agent_session.session.events.parked import ParkedCall as ParkedCall
+    from agent_session.session.events.parked import arguments_digest as arguments_digest
+    from agent_session.session.events.stats import session_stats as session_stats
+    from agent_session.session.persistence.memory import (
         MemoryPersistence as MemoryPersistence,
     )
-    from session.persistence.memory import (
+    from agent_session.session.persistence.memory import (
         MemoryStore as MemoryStore,
     )
-    from session.persistence.service import SessionPersistence as SessionPersistence
+    from agent_session.session.persistence.service import SessionPersistence as SessionPersistence
+    from agent_session.stores import STORE_ENV as STORE_ENV
+    from agent_session.stores import open_store as open_store
 
 
 def _homes() -> dict[str, str]:

@@ -15,7 +15,7 @@ from agent_session.exits import CORRUPT, NOT_FOUND, OK, UserError
 from agent_session.output import json_line, print_table
 
 if TYPE_CHECKING:
-    from session.events.parked import ParkedCall
+    from agent_session.session.events.parked import ParkedCall
 
 __all__ = ["approvals", "decide"]
 
@@ -32,9 +32,9 @@ def _when(ms: int | None) -> str:
 
 async def approvals(args: argparse.Namespace) -> int:
     """One row (or JSON line) per parked call of the store, or of the sessions named."""
-    from agent_loop.parking import DIGEST_PREFIX
+    from agent_session.agent_loop.parking import DIGEST_PREFIX
     from agent_session.deciders import pending_approvals
-    from session import SessionNotFoundError
+    from agent_session.session import SessionNotFoundError
 
     check_exists(args.store)
     backend = open_backend(args.store, read_only=True)
@@ -68,7 +68,7 @@ async def approvals(args: argparse.Namespace) -> int:
 
 def _state(call: ParkedCall) -> str:
     """What waits: nobody decided, or the decision the agent carries out when it resumes."""
-    from agent_loop.parking import mismatch
+    from agent_session.agent_loop.parking import mismatch
 
     if call.decision is None:
         return "waiting" if call.matches else "waiting (arguments differ: reject it)"
@@ -79,9 +79,9 @@ def _state(call: ParkedCall) -> str:
 
 async def decide(args: argparse.Namespace) -> int:
     """``approve`` or ``reject`` one parked call; say what was decided."""
-    from agent_loop.approval import Outcome
+    from agent_session.agent_loop.approval import Outcome
     from agent_session.deciders import decide_stored, who
-    from session import (
+    from agent_session.session import (
         ApprovalExpiredError,
         ApprovalMismatchError,
         ApprovalNotPendingError,

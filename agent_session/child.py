@@ -30,14 +30,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from agent_loop.loop import AGENT_POST_STEP, StepContext
-from agent_loop.models import LLM_STREAM
-from agent_loop.tools import ToolCall
+from agent_session.agent_loop.loop import AGENT_POST_STEP, StepContext
+from agent_session.agent_loop.models import LLM_STREAM
+from agent_session.agent_loop.tools import ToolCall
 from agent_session.commands import open_backend
 from agent_session.real_model import real_adapter, task
+from agent_session.session import Session, SessionNotFoundError
 from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
 from agent_session.stores import parse_store
-from session import Session, SessionNotFoundError
 
 __all__ = ["MODES", "digest", "main"]
 

@@ -56,8 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _stdout_closed()
     except Exception as e:
-        from session import SessionError
-        from session.persistence.redaction import scrub
+        from agent_session.session import SessionError
+        from agent_session.session.persistence.redaction import scrub
 
         expected = isinstance(e, UserError | OSError | ValueError | SessionError)
         if args.debug or not expected:
@@ -91,7 +91,7 @@ def _stdout_closed() -> int:
 
 def _exit_code(error: Exception) -> int:
     """The code of the table in ``agent_session.exits`` for an error that ends a command."""
-    from session import SessionError, SessionNotFoundError
+    from agent_session.session import SessionError, SessionNotFoundError
 
     if isinstance(error, UserError):
         return error.code

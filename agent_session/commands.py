@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
 
     from agent_session.inventory import SessionRow, Verdict
+    from agent_session.session.persistence.api import Diagnosis
+    from agent_session.session.persistence.service import SessionPersistence
     from agent_session.stores import StoreSpec
-    from session.persistence.api import Diagnosis
-    from session.persistence.service import SessionPersistence
 
 __all__ = [
     "MAX_LOG_BYTES_ENV",
@@ -49,7 +49,7 @@ MAX_LOG_BYTES_ENV = "AGENT_SESSION_MAX_LOG_BYTES"
 
 def max_log_bytes() -> int:
     """The ``max_log_bytes`` of the commands' backends (see :data:`MAX_LOG_BYTES_ENV`)."""
-    from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
+    from agent_session.persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
 
     limit = os.environ.get(MAX_LOG_BYTES_ENV, "")
     try:
@@ -207,7 +207,7 @@ async def ls(args: argparse.Namespace) -> int:
 async def diagnose(store: SessionPersistence, where: StoreSpec, id: str) -> Diagnosis:
     """What ``store.examine`` says of a session (raises :class:`NotFound` naming the
     store)."""
-    from session import SessionNotFoundError
+    from agent_session.session import SessionNotFoundError
 
     try:
         return await store.diagnose(id)
@@ -228,8 +228,8 @@ async def show(args: argparse.Namespace) -> int:
     """The transcript, the raw events, or (``--json``) the stored header line then the
     events."""
     from agent_session.inventory import waiting
+    from agent_session.session.events.parked import parked_calls
     from agent_session.transcript import render
-    from session.events.parked import parked_calls
 
     store = backend(args.store, read_only=True)
     try:
@@ -309,9 +309,9 @@ async def verify(args: argparse.Namespace) -> int:
 
 async def convert(args: argparse.Namespace) -> int:
     """Rewrite a stopped session's log into the other encoding."""
-    from persistence_jsonl import JsonlPersistence
-    from persistence_jsonl.convert import convert as rewrite
-    from session import SessionNotFoundError
+    from agent_session.persistence_jsonl import JsonlPersistence
+    from agent_session.persistence_jsonl.convert import convert as rewrite
+    from agent_session.session import SessionNotFoundError
 
     store = backend(args.store)
     try:
@@ -340,8 +340,8 @@ async def export(args: argparse.Namespace) -> int:
     """The derived history as a provider request, after checking every tool call has
     exactly one result (indented; one compact line with ``--json``)."""
     from agent_session.export import TranscriptError, check_transcript, to_anthropic, to_openai
-    from session import Session
-    from session.events.types import REQUEST_HEADER
+    from agent_session.session import Session
+    from agent_session.session.events.types import REQUEST_HEADER
 
     store = backend(args.store, read_only=True)
     try:
@@ -391,7 +391,7 @@ def _integration(name: str, extra: str) -> Any:
 async def import_history(args: argparse.Namespace) -> int:
     """Create a session from a pydantic-ai history or an ADK session database (checked whole
     before anything is written; an existing id is refused)."""
-    from session import Runtime, SessionNotFoundError
+    from agent_session.session import Runtime, SessionNotFoundError
 
     if args.format == "adk":
         importing = _integration("google_adk.importing", "google-adk")
@@ -432,7 +432,7 @@ async def import_history(args: argparse.Namespace) -> int:
 
 async def rm(args: argparse.Namespace) -> int:
     """Delete a stopped session durably (refused while a writer holds it)."""
-    from session import SessionNotFoundError
+    from agent_session.session import SessionNotFoundError
 
     store = backend(args.store)
     try:

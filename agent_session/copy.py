@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from agent_session.exits import CORRUPT, NOT_FOUND, OK, UserError
 from agent_session.output import json_line
 from agent_session.publish import publish
-from agent_session.stores import parse_store
-from session import (
+from agent_session.session import (
     SessionBusyError,
     SessionCollisionError,
     SessionCopyError,
@@ -20,9 +19,10 @@ from session import (
     SessionNotFoundError,
     encode_json,
 )
-from session.events.eventlog import EventLog, is_run
-from session.events.types import ASSISTANT_CHUNK
-from session.persistence.service import SessionPersistence
+from agent_session.session.events.eventlog import EventLog, is_run
+from agent_session.session.events.types import ASSISTANT_CHUNK
+from agent_session.session.persistence.service import SessionPersistence
+from agent_session.stores import parse_store
 
 __all__ = ["Copied", "copy", "copy_session"]
 

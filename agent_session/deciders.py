@@ -17,16 +17,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agent_loop.approval import Outcome
-from agent_loop.parking import decision_data, find_parked
-from session.errors import SessionCollisionError, SessionNotFoundError, SessionSeqError
-from session.events.header import now_ms
-from session.events.parked import ParkedCall, parked_calls
-from session.events.types import APPROVAL_DECIDED
+from agent_session.agent_loop.approval import Outcome
+from agent_session.agent_loop.parking import decision_data, find_parked
+from agent_session.session.errors import (
+    SessionCollisionError,
+    SessionNotFoundError,
+    SessionSeqError,
+)
+from agent_session.session.events.header import now_ms
+from agent_session.session.events.parked import ParkedCall, parked_calls
+from agent_session.session.events.types import APPROVAL_DECIDED
 
 if TYPE_CHECKING:
+    from agent_session.session.persistence.service import SessionPersistence
     from agent_session.stores import StoreSpec
-    from session.persistence.service import SessionPersistence
 
 __all__ = ["PendingApproval", "approve", "decide_stored", "pending_approvals", "reject", "who"]
 
@@ -160,8 +164,8 @@ class _Backend:
 
     async def __aenter__(self) -> SessionPersistence:
         from agent_session.commands import open_backend
+        from agent_session.session.persistence.service import SessionPersistence
         from agent_session.stores import StoreSpec, parse_store
-        from session.persistence.service import SessionPersistence
 
         if isinstance(self._given, SessionPersistence):
             return self._given

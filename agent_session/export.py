@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from session.json.lossless import thaw
+from agent_session.session.json.lossless import thaw
 
 __all__ = [
     "TranscriptError",

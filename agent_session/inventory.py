@@ -8,8 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from agent_session.export import TranscriptError, check_transcript
-from agent_session.stores import StoreSpec, require_postgres
-from session import (
+from agent_session.session import (
     Session,
     SessionError,
     SessionEvent,
@@ -17,11 +16,12 @@ from session import (
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
 )
-from session.events.header import version_problem
-from session.events.interruption import interruption
-from session.events.parked import ParkedCall, parked_calls
-from session.persistence.api import ListedSession
-from session.persistence.service import SessionPersistence
+from agent_session.session.events.header import version_problem
+from agent_session.session.events.interruption import interruption
+from agent_session.session.events.parked import ParkedCall, parked_calls
+from agent_session.session.persistence.api import ListedSession
+from agent_session.session.persistence.service import SessionPersistence
+from agent_session.stores import StoreSpec, require_postgres
 
 __all__ = [
     "AWAITING_APPROVAL",
@@ -117,8 +117,10 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
     if store.kind != "jsonl":
         yield from _database_rows(store)
         return
-    from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
-    from persistence_jsonl.survey import survey  # (only what this kind of store needs)
+    from agent_session.persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
+    from agent_session.persistence_jsonl.survey import (
+        survey,  # (only what this kind of store needs)
+    )
 
     for found in survey(store.path, max_log_bytes=max_log_bytes or DEFAULT_MAX_LOG_BYTES):
         summary, path, size = found.summary, found.path, found.size
@@ -165,10 +167,10 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
 def _database_rows(store: StoreSpec) -> Iterator[SessionRow]:
     survey: Callable[[str], list[ListedSession]]
     if store.kind == "sqlite":
-        from persistence_sqlite.survey import survey
+        from agent_session.persistence_sqlite.survey import survey
     else:
         require_postgres()
-        from persistence_postgres.survey import survey
+        from agent_session.persistence_postgres.survey import survey
     path, kind = store.shown, store.kind
     for found in survey(store.path):
         header = found.header

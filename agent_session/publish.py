@@ -16,10 +16,10 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 
-from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.layout import session_dir
-from session import SessionCollisionError, SessionEvent, SessionHeader
-from session.persistence.service import SessionPersistence
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl.layout import session_dir
+from agent_session.session import SessionCollisionError, SessionEvent, SessionHeader
+from agent_session.session.persistence.service import SessionPersistence
 
 __all__ = ["publish"]
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from agent_session.exits import CORRUPT, IO_ERROR, OK, STATUS_CODES
 from agent_session.inventory import Verdict, status_of, transcript_problem
 from agent_session.output import Progress, json_line
-from recovery import answers
-from session import SessionCollisionError, SessionError
-from session.persistence.service import SessionPersistence
+from agent_session.recovery import answers
+from agent_session.session import SessionCollisionError, SessionError
+from agent_session.session.persistence.service import SessionPersistence
 
 __all__ = ["Outcome", "recover"]
 

@@ -47,7 +47,7 @@ def default_index(store_name: str) -> Path:
 def surface_texts(events: Iterable[Any], turn: Any = None) -> Iterator[tuple[int, Any, str, str]]:
     """``(seq, turn, kind, text)`` for each piece of text the events put on the surface
     (``turn``: the turn open before the first of them)."""
-    from session.events.eventlog import is_run, iter_parts
+    from agent_session.session.events.eventlog import is_run, iter_parts
 
     for event in iter_parts(events):
         if is_run(event):

@@ -111,8 +111,8 @@ class _Handler(BaseHTTPRequestHandler):
     store: Any = None
 
     def do_GET(self) -> None:
+        from agent_session.session import SessionError
         from agent_session.view import page, timeline
-        from session import SessionError
 
         url = urlsplit(self.path)
         try:

@@ -48,8 +48,8 @@ class SideDatabase:
         """
         import psycopg
 
-        from persistence_postgres.unreachable import CONNECT_TIMEOUT_S, translated
-        from session.persistence.redaction import mask_store
+        from agent_session.persistence_postgres.unreachable import CONNECT_TIMEOUT_S, translated
+        from agent_session.session.persistence.redaction import mask_store
 
         shown = mask_store(url)
         with translated(shown):
@@ -62,7 +62,7 @@ class SideDatabase:
             if self._shown is None:
                 yield
                 return
-            from persistence_postgres.unreachable import translated
+            from agent_session.persistence_postgres.unreachable import translated
 
             with translated(self._shown):
                 yield

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent_loop import AgentRuntime
-from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
-from agent_loop.tools import ToolCall
+from agent_session.agent_loop import AgentRuntime
+from agent_session.agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
+from agent_session.agent_loop.tools import ToolCall
+from agent_session.checkpoints import checkpoint_policy
+from agent_session.persistence_jsonl import FileOps
+from agent_session.session.live.hooks import Disposer
+from agent_session.session.persistence.service import SessionPersistence
 from agent_session.stores import parse_store
-from checkpoint_policy import checkpoint_policy
-from persistence_jsonl import FileOps
-from session.live.hooks import Disposer
-from session.persistence.service import SessionPersistence
 
 __all__ = ["MODEL", "SYSTEM", "Stack", "open_stack", "turn_script", "workdir_of"]
 

@@ -21,10 +21,15 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
     the seq and time of its last durable event, and the calls repair answered, by code),
     ``settled`` (calls settled on resume, by how), ``approvals`` (asked, decided by outcome,
     and still parked), ``checkpoints`` (:func:`checkpoints`)."""
-    from recovery import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, crash_point, is_repair_result
-    from session.events.eventlog import is_run, iter_parts
-    from session.events.outcomes import SETTLEMENT
-    from session.events.parked import parked_calls
+    from agent_session.recovery import (
+        TOOL_NOT_STARTED,
+        TOOL_OUTCOME_UNKNOWN,
+        crash_point,
+        is_repair_result,
+    )
+    from agent_session.session.events.eventlog import is_run, iter_parts
+    from agent_session.session.events.outcomes import SETTLEMENT
+    from agent_session.session.events.parked import parked_calls
 
     repaired = (TOOL_OUTCOME_UNKNOWN, TOOL_NOT_STARTED)
 
@@ -74,7 +79,7 @@ def checkpoints(events: Sequence[Any], cut: Sequence[int] = ()) -> dict[str, int
     body (a recorded call not refused before dispatch, nor by its approval), one after each
     step and one at each turn's end; a crash's closers (after the seqs in ``cut``) are not
     checkpoints."""
-    from session.events.eventlog import is_run, iter_parts
+    from agent_session.session.events.eventlog import is_run, iter_parts
 
     closing = {seq for crash in cut for seq in range(crash + 1, _turn_end(events, crash) + 1)}
     requests = steps = ends = 0
@@ -128,7 +133,7 @@ def _turn_end(events: Sequence[Any], after: int) -> int:
 async def stats(args: argparse.Namespace) -> int:
     """Print the figures of one session."""
     from agent_session.commands import examined
-    from session.events.stats import SessionStats
+    from agent_session.session.events.stats import SessionStats
 
     events = (
         await examined(args.store, args.id)

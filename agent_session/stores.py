@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from session.persistence.redaction import mask_store, remember_store
+from agent_session.session.persistence.redaction import mask_store, remember_store
 
 if TYPE_CHECKING:
-    from session.persistence.service import SessionPersistence
+    from agent_session.session.persistence.service import SessionPersistence
 
 __all__ = [
     "POSTGRES_SCHEMES",
@@ -87,12 +87,12 @@ class StoreSpec:
         """
         backend: Callable[..., SessionPersistence]
         if self.kind == "sqlite":
-            from persistence_sqlite import SqlitePersistence as backend
+            from agent_session.persistence_sqlite import SqlitePersistence as backend
         elif self.kind == "postgres":
             require_postgres()
-            from persistence_postgres import PostgresPersistence as backend
+            from agent_session.persistence_postgres import PostgresPersistence as backend
         else:
-            from persistence_jsonl import JsonlPersistence as backend
+            from agent_session.persistence_jsonl import JsonlPersistence as backend
         taken = [
             name
             for name, parameter in inspect.signature(backend).parameters.items()
@@ -134,7 +134,7 @@ def require_postgres() -> None:
         ValueError: The postgres extra is not installed.
     """
     try:
-        import persistence_postgres  # noqa: F401
+        import agent_session.persistence_postgres  # noqa: F401
     except ImportError as e:
         raise ValueError(
             "a PostgreSQL store needs the postgres extra: pip install "

@@ -10,9 +10,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from session import SessionEvent
-from session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
-from session.events.types import (
+from agent_session.session import SessionEvent
+from agent_session.session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
+from agent_session.session.events.types import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     STEP_START,

@@ -33,8 +33,8 @@ __all__ = ["csp_hash", "page", "rows", "timeline", "view"]
 
 def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
     """The timeline's rows (see the module docstring), times relative to the first event."""
+    from agent_session.session.events.eventlog import is_run, iter_parts
     from agent_session.stats import beyond
-    from session.events.eventlog import is_run, iter_parts
 
     out: list[dict[str, Any]] = []
     origin = events[0].time if len(events) else 0

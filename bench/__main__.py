@@ -19,6 +19,10 @@ from typing import Any
 
 import orjson
 
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl.encoder import encode_batch
+from agent_session.session import Session
+from agent_session.session.persistence.service import SessionPersistence
 from bench.listing import ls_10k_sessions
 from bench.many import Many, many_sessions
 from bench.memory import load_peak_rss
@@ -29,10 +33,6 @@ from bench.sdk_sessions import sdk_session_figures
 from bench.shards import sharded_checkpoints
 from bench.stacks import open_backend, stack
 from bench.workload import append_step, run_steps
-from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.encoder import encode_batch
-from session import Session
-from session.persistence.service import SessionPersistence
 
 
 async def step_checkpoints(

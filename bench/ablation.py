@@ -27,11 +27,11 @@ import sys
 import tempfile
 import time
 
+from agent_session.session import Runtime, Session
+from agent_session.session.persistence.batches import batch_of
+from agent_session.session.persistence.service import SessionPersistence
 from bench.stacks import stack
 from bench.workload import append_step
-from session import Runtime, Session
-from session.persistence.batches import batch_of
-from session.persistence.service import SessionPersistence
 
 __all__ = ["VARIANTS", "loop_us_per_step"]
 

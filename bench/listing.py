@@ -10,13 +10,13 @@ import shutil
 import sqlite3
 import time
 
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl.survey import survey as survey_directory
+from agent_session.persistence_sqlite import SqlitePersistence
+from agent_session.persistence_sqlite.survey import survey as survey_database
+from agent_session.session import Runtime
+from agent_session.session.persistence.service import SessionPersistence
 from bench.workload import run_steps
-from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.survey import survey as survey_directory
-from persistence_sqlite import SqlitePersistence
-from persistence_sqlite.survey import survey as survey_database
-from session import Runtime
-from session.persistence.service import SessionPersistence
 
 __all__ = ["ls_10k_sessions"]
 

@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agent_session.session import Runtime
+from agent_session.session.persistence.service import SessionPersistence
 from bench.workload import run_steps
-from session import Runtime
-from session.persistence.service import SessionPersistence
 
 __all__ = ["Many", "many_sessions"]
 

@@ -12,7 +12,7 @@ __all__ = ["load_peak_rss"]
 
 PEAK_CHILD = """
 import asyncio, sys
-from persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl import JsonlPersistence
 async def main():
     backend = JsonlPersistence(sys.argv[1])
     stored = await backend.inspect("heavy")

@@ -11,9 +11,9 @@ import time
 
 import psycopg
 
+from agent_session.persistence_jsonl.encoder import encode_batch
+from agent_session.session import Session
 from bench.workload import append_step
-from persistence_jsonl.encoder import encode_batch
-from session import Session
 
 __all__ = ["DSN_ENV", "bare_insert_commit", "bare_insert_commit_async", "database_for"]
 

@@ -19,8 +19,8 @@ import threading
 from types import FrameType
 from typing import Any
 
-from persistence_jsonl import JsonlPersistence
-from session import Runtime
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session import Runtime
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _COUNTED = {

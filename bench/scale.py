@@ -16,10 +16,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agent_session.persistence_jsonl import JsonlPersistence
 from bench.many import Many, many_sessions
 from bench.stacks import stack
 from bench.workload import append_step, chunk
-from persistence_jsonl import JsonlPersistence
 
 __all__ = ["SESSIONS", "SIZES", "scale"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
+from agent_session.session import Runtime
+from agent_session.session.persistence.service import SessionPersistence
 from agent_session.stores import SQLITE_PREFIX, open_store
 from bench.postgres import database_for
-from session import Runtime
-from session.persistence.service import SessionPersistence
 
 __all__ = ["open_backend", "stack"]
 

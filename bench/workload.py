@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from session import Runtime, Session
+from agent_session.session import Runtime, Session
 
 MESSAGE_SOURCE = {"kind": "model", "provider": "bench", "model": "bench-1"}
 

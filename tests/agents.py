@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_loop import AgentRuntime
-from agent_loop.loop import Agent
-from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
-from agent_loop.tools import ToolCall
-from session import Session
+from agent_session.agent_loop import AgentRuntime
+from agent_session.agent_loop.loop import Agent
+from agent_session.agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
+from agent_session.agent_loop.tools import ToolCall
+from agent_session.session import Session
 
 SYSTEM = "You are an AI agent powered by DeepSeek Harness."
 

@@ -17,16 +17,16 @@ from typing import Any
 import psycopg
 import pytest
 
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_postgres import PostgresPersistence
+from agent_session.persistence_postgres.schema import migrate
+from agent_session.persistence_sqlite import SqlitePersistence
+from agent_session.persistence_sqlite.schema import open_database
+from agent_session.session import SessionHeader, encode_json
+from agent_session.session.json.lossless import snapshot
+from agent_session.session.persistence.service import SessionPersistence
+from agent_session.session.persistence.write_behind import Scheduler
 from agent_session.testing import Kit, MemoryKit
-from persistence_jsonl import JsonlPersistence
-from persistence_postgres import PostgresPersistence
-from persistence_postgres.schema import migrate
-from persistence_sqlite import SqlitePersistence
-from persistence_sqlite.schema import open_database
-from session import SessionHeader, encode_json
-from session.json.lossless import snapshot
-from session.persistence.service import SessionPersistence
-from session.persistence.write_behind import Scheduler
 
 
 class JsonlKit:

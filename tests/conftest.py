@@ -10,7 +10,7 @@ from typing import Any
 import hypothesis  # noqa: F401
 import pytest
 
-from session import register_event_type
+from agent_session.session import register_event_type
 from tests.backends import fresh_database
 
 # The plugin event types the suite's own tests append. Appending a type readers would refuse

@@ -20,11 +20,11 @@ import sys
 
 import psycopg
 
-from persistence_jsonl import JsonlPersistence
-from persistence_postgres import PostgresPersistence
-from persistence_sqlite import SqlitePersistence
-from session import Runtime, Session, SessionEvent
-from session.persistence.service import SessionPersistence
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_postgres import PostgresPersistence
+from agent_session.persistence_sqlite import SqlitePersistence
+from agent_session.session import Runtime, Session, SessionEvent
+from agent_session.session.persistence.service import SessionPersistence
 
 
 def open_backend(root: str, compression: str) -> SessionPersistence:

@@ -17,13 +17,13 @@ import signal
 import sys
 import time
 
-from agent_session.stores import parse_store
-from session import (
+from agent_session.session import (
     SessionCollisionError,
     SessionError,
     SessionNotFoundError,
     register_event_type,
 )
+from agent_session.stores import parse_store
 
 register_event_type("plugin/write")
 

@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from agent_loop.tools import ToolCall
+from agent_session.agent_loop.tools import ToolCall
 from agent_session.otel.live import otel_exporter
 from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
 

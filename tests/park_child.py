@@ -34,7 +34,7 @@ from agent_session import (
     open_store,
     user_approval,
 )
-from session import SessionCollisionError
+from agent_session.session import SessionCollisionError
 from tests import outbox
 
 STORE, OUTBOX = sys.argv[1], sys.argv[2]

@@ -30,10 +30,10 @@ import os
 import signal
 import sys
 
-from agent_loop.effects import Applied, NotApplied
-from agent_loop.scripted import ScriptedCall, ScriptedStep, chunks
 from agent_session import AgentRuntime, checkpoint_policy, open_store
-from session import SessionError
+from agent_session.agent_loop.effects import Applied, NotApplied
+from agent_session.agent_loop.scripted import ScriptedCall, ScriptedStep, chunks
+from agent_session.session import SessionError
 from tests import outbox
 
 STORE, OUTBOX, ROLE = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from persistence_jsonl.rows import lazy_row_events
-from session import SessionEvent
+from agent_session.persistence_jsonl.rows import lazy_row_events
+from agent_session.session import SessionEvent
 
 
 def expand_row_events(raw: Mapping[str, Any]) -> list[SessionEvent]:

@@ -16,8 +16,8 @@ import sys
 from agents import Agent, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from agent_loop.effects import Applied, NotApplied
 from agent_session import DurableRunHooks, EventLogSession
+from agent_session.agent_loop.effects import Applied, NotApplied
 from agent_session.integrations.openai_agents import declare, resume_run
 from tests import outbox
 

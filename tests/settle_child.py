@@ -21,8 +21,8 @@ import os
 import signal
 import sys
 
-from agent_loop.effects import Applied, NotApplied
 from agent_session import AgentRuntime, checkpoint_policy, open_store
+from agent_session.agent_loop.effects import Applied, NotApplied
 from tests import outbox
 
 STORE, OUTBOX = sys.argv[1], sys.argv[2]

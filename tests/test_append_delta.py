@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from agent_loop import AgentRuntime
-from agent_loop.scripted import ScriptedModel
-from checkpoint_policy.policy import checkpoint_policy
-from persistence_jsonl import JsonlPersistence
-from session import Runtime, Session, SessionDataError, SessionReentrancyError
-from session.events.eventlog import LazyRun
-from session.live.hooks import SESSION_EVENT, SESSION_VALIDATE
+from agent_session.agent_loop import AgentRuntime
+from agent_session.agent_loop.scripted import ScriptedModel
+from agent_session.checkpoints.policy import checkpoint_policy
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session import Runtime, Session, SessionDataError, SessionReentrancyError
+from agent_session.session.events.eventlog import LazyRun
+from agent_session.session.live.hooks import SESSION_EVENT, SESSION_VALIDATE
 from tests.agents import SYSTEM, corpus_script
 
 

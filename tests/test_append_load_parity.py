@@ -15,11 +15,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persistence_jsonl import JsonlPersistence
-from persistence_sqlite import SqlitePersistence
-from recovery import closers
-from session import Runtime, SessionError
-from session.persistence.memory import MemoryPersistence, MemoryStore
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_sqlite import SqlitePersistence
+from agent_session.recovery import closers
+from agent_session.session import Runtime, SessionError
+from agent_session.session.persistence.memory import MemoryPersistence, MemoryStore
 from tests.builders import assistant, tool_result, user
 
 SOURCE = {"kind": "model", "provider": "p", "model": "m"}

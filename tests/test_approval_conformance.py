@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agent_loop.approval import effective_policy
-from persistence_jsonl import JsonlPersistence
+from agent_session.agent_loop.approval import effective_policy
+from agent_session.persistence_jsonl import JsonlPersistence
 from tests.corpus import case_id, cases
 
 CASES = cases("upstream-approval-v0")
@@ -88,7 +88,7 @@ def _result_text(events: list[dict[str, Any]], call_id: str) -> tuple[str, bool,
     [("reject", "rejected"), ("unavailable", "unavailable"), ("never", "rejected")],
 )
 def test_the_denial_texts_are_the_reference_s(scenario: str, outcome: Any) -> None:
-    from agent_loop.approval import denial
+    from agent_session.agent_loop.approval import denial
 
     text, is_error, error = _result_text(_events(scenario), "call-a-2")
     assert (text, is_error, error) == (f"Error: {denial(outcome, 'write_file')}", True, None)
@@ -97,7 +97,7 @@ def test_the_denial_texts_are_the_reference_s(scenario: str, outcome: Any) -> No
 
 
 def test_no_service_refuses_with_the_ask_s_reason_and_no_audit_events() -> None:
-    from agent_loop.approval import unsupported
+    from agent_session.agent_loop.approval import unsupported
 
     events = _events("no-service")
     assert (
@@ -112,7 +112,7 @@ def test_no_service_refuses_with_the_ask_s_reason_and_no_audit_events() -> None:
 
 @pytest.mark.parametrize(("scenario", "policy"), [("approve", "ask"), ("never", "never")])
 def test_the_runtime_context_message_is_the_reference_s(scenario: str, policy: Any) -> None:
-    from agent_loop.approval import runtime_context
+    from agent_session.agent_loop.approval import runtime_context
 
     (context,) = [
         e["data"]
@@ -124,7 +124,7 @@ def test_the_runtime_context_message_is_the_reference_s(scenario: str, policy: A
 
 
 def test_the_policy_change_notice_is_the_reference_s() -> None:
-    from agent_loop.approval import policy_notice
+    from agent_session.agent_loop.approval import policy_notice
 
     (notice,) = [
         e["data"]

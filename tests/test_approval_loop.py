@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from agent_loop.approval import (
+from agent_session.agent_loop.approval import (
     APPROVAL_REQUEST,
     OUTSIDE_TURN,
     TOOLS_PRE_EXECUTE,
     set_approval_policy,
     user_approval,
 )
-from agent_loop.models import ModelRequest
-from persistence_jsonl import JsonlPersistence
-from session import SessionEventError
+from agent_session.agent_loop.models import ModelRequest
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session import SessionEventError
 from tests.agents import SYSTEM, stack
 from tests.corpus import cases
 

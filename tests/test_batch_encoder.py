@@ -11,12 +11,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from persistence_jsonl.encoder import encode_batch, encode_lines
-from persistence_jsonl.rows import run_key
-from persistence_sqlite.rows import batch_values, event_values
-from session import Session, SessionEvent, decode_json
-from session.events.eventlog import LazyRun
-from session.json.codec import encode_json
+from agent_session.persistence_jsonl.encoder import encode_batch, encode_lines
+from agent_session.persistence_jsonl.rows import run_key
+from agent_session.persistence_sqlite.rows import batch_values, event_values
+from agent_session.session import Session, SessionEvent, decode_json
+from agent_session.session.events.eventlog import LazyRun
+from agent_session.session.json.codec import encode_json
 from tests.rows import expand_row_events
 
 KINDS = ("text-delta", "reasoning-delta", "tool-call-delta")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session import Runtime
 from bench.__main__ import (
     backend_big_step,
     big_step,
@@ -28,8 +30,6 @@ from bench.reference import reference_figures
 from bench.resume import resume_100k
 from bench.shards import sharded_checkpoints
 from bench.workload import append_step, run_steps
-from persistence_jsonl import JsonlPersistence
-from session import Runtime
 
 
 async def test_workload_writes_exactly_what_it_loads(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ async def test_every_figure_runs_on_a_tiny_workload(tmp_path: Path) -> None:
 
 
 def test_append_step_shape() -> None:
-    from session import Session
+    from agent_session.session import Session
 
     session = Session.create("s")
     append_step(session, 1, 3)

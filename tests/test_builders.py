@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from persistence_jsonl import JsonlPersistence
-from recovery import is_balanced
-from session import Runtime
-from session.events.builders import (
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.recovery import is_balanced
+from agent_session.session import Runtime
+from agent_session.session.events.builders import (
     assistant_message,
     step_end,
     step_start,

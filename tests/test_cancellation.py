@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from agent_loop import AgentRuntime
-from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
-from agent_loop.tools import ToolCall
-from checkpoint_policy import checkpoint_policy
-from persistence_jsonl import JsonlPersistence
-from session import Session, SessionEvent
+from agent_session.agent_loop import AgentRuntime
+from agent_session.agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
+from agent_session.agent_loop.tools import ToolCall
+from agent_session.checkpoints import checkpoint_policy
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session import Session, SessionEvent
 
 Body = Callable[[Any, ToolCall], Awaitable[Any]]
 

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from agent_loop import AgentRuntime
-from agent_loop.loop import AGENT_POST_STEP, StepContext
-from agent_loop.models import ModelRequest
-from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
-from agent_loop.tools import ToolCall
-from checkpoint_policy import checkpoint_policy
-from persistence_jsonl import JsonlPersistence
-from session import Session
-from session.events.event import register_event_type
+from agent_session.agent_loop import AgentRuntime
+from agent_session.agent_loop.loop import AGENT_POST_STEP, StepContext
+from agent_session.agent_loop.models import ModelRequest
+from agent_session.agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
+from agent_session.agent_loop.tools import ToolCall
+from agent_session.checkpoints import checkpoint_policy
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session import Session
+from agent_session.session.events.event import register_event_type
 from tests.agents import corpus_script, stack
 
 

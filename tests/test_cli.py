@@ -14,7 +14,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from session import __version__
+from agent_session.session import __version__
 
 pytestmark = pytest.mark.process
 
@@ -303,8 +303,8 @@ def test_export_of_a_crashed_session_is_a_valid_provider_request(tmp_path: Path,
 async def test_export_refuses_an_unpaired_history(tmp_path: Path) -> None:
     """A balanced log can still hold an unanswered call (a tool scheduler failure closes the
     turn without inventing results); export refuses it rather than emit a bad request."""
-    from persistence_jsonl import JsonlPersistence
-    from session import Session
+    from agent_session.persistence_jsonl import JsonlPersistence
+    from agent_session.session import Session
     from tests.builders import assistant, user
 
     session = Session.create("s1")

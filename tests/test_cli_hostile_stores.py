@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
+from agent_session.persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
 from tests.stores import TURN, plant
 
 pytestmark = pytest.mark.process

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from persistence_jsonl import JsonlPersistence
-from session import Runtime, Session
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session import Runtime, Session
 from tests.test_cli import cli
 
 pytestmark = pytest.mark.process

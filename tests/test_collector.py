@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import gc
 
+from agent_session.session import Runtime, Session
 from agent_session.stores import open_store
-from session import Runtime, Session
 
 
 def write_steps(session: Session, steps: int) -> None:

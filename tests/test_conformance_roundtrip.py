@@ -13,8 +13,8 @@ import json
 import orjson
 import pytest
 
-from session import SessionEvent, SessionHeader, decode_json, encode_json
-from session.json.lossless import snapshot
+from agent_session.session import SessionEvent, SessionHeader, decode_json, encode_json
+from agent_session.session.json.lossless import snapshot
 from tests.corpus import PACKED_ROW_TYPES, case_id, cases, complete_lines
 
 ALL_CASES = cases()

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from agent_session.copy import copy_session
-from persistence_jsonl import JsonlPersistence
-from persistence_sqlite import SqlitePersistence
-from session import SessionCollisionError, SessionEventError, decode_json
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_sqlite import SqlitePersistence
+from agent_session.session import SessionCollisionError, SessionEventError, decode_json
 from tests.corpus import PACKED_ROW_TYPES, case_bytes, case_id, cases, complete_lines
 
 

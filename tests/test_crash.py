@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from agent_session.child import digest
+from agent_session.recovery import TOOL_OUTCOME_UNKNOWN
+from agent_session.session import SessionEvent
 from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script, workdir_of
 from agent_session.stores import parse_store
-from recovery import TOOL_OUTCOME_UNKNOWN
-from session import SessionEvent
 from tests.backends import fresh_database
 
 pytestmark = pytest.mark.process
@@ -114,7 +114,7 @@ async def test_crash_inside_a_tool_body(store: str, mode: str) -> None:
         last_turn = events[max(i for i, e in enumerate(events) if e.type == "turn/start") :]
         real = [e for e in last_turn if e.type == "tool/result" and "error" not in e.data]
         assert [e.data["message"]["source"]["callId"] for e in real] == ["call-2-1"]
-    from session import Session
+    from agent_session.session import Session
 
     assert pairing_problems(Session.create("x", seed=events).derive_messages()) == []
     await resume_and_continue(store, events)

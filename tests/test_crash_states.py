@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 
+from agent_session.persistence_jsonl import FileOps, JsonlPersistence
+from agent_session.persistence_jsonl.encoding import PLAIN, ZSTD
+from agent_session.persistence_jsonl.scan import scan_log
+from agent_session.persistence_jsonl.zstd import zstd_plaintext
+from agent_session.recovery import is_balanced
+from agent_session.session import Session, SessionEvent, SessionPersistenceCorruptionError
+from agent_session.session.json.codec import encode_json
 from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
-from persistence_jsonl import FileOps, JsonlPersistence
-from persistence_jsonl.encoding import PLAIN, ZSTD
-from persistence_jsonl.scan import scan_log
-from persistence_jsonl.zstd import zstd_plaintext
-from recovery import is_balanced
-from session import Session, SessionEvent, SessionPersistenceCorruptionError
-from session.json.codec import encode_json
 
 
 @dataclass

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from persistence_jsonl import JsonlPersistence
-from session import Runtime, Session, SessionEvent
-from session.events.eventlog import EventLog, LazyRun, iter_parts
-from session.events.livelog import LiveLog
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session import Runtime, Session, SessionEvent
+from agent_session.session.events.eventlog import EventLog, LazyRun, iter_parts
+from agent_session.session.events.livelog import LiveLog
 
 
 def flat_events(count: int) -> list[SessionEvent]:

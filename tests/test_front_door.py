@@ -32,7 +32,7 @@ from agent_session import (
     checkpoint_policy,
     open_store,
 )
-from recovery import closers
+from agent_session.recovery import closers
 from tests.agents import stack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,8 +135,9 @@ def test_the_exported_names_are_pinned_and_each_resolves() -> None:
 def test_importing_the_package_loads_nothing_it_exports() -> None:
     code = (
         "import sys, agent_session; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "{'agent_loop', 'persistence_jsonl', 'persistence_sqlite', 'recovery', 'agents'}))"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'agents' or "
+        "m.split('.')[:2] in ([f'agent_session', p] for p in "
+        "('agent_loop', 'persistence_jsonl', 'persistence_sqlite', 'recovery'))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
@@ -206,7 +207,7 @@ def test_an_unknown_scheme_names_the_kinds_there_are() -> None:
 
 def test_a_missing_extra_gives_the_install_command() -> None:
     code = (
-        "import sys; sys.modules['persistence_postgres'] = None\n"
+        "import sys; sys.modules['agent_session.persistence_postgres'] = None\n"
         "from agent_session import open_store\n"
         "try:\n    open_store('postgresql://u:canary-pw@h/db')\n"
         "except ValueError as e:\n    print(e)\n"

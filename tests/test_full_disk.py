@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from persistence_jsonl import FileOps, JsonlPersistence
-from session import Runtime, register_event_type
+from agent_session.persistence_jsonl import FileOps, JsonlPersistence
+from agent_session.session import Runtime, register_event_type
 
 register_event_type("hook/blob")
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from session.json.gcpause import gc_paused
+from agent_session.session.json.gcpause import gc_paused
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
 from agent_session.integrations.google_adk import EventLogSessionService
 from agent_session.integrations.google_adk.mapping import log_id
-from session.errors import SessionCollisionError
-from session.live.session import Session
+from agent_session.session.errors import SessionCollisionError
+from agent_session.session.live.session import Session
 from tests.adk_kit import APP, SCRIPT, lines, requests_are_valid, runner, say, shape, text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -344,8 +344,8 @@ def test_a_call_never_recorded_is_answered_not_started_and_one_recorded_outcome_
     from agent_session.integrations.google_adk.mapping import assistant_data, encode, project
     from agent_session.integrations.google_adk.writing import write_event
     from agent_session.integrations.turns import BracketCursor, open_turn, record_call
-    from recovery import closers
-    from session.events.types import ASSISTANT_MESSAGE
+    from agent_session.recovery import closers
+    from agent_session.session.events.types import ASSISTANT_MESSAGE
 
     session = Session.create("adk:a:u:s")
     brackets = BracketCursor()

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.scan import LogSummary, ScannedLog, scan_log, summarize_log
-from session import (
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl.scan import LogSummary, ScannedLog, scan_log, summarize_log
+from agent_session.session import (
     SessionError,
     SessionFormatUnsupportedError,
     SessionPersistenceCorruptionError,
 )
-from session.events.turns import brackets
+from agent_session.session.events.turns import brackets
 from tests.corpus import case_bytes, cases
 
 HEADER = b'{"type":"session","version":0,"id":"h","createdAt":1,"delegationDepth":0}\n'

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from session.persistence.io_threads import IOThreads
+from agent_session.session.persistence.io_threads import IOThreads
 
 
 async def test_a_call_runs_on_a_named_thread_and_its_result_settles_the_future() -> None:

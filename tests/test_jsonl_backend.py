@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from agent_session.testing.logs import closed_turn, detached, header
-from persistence_jsonl import FileOps, JsonlPersistence, encode_segment, project_key
-from persistence_jsonl.encoder import encode_batch
-from persistence_jsonl.scan import scan_log
-from session import (
+from agent_session.persistence_jsonl import FileOps, JsonlPersistence, encode_segment, project_key
+from agent_session.persistence_jsonl.encoder import encode_batch
+from agent_session.persistence_jsonl.scan import scan_log
+from agent_session.session import (
     Runtime,
     SessionCollisionError,
     SessionEvent,
@@ -25,6 +24,7 @@ from session import (
     SessionPersistenceCorruptionError,
     decode_json,
 )
+from agent_session.testing.logs import closed_turn, detached, header
 from tests.corpus import case_bytes, cases, complete_lines
 from tests.rows import expand_row
 
@@ -363,7 +363,7 @@ def test_case_60_to_64_header_rules() -> None:
 async def test_torn_tail_sweep_every_byte_offset(tmp_path: Path) -> None:
     """Cut a real two-turn log at every byte: inspect and load return the longest valid
     prefix plus closers, or refuse as corrupt; nothing else, never a hang."""
-    from recovery import closers
+    from agent_session.recovery import closers
 
     case = final_case("complete:2")
     data = case_bytes(case)

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.encoding import Compression
-from session import (
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl.encoding import Compression
+from agent_session.session import (
     SessionError,
     SessionFormatUnsupportedError,
     SessionNotFoundError,

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from agent_session.persistence_jsonl import FileOps, JsonlPersistence
+from agent_session.persistence_jsonl.encoding import ENCODINGS
+from agent_session.persistence_jsonl.zstd import compress_frame
+from agent_session.session import Session, SessionDurabilityError, SessionEvent
 from agent_session.testing.logs import closed_turn, header
-from persistence_jsonl import FileOps, JsonlPersistence
-from persistence_jsonl.encoding import ENCODINGS
-from persistence_jsonl.zstd import compress_frame
-from session import Session, SessionDurabilityError, SessionEvent
 
 MUTATING = (
     "mkdir",

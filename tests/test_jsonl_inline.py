@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_session.persistence_jsonl import FileOps, JsonlPersistence
+from agent_session.session import Runtime, Session
 from agent_session.testing.logs import closed_turn
-from persistence_jsonl import FileOps, JsonlPersistence
-from session import Runtime, Session
 from tests.test_jsonl_faults import SEAMS
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from session.persistence.keyed_locks import KeyedLocks
+from agent_session.session.persistence.keyed_locks import KeyedLocks
 
 
 async def test_holders_get_the_lock_in_the_order_they_asked() -> None:

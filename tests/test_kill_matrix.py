@@ -19,9 +19,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from persistence_jsonl.encoding import ENCODINGS, ZSTD
-from persistence_jsonl.zstd import decompress_frame, scan_frames
-from session.persistence.failpoints import FAILPOINT_ENV
+from agent_session.persistence_jsonl.encoding import ENCODINGS, ZSTD
+from agent_session.persistence_jsonl.zstd import decompress_frame, scan_frames
+from agent_session.session.persistence.failpoints import FAILPOINT_ENV
 from tests.kill_child import database_of, events, open_backend
 
 pytestmark = pytest.mark.process

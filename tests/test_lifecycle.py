@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from persistence_jsonl import JsonlPersistence
-from session import Runtime, SessionCollisionError
-from session.events.builders import turn_end, turn_start
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session import Runtime, SessionCollisionError
+from agent_session.session.events.builders import turn_end, turn_start
 
 
 async def test_leaving_the_block_flushes_and_closes(tmp_path: Path) -> None:
@@ -89,8 +89,8 @@ def test_a_backend_collected_with_unflushed_appends_names_them(
 def test_a_process_exiting_with_unflushed_appends_warns(tmp_path: Path) -> None:
     script = (
         "import asyncio, sys\n"
-        "from persistence_jsonl import JsonlPersistence\n"
-        "from session import Runtime\n"
+        "from agent_session.persistence_jsonl import JsonlPersistence\n"
+        "from agent_session.session import Runtime\n"
         "async def main():\n"
         "    runtime = Runtime()\n"
         "    runtime.install(JsonlPersistence(sys.argv[1]))\n"

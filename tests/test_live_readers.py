@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from persistence_jsonl import FileOps, JsonlPersistence
-from persistence_jsonl.scan import scan_log
-from session import Runtime, register_event_type
-from session.json.codec import encode_json
+from agent_session.persistence_jsonl import FileOps, JsonlPersistence
+from agent_session.persistence_jsonl.scan import scan_log
+from agent_session.session import Runtime, register_event_type
+from agent_session.session.json.codec import encode_json
 
 REPO = Path(__file__).resolve().parents[1]
 register_event_type("hook/tick")
@@ -81,8 +81,8 @@ def test_reads_while_the_log_grows_after_every_read_succeed(tmp_path: Path) -> N
 
 WRITER = """
 import asyncio, os, sys
-from session import Runtime, register_event_type
-from persistence_jsonl import JsonlPersistence
+from agent_session.session import Runtime, register_event_type
+from agent_session.persistence_jsonl import JsonlPersistence
 
 register_event_type("hook/tick")
 async def main(root, stop):

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agent_loop import AgentRuntime
-from agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
-from agent_loop.tools import ToolCall, ToolResult
-from session import Session, SessionEvent
+from agent_session.agent_loop import AgentRuntime
+from agent_session.agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
+from agent_session.agent_loop.tools import ToolCall, ToolResult
+from agent_session.session import Session, SessionEvent
 from tests.agents import corpus_script, stack
 from tests.builders import until
 from tests.corpus import cases
@@ -294,8 +294,8 @@ async def test_model_string_must_name_provider_and_model() -> None:
 async def test_a_model_no_request_can_reach_raises_before_the_turn_writes(tmp_path: Any) -> None:
     """A typo'd provider and an exhausted script are configuration errors: ``run_turn`` and
     ``resume`` raise them at once and the durable log gets no failed turn."""
-    from agent_loop.models import ModelUnavailableError
     from agent_session import checkpoint_policy, open_store
+    from agent_session.agent_loop.models import ModelUnavailableError
 
     async with AgentRuntime() as runtime:
         runtime.install(open_store(str(tmp_path)))

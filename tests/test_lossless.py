@@ -16,8 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session import FrozenDict, FrozenList, JsFloat, JsonValueError, decode_json, encode_json
-from session.json.lossless import MAX_SAFE_INTEGER, js_number_text, snapshot, thaw
+from agent_session.session import (
+    FrozenDict,
+    FrozenList,
+    JsFloat,
+    JsonValueError,
+    decode_json,
+    encode_json,
+)
+from agent_session.session.json.lossless import MAX_SAFE_INTEGER, js_number_text, snapshot, thaw
 
 DATA = Path(__file__).parent / "data"
 

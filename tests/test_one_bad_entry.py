@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.fileio import FileOps, Stat
-from session import Runtime, SessionFormatUnsupportedError
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl.fileio import FileOps, Stat
+from agent_session.session import Runtime, SessionFormatUnsupportedError
 from tests.stores import HEADER, OPEN_TURN, plant
 
 DROP_CAPS = [

@@ -19,9 +19,9 @@ from agents.memory import SessionSettings
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSession
+from agent_session.recovery import TOOL_OUTCOME_UNKNOWN
+from agent_session.session import SessionDataError, SessionEventError
 from agent_session.stores import parse_store
-from recovery import TOOL_OUTCOME_UNKNOWN
-from session import SessionDataError, SessionEventError
 
 
 def script() -> ScriptedModel:
@@ -317,12 +317,12 @@ async def test_ids_a_later_run_repeats_are_kept_again(tmp_path: Path) -> None:
 async def test_a_runtime_of_yours_and_a_history_written_by_something_else(tmp_path: Path) -> None:
     from agents.memory import Session as SdkSession
 
-    from persistence_jsonl import JsonlPersistence
-    from session import Runtime
-    from session.events.builders import (
+    from agent_session.persistence_jsonl import JsonlPersistence
+    from agent_session.session import Runtime
+    from agent_session.session.events.builders import (
         assistant_message as reply,
     )
-    from session.events.builders import (
+    from agent_session.session.events.builders import (
         step_start,
         tool_call,
         tool_call_block,
@@ -359,7 +359,7 @@ async def test_a_runtime_of_yours_and_a_history_written_by_something_else(tmp_pa
 
 
 async def test_a_tool_body_never_runs_when_its_call_cannot_be_made_durable() -> None:
-    from session import Runtime
+    from agent_session.session import Runtime
     from tests.test_persistence_failures import Flaky
 
     class FailFromTheResponse(DurableRunHooks):

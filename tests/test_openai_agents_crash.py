@@ -22,8 +22,8 @@ from agents.testing import ScriptedModel, assistant_message
 from pydantic import TypeAdapter
 
 from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSession
+from agent_session.recovery import TOOL_OUTCOME_UNKNOWN, TOOL_OUTCOME_UNKNOWN_TEXT
 from agent_session.stores import parse_store
-from recovery import TOOL_OUTCOME_UNKNOWN, TOOL_OUTCOME_UNKNOWN_TEXT
 
 pytestmark = pytest.mark.process
 

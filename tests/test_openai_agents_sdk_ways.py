@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSession
-from session import SessionEventError
+from agent_session.session import SessionEventError
 
 
 def _agent(model: ScriptedModel) -> Agent[Any]:
@@ -286,7 +286,7 @@ async def test_a_runtime_session_is_used_from_a_thread_while_its_loop_runs(tmp_p
     loop, where the session was first used, waits: a session on a runtime you pass carries
     those calls over to its loop."""
     from agent_session import open_store
-    from session.live.runtime import Runtime
+    from agent_session.session.live.runtime import Runtime
 
     async with Runtime() as runtime:
         runtime.install(open_store(str(tmp_path)))
@@ -307,7 +307,7 @@ async def test_a_runtime_session_is_used_from_a_thread_while_its_loop_runs(tmp_p
 
 
 def test_neither_or_both_of_a_store_and_a_runtime_is_refused(tmp_path: Path) -> None:
-    from session.live.runtime import Runtime
+    from agent_session.session.live.runtime import Runtime
 
     with pytest.raises(TypeError, match="needs a store"):
         EventLogSession("s")

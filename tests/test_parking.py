@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 
-from agent_loop.approval import APPROVAL_REQUEST, TOOLS_PRE_EXECUTE, user_approval
-from agent_loop.parking import decide
 from agent_session import (
     AgentRuntime,
     MemoryPersistence,
@@ -22,17 +20,19 @@ from agent_session import (
     ScriptedStep,
     checkpoint_policy,
 )
+from agent_session.agent_loop.approval import APPROVAL_REQUEST, TOOLS_PRE_EXECUTE, user_approval
+from agent_session.agent_loop.parking import decide
 from agent_session.export import check_transcript
-from recovery import closers
-from session.errors import (
+from agent_session.recovery import closers
+from agent_session.session.errors import (
     ApprovalExpiredError,
     ApprovalMismatchError,
     ApprovalNotPendingError,
     ApprovalPendingError,
 )
-from session.events.event import SessionEvent
-from session.events.header import now_ms
-from session.events.parked import arguments_digest, parked_calls
+from agent_session.session.events.event import SessionEvent
+from agent_session.session.events.header import now_ms
+from agent_session.session.events.parked import arguments_digest, parked_calls
 
 
 class Crash(BaseException):

@@ -22,8 +22,8 @@ import pytest
 
 from agent_session import arguments_digest, open_store
 from agent_session.export import check_transcript
-from session import Session
-from session.persistence.failpoints import FAILPOINT_ENV
+from agent_session.session import Session
+from agent_session.session.persistence.failpoints import FAILPOINT_ENV
 from tests.test_cli import cli
 from tests.test_reference_interop import run_reference
 from tests.test_settle_crash import store_of

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 
 import pytest
 
+from agent_session.recovery import closers
+from agent_session.session import Runtime, Session, SessionError, SessionEvent, SessionHeader
+from agent_session.session.persistence.api import StoredLog
+from agent_session.session.persistence.memory import MemoryPersistence, MemoryStorage, MemoryStore
+from agent_session.session.persistence.service import SessionPersistence
 from agent_session.testing.logs import closed_turn, header
-from recovery import closers
-from session import Runtime, Session, SessionError, SessionEvent, SessionHeader
-from session.persistence.api import StoredLog
-from session.persistence.memory import MemoryPersistence, MemoryStorage, MemoryStore
-from session.persistence.service import SessionPersistence
 
 
 class FlakyStorage(MemoryStorage):

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from agent_session.testing.logs import detached, header
-from persistence_jsonl import FileOps, JsonlPersistence
-from session import (
+from agent_session.persistence_jsonl import FileOps, JsonlPersistence
+from agent_session.session import (
     Runtime,
     SessionError,
     SessionPersistenceCorruptionError,
     SessionStoreEntryError,
 )
+from agent_session.testing.logs import detached, header
 
 REPO = Path(__file__).resolve().parents[1]
 PRECIOUS = b"PRECIOUS DATA\n"
@@ -185,8 +185,8 @@ def test_a_log_link_is_refused_by_load_resume_and_repair(tmp_path: Path) -> None
 
 RUN = """
 import asyncio, os, resource, signal, sys
-from session import Runtime, SessionError
-from persistence_jsonl import JsonlPersistence
+from agent_session.session import Runtime, SessionError
+from agent_session.persistence_jsonl import JsonlPersistence
 async def main(root, what):
     runtime, backend = Runtime(), JsonlPersistence(root)
     runtime.install(backend)

@@ -14,12 +14,12 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from agent_session.copy import copy_session
-from persistence_jsonl import JsonlPersistence
-from persistence_postgres import PostgresPersistence
-from persistence_postgres.lines import batch_lines
-from persistence_postgres.schema import MIGRATIONS, SCHEMA_VERSION, check_durability
-from persistence_sqlite import SqlitePersistence
-from session import (
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_postgres import PostgresPersistence
+from agent_session.persistence_postgres.lines import batch_lines
+from agent_session.persistence_postgres.schema import MIGRATIONS, SCHEMA_VERSION, check_durability
+from agent_session.persistence_sqlite import SqlitePersistence
+from agent_session.session import (
     Runtime,
     Session,
     SessionCollisionError,
@@ -29,8 +29,8 @@ from session import (
     SessionHeader,
     register_event_type,
 )
-from session.events.header import header_line
-from session.persistence.service import SessionPersistence
+from agent_session.session.events.header import header_line
+from agent_session.session.persistence.service import SessionPersistence
 from tests.backends import fresh_database
 from tests.corpus import case_bytes, cases
 from tests.pg_server import CuttingProxy, OwnServer

@@ -20,8 +20,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from persistence_postgres import PostgresPersistence
-from session import Runtime, Session, SessionCollisionError
+from agent_session.persistence_postgres import PostgresPersistence
+from agent_session.session import Runtime, Session, SessionCollisionError
 from tests.backends import fresh_database
 from tests.pg_server import CuttingProxy, OwnServer, PgBouncer
 from tests.test_postgres_backend import live_session, stored
@@ -119,7 +119,7 @@ async def test_restarts_under_a_flushing_writer_lose_and_duplicate_nothing() -> 
 
 
 def _lock_holders(dsn: str, id: str) -> list[int]:
-    from persistence_postgres.locks import KEY
+    from agent_session.persistence_postgres.locks import KEY
 
     with psycopg.connect(dsn, autocommit=True) as db:
         rows = db.execute(

@@ -12,9 +12,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from persistence_postgres import PostgresPersistence
-from persistence_postgres.loop_connections import PREPARED_PER_CONNECTION, LoopConnections
-from session import Runtime, SessionDurabilityError
+from agent_session.persistence_postgres import PostgresPersistence
+from agent_session.persistence_postgres.loop_connections import (
+    PREPARED_PER_CONNECTION,
+    LoopConnections,
+)
+from agent_session.session import Runtime, SessionDurabilityError
 from tests.backends import fresh_database
 
 SETTINGS: dict[str, Any] = {"autocommit": True, "options": "-c synchronous_commit=on"}

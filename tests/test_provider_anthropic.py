@@ -10,7 +10,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from agent_loop import AgentRuntime
+from agent_session.agent_loop import AgentRuntime
 from agent_session.providers import AnthropicModel
 from tests.providers import Reply, Served
 

@@ -17,7 +17,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from session.events.outcomes import TOOL_OUTCOME_UNKNOWN_TEXT
+from agent_session.session.events.outcomes import TOOL_OUTCOME_UNKNOWN_TEXT
 
 pytestmark = pytest.mark.process
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_session.export import to_anthropic, to_openai, to_responses
-from session.events.builders import model_message, tool_result_message, user_message
+from agent_session.session.events.builders import model_message, tool_result_message, user_message
 from tests.test_provider_crash import valid_for
 
 ids = st.text("abcdefghijklmnopqrstuvwxyz0123456789_", min_size=1, max_size=12)

@@ -12,7 +12,7 @@ from typing import Any
 import openai
 import pytest
 
-from agent_loop import AgentRuntime
+from agent_session.agent_loop import AgentRuntime
 from agent_session.providers import OpenAIChatModel
 from tests.providers import Reply, Served
 
@@ -369,7 +369,7 @@ async def test_the_log_is_durable_before_every_attempt() -> None:
     """When the second attempt reaches the provider, the stored log already holds the
     request's step and both retry events (the checkpoint policy and the loop's flushes)."""
     from agent_session import MemoryPersistence, MemoryStore, checkpoint_policy
-    from recovery import closers
+    from agent_session.recovery import closers
 
     store = MemoryStore()
     seen: list[list[str]] = []

@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 
-from agent_loop import AgentRuntime
+from agent_session.agent_loop import AgentRuntime
 from agent_session.providers import OpenAIResponsesModel
 from tests.providers import Reply, Served
 

@@ -35,10 +35,10 @@ from pydantic_ai.models.test import TestModel
 
 from agent_session.export import check_transcript, to_openai
 from agent_session.integrations.pydantic_ai import export_messages, import_messages
-from persistence_jsonl import JsonlPersistence
-from recovery import TOOL_OUTCOME_UNKNOWN_TEXT
-from session import Runtime, SessionDataError, SessionEventError
-from session.events.builders import (
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.recovery import TOOL_OUTCOME_UNKNOWN_TEXT
+from agent_session.session import Runtime, SessionDataError, SessionEventError
+from agent_session.session.events.builders import (
     assistant_message,
     step_start,
     tool_call,

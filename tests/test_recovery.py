@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recovery import (
+from agent_session.recovery import (
     TOOL_NOT_STARTED,
     TOOL_NOT_STARTED_TEXT,
     TOOL_OUTCOME_UNKNOWN,
@@ -13,7 +13,7 @@ from recovery import (
     closers,
     is_balanced,
 )
-from session import Session, SessionEvent
+from agent_session.session import Session, SessionEvent
 from tests.builders import assistant, tool_result, user
 
 

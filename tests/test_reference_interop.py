@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from agent_session.copy import copy_session
-from persistence_jsonl import JsonlPersistence
-from persistence_sqlite import SqlitePersistence
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_sqlite import SqlitePersistence
 from tests.corpus import case_bytes, case_id, cases
 from tests.test_crash import run_child
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent_session.search import surface_texts
-from session import Session
+from agent_session.session import Session
 from tests.test_cli import cli, snapshot_files
 
 pytestmark = pytest.mark.process

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from persistence_postgres import PostgresPersistence
-from session import Runtime
-from session.persistence.redaction import mask_store, scrub, secrets_of
+from agent_session.persistence_postgres import PostgresPersistence
+from agent_session.session import Runtime
+from agent_session.session.persistence.redaction import mask_store, scrub, secrets_of
 from tests.backends import fresh_database
 from tests.pg_server import OwnServer
 

@@ -76,7 +76,7 @@ def get(url: str) -> str:
 WRITER = """
 import asyncio, sys
 from agent_session import open_store
-from session import Runtime
+from agent_session.session import Runtime
 
 async def main():
     async with Runtime() as runtime:

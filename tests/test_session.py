@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from session import (
+from agent_session.session import (
     Session,
     SessionDataError,
     SessionEvent,
@@ -39,7 +39,7 @@ from session import (
     SessionHeader,
     SessionHeaderError,
 )
-from session.events.payloads import TurnStartData
+from agent_session.session.events.payloads import TurnStartData
 from tests.builders import assistant, event, tool_result, user
 
 

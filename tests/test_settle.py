@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_loop.effects import Applied, NotApplied, Unknown, effect_of_mcp
 from agent_session import (
     AgentRuntime,
     MemoryPersistence,
@@ -22,8 +21,9 @@ from agent_session import (
     ScriptedStep,
     checkpoint_policy,
 )
+from agent_session.agent_loop.effects import Applied, NotApplied, Unknown, effect_of_mcp
 from agent_session.export import check_transcript
-from recovery import closers
+from agent_session.recovery import closers
 
 
 class Crash(BaseException):

@@ -114,7 +114,7 @@ async def test_a_killed_job_is_finished_with_each_effect_at_most_once(
 def _visible_results(log: object) -> dict[str, object]:
     """Each call's model-visible result's error code (``None`` for its own result), checking
     on the way that the history is one a provider accepts."""
-    from session import Session
+    from agent_session.session import Session
 
     session = Session.create("check", seed=log)  # type: ignore[arg-type]
     messages = session.derive_messages()

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persistence_sqlite import APPLICATION_ID, SCHEMA_VERSION, SqlitePersistence
-from session import (
+from agent_session.persistence_sqlite import APPLICATION_ID, SCHEMA_VERSION, SqlitePersistence
+from agent_session.session import (
     Session,
     SessionCollisionError,
     SessionError,
@@ -29,7 +29,7 @@ from session import (
     SessionPersistenceCorruptionError,
     register_event_type,
 )
-from session.events.eventlog import LazyRun
+from agent_session.session.events.eventlog import LazyRun
 from tests.test_writer_lock import writer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from persistence_sqlite import SqlitePersistence
-from session import (
+from agent_session.persistence_sqlite import SqlitePersistence
+from agent_session.session import (
     SessionError,
     SessionFormatUnsupportedError,
     SessionNotFoundError,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from persistence_sqlite import APPLICATION_ID, SCHEMA_VERSION, SqlitePersistence
+from agent_session.persistence_sqlite import APPLICATION_ID, SCHEMA_VERSION, SqlitePersistence
 from tests.test_cli import cli
 
 pytestmark = pytest.mark.process
@@ -42,8 +42,8 @@ def _state(path: Path) -> dict[str, tuple[bytes, int] | None]:
 
 CRASHING_WRITER = """
 import asyncio, os, signal, sys
-from persistence_sqlite import SqlitePersistence
-from session import Runtime
+from agent_session.persistence_sqlite import SqlitePersistence
+from agent_session.session import Runtime
 
 async def main():
     runtime = Runtime()

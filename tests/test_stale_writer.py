@@ -19,9 +19,15 @@ from typing import Any
 
 import pytest
 
-from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.scan import scan_log
-from session import Runtime, Session, SessionCollisionError, SessionError, register_event_type
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl.scan import scan_log
+from agent_session.session import (
+    Runtime,
+    Session,
+    SessionCollisionError,
+    SessionError,
+    register_event_type,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 END: dict[str, Any] = {"reason": {"kind": "completed"}}
@@ -105,8 +111,8 @@ async def test_a_cold_append_at_a_cursor_learned_before_the_lock_is_refused(
 
 CHILD = """
 import asyncio, sys, os
-from session import Runtime, SessionError, register_event_type
-from persistence_jsonl import JsonlPersistence
+from agent_session.session import Runtime, SessionError, register_event_type
+from agent_session.persistence_jsonl import JsonlPersistence
 
 register_event_type("hook/note")
 async def main(root, who, ready, go):

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from persistence_jsonl import JsonlPersistence
-from session.events.stats import STATS_FIELDS, SessionStats, session_stats
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session.events.stats import STATS_FIELDS, SessionStats, session_stats
 from tests.corpus import case_bytes, cases
 
 ROWS = cases("upstream-stats-v0")

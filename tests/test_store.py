@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from session import (
+from agent_session.session import (
     PluginScope,
     Runtime,
     Session,
@@ -22,7 +22,7 @@ from session import (
     SessionNotLiveError,
     SessionReentrancyError,
 )
-from session.live.hooks import CallerFuture
+from agent_session.session.live.hooks import CallerFuture
 from tests.builders import assistant, until, user
 
 

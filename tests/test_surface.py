@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from session import Session, SessionEventError, SurfaceReplace
+from agent_session.session import Session, SessionEventError, SurfaceReplace
 from tests.builders import assistant, tool_result, user
 
 

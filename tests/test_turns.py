@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session import SessionEvent
-from session.events.eventlog import EventLog, LazyRun
-from session.events.turns import UNNUMBERED, bracket, brackets, next_turn_number
+from agent_session.session import SessionEvent
+from agent_session.session.events.eventlog import EventLog, LazyRun
+from agent_session.session.events.turns import UNNUMBERED, bracket, brackets, next_turn_number
 
 KINDS = ("turn/start", "turn/end", "plugin/note", "stream/delta")
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.session import Runtime, Session
 from agent_session.view import page
 from bench.workload import append_step
-from persistence_jsonl import JsonlPersistence
-from session import Runtime, Session
 from tests.browser import chromium, distinct_pixels
 from tests.corpus import case_bytes, cases
 from tests.test_cli import cli

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from session import Session, SessionEvent
-from session.persistence.write_behind import WriteBehindController
+from agent_session.session import Session, SessionEvent
+from agent_session.session.persistence.write_behind import WriteBehindController
 
 
 class ManualClock:

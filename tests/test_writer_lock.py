@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.scan import scan_log
-from session import SessionCollisionError, register_event_type
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl.scan import scan_log
+from agent_session.session import SessionCollisionError, register_event_type
 
 pytestmark = pytest.mark.process
 
@@ -161,7 +161,7 @@ async def test_delete_is_refused_while_another_process_writes_the_session(
 
 _FORKS = """
 import os, sys
-from persistence_jsonl import FileOps
+from agent_session.persistence_jsonl import FileOps
 ops = FileOps()
 ops.lock(os.path.join(sys.argv[1], "parent.lock"))
 child = os.fork()

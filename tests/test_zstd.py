@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from persistence_jsonl import JsonlPersistence
-from persistence_jsonl.convert import convert
-from persistence_jsonl.scan import scan_log
-from persistence_jsonl.zstd import MAGIC, compress_frame, scan_frames, zstd_plaintext
-from session import (
+from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl.convert import convert
+from agent_session.persistence_jsonl.scan import scan_log
+from agent_session.persistence_jsonl.zstd import MAGIC, compress_frame, scan_frames, zstd_plaintext
+from agent_session.session import (
     Runtime,
     SessionCollisionError,
     SessionEvent,
@@ -169,7 +169,7 @@ async def test_a_truncated_checksum_is_a_torn_frame_whose_lines_are_recovered(
 
 BOMB = """
 import asyncio, sys
-from persistence_jsonl import JsonlPersistence
+from agent_session.persistence_jsonl import JsonlPersistence
 async def main():
     backend = JsonlPersistence(sys.argv[1], max_log_bytes=int(sys.argv[2]))
     try:
@@ -212,7 +212,7 @@ async def test_torn_sweep_every_byte_of_a_compressed_log(tmp_path: Path) -> None
     prefix of its events (at least every complete frame's, at most the torn frame's too) plus
     the closers of that prefix, or refuse a header-less file; after load the file is whole
     frames again and loads to the same events."""
-    from recovery import closers
+    from agent_session.recovery import closers
 
     complete = [c for c in PREFIXES if c["scenario"] == "complete:2"]
     case = max(complete, key=lambda c: len(case_bytes(c)))

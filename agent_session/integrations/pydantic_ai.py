@@ -36,16 +36,20 @@ from agent_session.integrations.turns import (
     record_call,
 )
 from agent_session.integrations.turns import start_turn as _start_turn
-from session.errors import JsonValueError, SessionDataError, SessionEventError
-from session.events.builders import model_message, tool_call_block, tool_result_message
-from session.events.outcomes import (
+from agent_session.session.errors import JsonValueError, SessionDataError, SessionEventError
+from agent_session.session.events.builders import (
+    model_message,
+    tool_call_block,
+    tool_result_message,
+)
+from agent_session.session.events.outcomes import (
     TOOL_NOT_STARTED,
     TOOL_OUTCOME_UNKNOWN,
     TOOL_OUTCOME_UNKNOWN_NAME,
 )
-from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
-from session.json.lossless import snapshot, thaw
-from session.live.session import Session
+from agent_session.session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
+from agent_session.session.json.lossless import snapshot, thaw
+from agent_session.session.live.session import Session
 
 __all__ = ["META", "append_history", "export_messages", "import_messages", "parse_history"]
 

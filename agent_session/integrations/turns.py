@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from recovery.closers import closers
-from session.errors import ApprovalPendingError
-from session.events.builders import tool_call
-from session.events.eventlog import is_run, iter_parts
-from session.events.parked import parked_calls
-from session.events.turns import Brackets, brackets, next_turn_number
-from session.events.types import (
+from agent_session.recovery.closers import closers
+from agent_session.session.errors import ApprovalPendingError
+from agent_session.session.events.builders import tool_call
+from agent_session.session.events.eventlog import is_run, iter_parts
+from agent_session.session.events.parked import parked_calls
+from agent_session.session.events.turns import Brackets, brackets, next_turn_number
+from agent_session.session.events.types import (
     ASSISTANT_MESSAGE,
     STEP_END,
     STEP_START,
@@ -29,8 +29,8 @@ from session.events.types import (
     TURN_END,
     TURN_START,
 )
-from session.json.lossless import thaw
-from session.live.session import Session
+from agent_session.session.json.lossless import thaw
+from agent_session.session.live.session import Session
 
 __all__ = [
     "BracketCursor",

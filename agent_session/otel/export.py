@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent_session.otel.spans import Content, SpanRecord, turn_traces
-from session.errors import SessionError
-from session.persistence.redaction import MASK, mask_store, remember_store, scrub
+from agent_session.session.errors import SessionError
+from agent_session.session.persistence.redaction import MASK, mask_store, remember_store, scrub
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan

@@ -17,12 +17,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from session.live.hooks import SESSION_EVENT, takes_runs
-from session.persistence.redaction import scrub
+from agent_session.session.live.hooks import SESSION_EVENT, takes_runs
+from agent_session.session.persistence.redaction import scrub
 
 if TYPE_CHECKING:
     from agent_session.otel.spans import Content
-    from session.live.runtime import PluginScope
+    from agent_session.session.live.runtime import PluginScope
 
 __all__ = ["OtelExporter", "otel_exporter"]
 

@@ -25,9 +25,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from recovery import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, crash_point, is_repair_result
-from session.events.outcomes import SETTLEMENT
-from session.json.codec import encode_json
+from agent_session.recovery import (
+    TOOL_NOT_STARTED,
+    TOOL_OUTCOME_UNKNOWN,
+    crash_point,
+    is_repair_result,
+)
+from agent_session.session.events.outcomes import SETTLEMENT
+from agent_session.session.json.codec import encode_json
 
 __all__ = ["Content", "SpanRecord", "TurnTrace", "is_error_result", "trace_id", "turn_traces"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from agent_loop.models import ModelRequest
+from agent_session.agent_loop.models import ModelRequest
 from agent_session.export import to_anthropic
 from agent_session.providers.base import (
     ProviderFailure,
@@ -30,7 +30,7 @@ from agent_session.providers.base import (
     without_retries,
 )
 from agent_session.providers.blocks import Blocks, failure, finish, usage
-from session.json.lossless import thaw
+from agent_session.session.json.lossless import thaw
 
 __all__ = ["AnthropicModel", "messages_request"]
 

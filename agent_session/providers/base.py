@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
-from agent_loop.models import ModelRequest
+from agent_session.agent_loop.models import ModelRequest
 from agent_session.providers.blocks import Blocks, finish
 
 __all__ = [

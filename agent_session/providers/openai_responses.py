@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agent_loop.models import ModelRequest
+from agent_session.agent_loop.models import ModelRequest
 from agent_session.export import to_responses
 from agent_session.providers.base import ProviderFailure
 from agent_session.providers.blocks import Blocks, failure, finish, usage
 from agent_session.providers.openai_chat import OpenAIChatModel
-from session.json.lossless import thaw
+from agent_session.session.json.lossless import thaw
 
 __all__ = ["OpenAIResponsesModel", "responses_request"]
 

@@ -8,6 +8,13 @@ import asyncio
 
 import pytest
 
+from agent_session.session import (
+    Runtime,
+    SessionCollisionError,
+    SessionError,
+    SessionNotFoundError,
+)
+from agent_session.session.persistence.kit import SessionPersistence
 from agent_session.testing.kits import Kit
 from agent_session.testing.logs import (
     ContractBase,
@@ -18,13 +25,6 @@ from agent_session.testing.logs import (
     wire,
     with_calls,
 )
-from session import (
-    Runtime,
-    SessionCollisionError,
-    SessionError,
-    SessionNotFoundError,
-)
-from session.persistence.kit import SessionPersistence
 
 __all__ = ["LiveContract"]
 

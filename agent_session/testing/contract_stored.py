@@ -8,6 +8,17 @@ from typing import Any
 
 import pytest
 
+from agent_session.recovery import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
+from agent_session.session import (
+    Session,
+    SessionCollisionError,
+    SessionError,
+    SessionEventError,
+    SessionFormatUnsupportedError,
+    SessionNotFoundError,
+    SessionPersistenceCorruptionError,
+)
+from agent_session.session.persistence.kit import SessionPersistence
 from agent_session.testing.kits import Kit
 from agent_session.testing.logs import (
     ContractBase,
@@ -19,17 +30,6 @@ from agent_session.testing.logs import (
     wire,
     with_calls,
 )
-from recovery import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
-from session import (
-    Session,
-    SessionCollisionError,
-    SessionError,
-    SessionEventError,
-    SessionFormatUnsupportedError,
-    SessionNotFoundError,
-    SessionPersistenceCorruptionError,
-)
-from session.persistence.kit import SessionPersistence
 
 __all__ = ["StoredContract"]
 

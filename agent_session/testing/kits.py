@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from recovery import closers
-from session import SessionHeader, encode_json
-from session.json.lossless import snapshot
-from session.persistence.kit import Scheduler, SessionPersistence
-from session.persistence.memory import MemoryLog, MemoryPersistence, MemoryStore
+from agent_session.recovery import closers
+from agent_session.session import SessionHeader, encode_json
+from agent_session.session.json.lossless import snapshot
+from agent_session.session.persistence.kit import Scheduler, SessionPersistence
+from agent_session.session.persistence.memory import MemoryLog, MemoryPersistence, MemoryStore
 
 __all__ = ["Kit", "MemoryKit"]
 

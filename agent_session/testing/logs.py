@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from agent_session.session import Session
+from agent_session.session.events.event import register_event_type
+from agent_session.session.persistence.kit import SessionPersistence
 from agent_session.testing.kits import Kit
-from session import Session
-from session.events.event import register_event_type
-from session.persistence.kit import SessionPersistence
 
 __all__ = [
     "ContractBase",

@@ -96,7 +96,7 @@ def catalog_for(store: StoreSpec) -> Catalog:
     if store.kind == "jsonl":
         return _FileCatalog(store.path)
     if store.kind == "sqlite":  # (the store's own format first: a new file gets its schema)
-        from persistence_sqlite.schema import open_database
+        from agent_session.persistence_sqlite.schema import open_database
 
         db = open_database(os.path.abspath(store.path), None, 5000).connection
         return _SqlCatalog(SideDatabase.sqlite(db))

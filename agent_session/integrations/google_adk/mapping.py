@@ -33,10 +33,19 @@ from urllib.parse import quote, unquote
 
 import orjson
 
-from session.errors import SessionDataError
-from session.events.builders import model_message, tool_call_block, tool_result_message
-from session.events.eventlog import is_run, iter_parts
-from session.events.types import ADK_EVENT, ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
+from agent_session.session.errors import SessionDataError
+from agent_session.session.events.builders import (
+    model_message,
+    tool_call_block,
+    tool_result_message,
+)
+from agent_session.session.events.eventlog import is_run, iter_parts
+from agent_session.session.events.types import (
+    ADK_EVENT,
+    ASSISTANT_MESSAGE,
+    TOOL_RESULT,
+    USER_MESSAGE,
+)
 
 __all__ = [
     "LOG_PREFIX",

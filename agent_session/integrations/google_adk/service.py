@@ -20,10 +20,9 @@ Guarantees:
   ``append_event`` raises ``SessionCollisionError`` naming the holder; nothing is ever
   spliced into the log. (A new session of a JSONL store has no log, and so no lock, until
   its first event: then the first writer's append wins and the other's is refused.)
-- A session's first read in a process reads its log once; later reads read nothing but
-  the catalog, and only the events a ``GetSessionConfig`` selects are rebuilt.
-- Usable from any thread and any event loop (the store runs on a private loop).
-"""
+- A session's first read in a process reads its log once; later reads read only the
+  catalog, and rebuild only the events a ``GetSessionConfig`` selects. Any thread and any
+  event loop may call it (the store runs on a private loop)."""
 
 from __future__ import annotations
 
@@ -52,8 +51,12 @@ from agent_session.integrations.google_adk.pages import page_of
 from agent_session.integrations.google_adk.state import View, merged, split_state
 from agent_session.integrations.google_adk.writing import write_event
 from agent_session.integrations.home_loop import HomeLoop
-from session.errors import SessionCollisionError, SessionDataError, SessionNotFoundError
-from session.live.runtime import Runtime
+from agent_session.session.errors import (
+    SessionCollisionError,
+    SessionDataError,
+    SessionNotFoundError,
+)
+from agent_session.session.live.runtime import Runtime
 
 __all__ = ["EventLogSessionService", "SessionPage"]
 

@@ -10,8 +10,8 @@ from typing import Any
 from agent_session.integrations.google_adk.catalog import Row
 from agent_session.integrations.google_adk.mapping import project
 from agent_session.integrations.turns import BracketCursor
-from session.errors import SessionCollisionError
-from session.live.session import Session
+from agent_session.session.errors import SessionCollisionError
+from agent_session.session.live.session import Session
 
 __all__ = ["View", "merged", "split_state"]
 

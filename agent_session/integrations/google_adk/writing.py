@@ -31,8 +31,13 @@ from agent_session.integrations.turns import (
     record_call,
     start_turn,
 )
-from session.events.types import ADK_EVENT, ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
-from session.live.session import Session
+from agent_session.session.events.types import (
+    ADK_EVENT,
+    ASSISTANT_MESSAGE,
+    TOOL_RESULT,
+    USER_MESSAGE,
+)
+from agent_session.session.live.session import Session
 
 __all__ = ["write_event"]
 

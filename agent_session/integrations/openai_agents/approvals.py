@@ -22,13 +22,13 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agent_loop.approval import OUTCOMES, Outcome, denial
-from agent_loop.parking import decision_data, mismatch
+from agent_session.agent_loop.approval import OUTCOMES, Outcome, denial
+from agent_session.agent_loop.parking import decision_data, mismatch
 from agent_session.integrations.openai_agents.items import tool_result_data
 from agent_session.integrations.turns import OpenTurn, record_call
-from session.events.builders import tool_call
-from session.events.header import now_ms
-from session.events.outcomes import (
+from agent_session.session.events.builders import tool_call
+from agent_session.session.events.header import now_ms
+from agent_session.session.events.outcomes import (
     TOOL_NOT_STARTED,
     TOOL_NOT_STARTED_NAME,
     TOOL_NOT_STARTED_TEXT,
@@ -36,10 +36,20 @@ from session.events.outcomes import (
     TOOL_OUTCOME_UNKNOWN_NAME,
     TOOL_OUTCOME_UNKNOWN_TEXT,
 )
-from session.events.parked import ARGUMENTS_DIGEST, EXPIRES_AT, ParkedCall, arguments_digest
-from session.events.parked import parked_calls as parked_calls
-from session.events.types import APPROVAL_ASKED, APPROVAL_DECIDED, TOOL_CALL, TOOL_RESULT
-from session.live.session import Session
+from agent_session.session.events.parked import (
+    ARGUMENTS_DIGEST,
+    EXPIRES_AT,
+    ParkedCall,
+    arguments_digest,
+)
+from agent_session.session.events.parked import parked_calls as parked_calls
+from agent_session.session.events.types import (
+    APPROVAL_ASKED,
+    APPROVAL_DECIDED,
+    TOOL_CALL,
+    TOOL_RESULT,
+)
+from agent_session.session.live.session import Session
 
 if TYPE_CHECKING:
     from agents import Agent, RunResult

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_session.integrations.openai_agents.items import items_of
-from session.events.event import SessionEvent
-from session.events.eventlog import is_run, iter_parts
-from session.events.surface import SurfaceReplace
-from session.events.types import FRAMEWORK_ITEM, FRAMEWORK_ITEMS_FORGOTTEN
-from session.json.lossless import thaw
-from session.live.session import Session
+from agent_session.session.events.event import SessionEvent
+from agent_session.session.events.eventlog import is_run, iter_parts
+from agent_session.session.events.surface import SurfaceReplace
+from agent_session.session.events.types import FRAMEWORK_ITEM, FRAMEWORK_ITEMS_FORGOTTEN
+from agent_session.session.json.lossless import thaw
+from agent_session.session.live.session import Session
 
 __all__ = ["Entry", "HistoryIndex", "history"]
 

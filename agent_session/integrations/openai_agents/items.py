@@ -21,10 +21,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
-from session.events.builders import model_message, tool_call_block, tool_result_message
-from session.events.event import SessionEvent
-from session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
-from session.json.lossless import thaw
+from agent_session.session.events.builders import (
+    model_message,
+    tool_call_block,
+    tool_result_message,
+)
+from agent_session.session.events.event import SessionEvent
+from agent_session.session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
+from agent_session.session.json.lossless import thaw
 
 __all__ = [
     "FAKE_ID",

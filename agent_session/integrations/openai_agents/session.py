@@ -42,13 +42,13 @@ from agent_session.integrations.openai_agents.items import (
 )
 from agent_session.integrations.openai_agents.writing import ItemWriter
 from agent_session.integrations.turns import BracketCursor, next_step, record_call
-from session.events.interruption import Interruption
-from session.events.types import (
+from agent_session.session.events.interruption import Interruption
+from agent_session.session.events.types import (
     FRAMEWORK_ITEM,
     FRAMEWORK_ITEMS_FORGOTTEN,
 )
-from session.live.runtime import Runtime
-from session.live.session import Session
+from agent_session.session.live.runtime import Runtime
+from agent_session.session.live.session import Session
 
 if TYPE_CHECKING:
     from agents.memory.session_settings import SessionSettings

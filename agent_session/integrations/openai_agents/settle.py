@@ -18,15 +18,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from agent_loop.effects import EFFECTS, Effect, Reconcile, effect_of_mcp
-from agent_loop.settle import Pending, Plan, Settlement, plan, settlement
-from agent_loop.tools import ToolCall
+from agent_session.agent_loop.effects import EFFECTS, Effect, Reconcile, effect_of_mcp
+from agent_session.agent_loop.settle import Pending, Plan, Settlement, plan, settlement
+from agent_session.agent_loop.tools import ToolCall
 from agent_session.integrations.openai_agents.items import tool_result_data
 from agent_session.integrations.turns import OpenTurn, close_stale, next_step
-from session.events.builders import tool_call
-from session.events.outcomes import SETTLEMENT
-from session.events.types import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT
-from session.json.lossless import thaw
+from agent_session.session.events.builders import tool_call
+from agent_session.session.events.outcomes import SETTLEMENT
+from agent_session.session.events.types import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT
+from agent_session.session.json.lossless import thaw
 
 if TYPE_CHECKING:
     from agents import Agent, FunctionTool, RunResult

@@ -24,11 +24,16 @@ from agent_session.integrations.turns import (
     record_call,
     start_turn,
 )
-from session.errors import JsonValueError, SessionDataError, SessionEventError
-from session.events.surface import SurfaceReplace
-from session.events.types import ASSISTANT_MESSAGE, FRAMEWORK_ITEM, TOOL_RESULT, USER_MESSAGE
-from session.json.lossless import snapshot
-from session.live.session import Session
+from agent_session.session.errors import JsonValueError, SessionDataError, SessionEventError
+from agent_session.session.events.surface import SurfaceReplace
+from agent_session.session.events.types import (
+    ASSISTANT_MESSAGE,
+    FRAMEWORK_ITEM,
+    TOOL_RESULT,
+    USER_MESSAGE,
+)
+from agent_session.session.json.lossless import snapshot
+from agent_session.session.live.session import Session
 
 __all__ = ["ItemWriter"]
 

@@ -1,0 +1,196 @@
+"""Writer exclusion across hosts: a session-level advisory lock per live session, held on one
+dedicated connection while this process writes the session.
+
+A second writer anywhere is refused with :class:`SessionCollisionError` naming the owner (its
+``application_name``: host and pid, and its server pid). The server frees the locks of a
+connection that closes, so a holder that dies gives them back. The lock gives a clear error
+and liveness; what keeps the log correct is the check of ``next_seq`` in every append.
+
+The server also frees them when it ends the connection (a restart, a network cut). So every
+write that relies on a lock asks first whether its connection is still there
+(:meth:`AdvisoryLocks.intact`, :meth:`AdvisoryLocks.ensure`): when it is gone the lock is
+taken again on a new connection before the write, and when another writer took it in
+between, the write is refused (now and on every later try), never made without it. The lock
+connection runs with ``idle_session_timeout = 0`` (it is idle while its sessions are) and TCP
+keepalives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import threading
+from collections.abc import Callable
+from typing import Any, Final
+
+import psycopg
+
+from agent_session.session import SessionCollisionError
+
+__all__ = ["KEY", "AdvisoryLocks", "Connection"]
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+"""A synchronous connection, as this backend uses them."""
+
+KEY: Final = "hashtextextended('agent_session:' || %s, 0)"
+"""The advisory lock key of the session id in ``%s`` (one bigint: two oids in ``pg_locks``)."""
+_OWNER: Final = f"""
+SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid,
+  (SELECT {KEY} AS k) AS key
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.classid = ((key.k >> 32) & 4294967295)::oid
+  AND l.objid = (key.k & 4294967295)::oid
+  AND l.pid <> pg_backend_pid()
+"""
+
+
+class AdvisoryLocks:
+    """The advisory locks this process holds (thread-safe; one connection, opened on first
+    use)."""
+
+    def __init__(self, connect: Callable[[], Connection], *, enabled: bool = True) -> None:
+        self._connect = connect
+        self.enabled = enabled
+        """``False`` behind a transaction-mode pooler, which keeps no session-level lock:
+        nothing is taken (writers are kept apart by the compare-and-set alone)."""
+        self._connection: Connection | None = None
+        self._held: set[str] = set()
+        self._lost: set[str] = set()
+        """Locks this process took whose connection ended: to take again before a write."""
+        self._mutex = threading.Lock()
+
+    def holds(self, id: str) -> bool:
+        """Whether this process took ``id``'s lock (and has not given it back); see
+        :meth:`intact` for whether it still has it."""
+        return id in self._held or id in self._lost
+
+    def intact(self) -> bool:
+        """Whether the held locks' connection shows no sign of having ended, without a round
+        trip (an idle connection the server spoke on is suspect: :meth:`ensure` asks)."""
+        connection = self._connection
+        if self._lost or connection is None or connection.closed or connection.broken:
+            return not self._held and not self._lost
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+        return not readable
+
+    def ensure(self, id: str) -> None:
+        """Before a write that relies on ``id``'s lock: return when this process still holds
+        it (or never took it); take it again when its connection ended.
+
+        Raises:
+            SessionCollisionError: The lock was lost and another writer holds it now.
+            psycopg.OperationalError: The server cannot be reached to take it again.
+        """
+        with self._mutex:
+            if id in self._held and self._alive():
+                return
+            if id not in self._held and id not in self._lost:
+                return
+            self._take_now(
+                id,
+                lambda owner: (
+                    f'the writer lock of session "{id}" was lost (the connection holding it '
+                    f"ended) and another writer holds it now ({owner or 'it just let go'}); "
+                    "refusing to write: load or resume it again"
+                ),
+            )
+
+    def _alive(self) -> bool:
+        """Whether the lock connection still works (a round trip when in doubt)."""
+        connection = self._connection
+        if connection is None or connection.closed or connection.broken:
+            return False
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+        if not readable:
+            return True
+        try:
+            connection.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
+
+    def _forget_connection(self) -> None:
+        """The connection ended: every lock on it is gone, to be taken again."""
+        if self._connection is not None and not self._alive():
+            self._lost |= self._held
+            self._held.clear()
+            with contextlib.suppress(psycopg.Error):
+                self._connection.close()
+            self._connection = None
+
+    def _take_now(self, id: str, refusal: Callable[[str | None], str]) -> None:
+        """Take ``id``'s lock on a live connection (under the mutex).
+
+        Raises:
+            SessionCollisionError: Another connection holds it (``refusal(owner)`` says so).
+        """
+        self._forget_connection()
+        connection = self._open()
+        if not self._try(connection, id):
+            raise SessionCollisionError(refusal(self.owner(connection, id)))
+        self._held.add(id)
+        self._lost.discard(id)
+
+    def _try(self, connection: Connection, id: str) -> bool:
+        row = connection.execute(f"SELECT pg_try_advisory_lock({KEY})", (id,)).fetchone()
+        return bool(row and row[0])
+
+    def take(self, id: str) -> bool:
+        """Take ``id``'s lock; ``True`` when newly taken.
+
+        Raises:
+            SessionCollisionError: Another connection holds it (naming its owner).
+        """
+        if not self.enabled:
+            return True
+        with self._mutex:
+            if id in self._held:
+                return False
+            self._take_now(
+                id,
+                lambda owner: (
+                    f'session "{id}" is being written by another writer '
+                    f"({owner or 'it just let go; try again'}); refusing to write"
+                ),
+            )
+            return True
+
+    def give(self, id: str) -> None:
+        """Release ``id``'s lock if held."""
+        with self._mutex:
+            self._lost.discard(id)
+            if id not in self._held:
+                return
+            self._held.discard(id)
+            if self._connection is not None and not self._connection.closed:
+                # (a connection that ended has given the lock back already)
+                with contextlib.suppress(psycopg.OperationalError):
+                    self._connection.execute(f"SELECT pg_advisory_unlock({KEY})", (id,))
+
+    def owner(self, connection: Connection, id: str) -> str | None:
+        """Who holds ``id``'s lock on another connection (``application_name``, server pid),
+        or ``None`` (always, when locks are not :attr:`enabled`); reads ``pg_locks`` without
+        taking anything."""
+        if not self.enabled:
+            return None
+        row = connection.execute(_OWNER, (id,)).fetchone()
+        return None if row is None else f"{row[0] or 'a connection'}, server pid {row[1]}"
+
+    def close(self) -> None:
+        """Give every lock back (closing the connection does)."""
+        with self._mutex:
+            self._held.clear()
+            self._lost.clear()
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def _open(self) -> Connection:
+        if self._connection is None or self._connection.closed:
+            self._lost |= self._held  # a new connection holds nothing
+            self._held.clear()
+            connection = self._connect()
+            if connection.info.server_version >= 140000:  # idle while its sessions are live
+                connection.execute("SET idle_session_timeout = 0")
+            self._connection = connection
+        return self._connection

@@ -1,0 +1,308 @@
+"""The ledger: what the service knows about each id, shared by the cold path (load, inspect,
+repair) and the live write path.
+
+It holds the per-id state (stored length, whether the log exists, which live session owns
+it), one FIFO lock per id, and a bounded cache of cold inspections reused while their revision
+is unchanged. A cold read is validated here, once: the repair that follows, and a resume after
+it, reuse what that read learned instead of reading and checking the log again.
+
+Internal to ``session.persistence``: its names may change between releases.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_session.session.errors import (
+    JsonValueError,
+    SessionChangedError,
+    SessionCollisionError,
+    SessionError,
+    SessionFormatUnsupportedError,
+    SessionNotFoundError,
+    SessionPersistenceCorruptionError,
+    SessionSeqError,
+)
+from agent_session.session.events.event import SessionEvent, is_known_event_type
+from agent_session.session.events.eventlog import EventLog, LazyRun, is_run, iter_parts, seq_gap
+from agent_session.session.events.header import SessionHeader, version_problem
+from agent_session.session.events.rules import CheckedLog, validate_log
+from agent_session.session.persistence.api import StoredLog, StoredSession
+from agent_session.session.persistence.keyed_locks import KeyedLocks
+from agent_session.session.persistence.storage import Storage
+
+__all__ = ["Inspection", "Ledger", "Repair", "State"]
+
+Repair = Callable[[Sequence[SessionEvent]], list[SessionEvent]]
+"""Computes the closers of an interrupted log (``recovery.closers``); ``[]`` when balanced."""
+
+_REPAIR_ROUNDS = 8
+
+
+@dataclass(slots=True)
+class State:
+    """What the service knows about one stored or lazily created id."""
+
+    header: SessionHeader
+    cursor: int
+    """The stored length, which is the next seq to append."""
+    materialized: bool
+    """Whether the log exists in storage."""
+    owner: object | None = None
+    """The live session bound to this id, if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inspection:
+    """One validated cold read: the stored events, the closers that would balance them (in
+    memory only), and where the read came from."""
+
+    header: SessionHeader
+    checked: CheckedLog
+    """The valid stored events and the surface they leave."""
+    closers: tuple[SessionEvent, ...]
+    closed: CheckedLog
+    """``checked`` with the closers appended and validated (``checked`` when there are
+    none): a repair never writes a closer the load rules would refuse."""
+    revision: str
+    """The revision of exactly the bytes read."""
+    cut_at: object | None
+    """Where a torn tail starts (storage's token), or ``None``."""
+    size: int | None
+    """How many bytes the stored artifact has, where the storage says; ``None`` also after a
+    repair made here (the bytes were not read again)."""
+
+    @property
+    def stored(self) -> EventLog[SessionEvent]:
+        """The stored events."""
+        return self.checked.events
+
+    @property
+    def needs_repair(self) -> bool:
+        """Whether a load must write (cut a torn tail or append closers)."""
+        return self.cut_at is not None or bool(self.closers)
+
+    @property
+    def balanced(self) -> StoredSession:
+        """The stored log with the closers added."""
+        return StoredSession(self.header, self.closed.events)
+
+    def repaired(self, revision: str, closers: Sequence[SessionEvent]) -> Inspection:
+        """The inspection of the log once this one's repair is durable at ``revision``, with
+        the closers as a read of the storage returns them (``storage.as_stored``)."""
+        closed = self.closed
+        if [e.encode() for e in closers] != [e.encode() for e in self.closers]:
+            closed = validate_log(closers, after=self.checked)
+        return Inspection(self.header, closed, (), closed, revision, None, None)
+
+
+class Ledger:
+    """Per-id state, locks and validated cold reads over one :class:`Storage`.
+
+    Every method that reads or changes an id's state runs inside ``locks.hold(id)``.
+    """
+
+    def __init__(self, storage: Storage, repair: Repair, cache_size: int) -> None:
+        self.storage = storage
+        self.repair = repair
+        """The closers of an interrupted log."""
+        self.locks = KeyedLocks()
+        self._states: dict[str, State] = {}
+        self._cache: OrderedDict[str, Inspection] = OrderedDict()
+        self._cache_size = cache_size
+
+    # --- state ------------------------------------------------------------------------------
+
+    def state(self, id: str) -> State | None:
+        """What is known about ``id``, or ``None``."""
+        return self._states.get(id)
+
+    def record(self, state: State) -> State:
+        """Record ``state`` for its header's id; return it."""
+        self._states[state.header.id] = state
+        return state
+
+    def forget(self, id: str) -> None:
+        """Drop what is known about ``id``: its state and any cached read (the next access
+        reads storage afresh)."""
+        self._states.pop(id, None)
+        self._cache.pop(id, None)
+
+    def cached(self, id: str) -> bool:
+        """Whether a cold inspection of ``id`` is cached."""
+        return id in self._cache
+
+    # --- creation and appends ---------------------------------------------------------------
+
+    async def create(self, header: SessionHeader) -> None:
+        """Register a new id lazily; refuse one known here or stored."""
+        if header.id in self._states:
+            raise SessionCollisionError(f'session "{header.id}" already exists in this backend')
+        if await self.storage.revision(header.id) is not None:
+            raise SessionCollisionError(
+                f'session "{header.id}" already has a persisted log on disk; load/resume it '
+                "instead of creating"
+            )
+        self.record(State(header, 0, False))
+
+    async def append(self, id: str, batch: Sequence[SessionEvent]) -> None:
+        """Durably append a batch that must continue the stored log exactly."""
+        state = self._states.get(id)
+        if state is None:
+            raise SessionNotFoundError(f'session "{id}" not found')
+        gap = seq_gap(batch, state.cursor)
+        if gap is not None:
+            index, seq = gap
+            raise SessionSeqError(
+                f'append seq mismatch for "{id}": expected {state.cursor + index} at index '
+                f"{index}, got {seq}"
+            )
+        await self.storage.append(state.header, batch, materialized=state.materialized)
+        self.appended(id, state, len(batch))
+
+    async def claim(self, id: str) -> None:
+        """Become the writer of ``id`` and make sure what is known of it is still what is
+        stored. A cursor learned before the writer lock was taken is never used after it:
+        when the lock is newly taken, the stored log is read again (a cached read if its
+        revision is unchanged) and must hold exactly the known events; a torn tail another
+        writer left is cut.
+
+        Raises:
+            SessionCollisionError: Another writer holds the lock, or changed the log since it
+                was read here. Then the state is forgotten and the lock given back, so a retry
+                reads the log afresh and can never append at the stale seq.
+        """
+        taken = await self.storage.acquire(id)
+        state = self._states.get(id)
+        if not taken or state is None or not state.materialized:
+            return
+        try:
+            inspection = await self.inspect(id)
+            stored = len(inspection.stored)
+            if stored != state.cursor:
+                raise SessionCollisionError(
+                    f'session "{id}" was changed by another writer since it was read here '
+                    f"({state.cursor} events known, {stored} stored); load or resume it again"
+                )
+        except BaseException:
+            if state.owner is None:
+                self.forget(id)
+                await self.storage.release(id)
+            raise
+        if inspection.cut_at is not None:
+            await self.storage.commit_repair(state.header, inspection.cut_at, ())
+            self._cache.pop(id, None)
+
+    def appended(self, id: str, state: State, count: int) -> None:
+        """Record that ``count`` events reached storage after ``state.cursor``."""
+        state.materialized = True
+        state.cursor += count
+        self._cache.pop(id, None)
+
+    # --- cold path --------------------------------------------------------------------------
+
+    async def commit_cold(self, id: str) -> Inspection:
+        """Make the stored log balanced and durable (cut a torn tail, append closers), record
+        ownerless state, and return the balanced inspection. The log is read and validated
+        once; if another writer changed it between the read and the repair, it is read again
+        (bounded)."""
+        for _ in range(_REPAIR_ROUNDS):
+            inspection = await self.inspect(id)
+            if inspection.needs_repair:
+                await self.storage.acquire(id)
+                if await self.storage.revision(id) != inspection.revision:
+                    self._cache.pop(id, None)  # another writer changed it since we read
+                    continue
+                await self.storage.commit_repair(
+                    inspection.header, inspection.cut_at, inspection.closers
+                )
+                revision = await self.storage.revision(id)
+                stored = self.storage.as_stored(inspection.closers)
+                inspection = inspection.repaired(revision or "", stored)
+                self._remember(id, inspection)
+            self.record(State(inspection.header, len(inspection.stored), True))
+            return inspection
+        raise SessionChangedError(f'session "{id}" kept changing while it was being repaired')
+
+    async def inspect(self, id: str, *, fresh: bool = False) -> Inspection:
+        """The validated stored log and its closers (in memory); reuses a cached read while
+        the revision is unchanged, unless ``fresh`` (read what is stored now, with its size).
+        Raises :class:`SessionNotFoundError` when absent."""
+        cached = None if fresh else self._cache.get(id)
+        if cached is not None:
+            # (another id's inspection may evict this one while the revision is read)
+            if await self.storage.revision(id) == cached.revision:
+                self._remember(id, cached)
+                return cached
+            self._cache.pop(id, None)
+        stored = await self.storage.load(id)
+        if stored is None:
+            raise SessionNotFoundError(f'session "{id}" not found')
+        checked = self.check(id, stored)
+        try:
+            closers = tuple(self.repair(checked.events))
+            closed = validate_log(closers, after=checked) if closers else checked
+        except Exception as e:
+            raise SessionPersistenceCorruptionError(
+                f'stored session "{id}" failed validation: {e}'
+            ) from e
+        inspection = Inspection(
+            stored.header, checked, closers, closed, stored.revision, stored.cut_at, stored.size
+        )
+        self._remember(id, inspection)
+        return inspection
+
+    def _remember(self, id: str, inspection: Inspection) -> None:
+        self._cache[id] = inspection
+        self._cache.move_to_end(id)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def check(self, id: str, stored: StoredLog) -> CheckedLog:
+        """Identity, version, vocabulary and event validation of a storage read."""
+        header = stored.header
+        problem = version_problem(header)
+        if problem is not None:
+            raise SessionFormatUnsupportedError(problem + self._where(header))
+        if header.id != id:
+            raise SessionPersistenceCorruptionError(
+                f'stored session identity mismatch: requested "{id}", header contains "{header.id}"'
+            )
+        _check_vocabulary(id, stored.events, lambda: self._where(header))
+        try:
+            return validate_log(stored.events)
+        except (SessionError, JsonValueError, ValueError, TypeError) as e:
+            raise SessionPersistenceCorruptionError(
+                f'stored session "{id}" failed validation: {e}'
+            ) from e
+
+    def _where(self, header: SessionHeader) -> str:
+        """`` (raw log: <where>)`` for an error message, when the storage has a location."""
+        location = self.storage.locate(header)
+        return f" (raw log: {location})" if location else ""
+
+
+def _check_vocabulary(
+    id: str, events: Sequence[SessionEvent | Mapping[str, Any]], where: Callable[[], str]
+) -> None:
+    """Refuse a stored event of a type this build does not know and that is not marked
+    ``ignorable``: it was likely written by a newer harness."""
+    index = 0  # the seq of the next item
+    for raw in iter_parts(events):
+        seq, index = index, index + (len(raw) if is_run(raw) else 1)
+        if type(raw) is SessionEvent or isinstance(raw, SessionEvent | LazyRun):
+            continue  # built by the storage from a known shape (a packed row)
+        kind = raw.get("type") if isinstance(raw, Mapping) else None
+        if (
+            isinstance(kind, str)
+            and not is_known_event_type(kind)
+            and raw.get("ignorable") is not True
+        ):
+            raise SessionFormatUnsupportedError(
+                f'session "{id}" contains event type "{kind}" (seq {raw.get("seq", seq)}) '
+                "unknown to this harness and not marked ignorable; refusing to interpret the "
+                f"log — it was likely written by a newer harness{where()}"
+            )

@@ -1,0 +1,366 @@
+"""``SessionPersistence``: the :class:`SessionPersistence` service over one composed
+:class:`session.persistence.storage.Storage`.
+
+The service is the public API and the plugin that attaches to a runtime. It delegates the
+per-id knowledge to a :class:`session.persistence.ledger.Ledger` (state, locks, validated cold
+reads, repair) and the live sessions' writes to a :class:`session.persistence.live.LiveWriter`.
+A backend is a storage plus, if it likes, a convenience constructor (``JsonlPersistence``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agent_session.session.errors import (
+    JsonValueError,
+    SessionBackendStateError,
+    SessionCollisionError,
+    SessionNotFoundError,
+    SessionOpenTurnError,
+)
+from agent_session.session.events.event import SessionEvent
+from agent_session.session.events.header import SessionHeader, header_problem
+from agent_session.session.json.lossless import is_safe_int, snapshot
+from agent_session.session.live.hooks import (
+    SESSION_CREATED,
+    SESSION_DISPOSED,
+    SESSION_EVENT,
+    SESSION_FLUSH,
+)
+from agent_session.session.live.session import Session
+from agent_session.session.persistence.api import (
+    Diagnosis,
+    RawArtifact,
+    SessionSnapshot,
+    StoredSession,
+)
+from agent_session.session.persistence.ledger import Ledger, Repair
+from agent_session.session.persistence.live import LiveWriter
+from agent_session.session.persistence.storage import Storage
+from agent_session.session.persistence.write_behind import Scheduler
+
+if TYPE_CHECKING:
+    from agent_session.session.live.runtime import PluginScope
+    from agent_session.session.live.store import SessionStore
+
+__all__ = ["Repair", "SessionPersistence"]
+
+_MAX_DELAY = 2_147_483_647
+
+
+class SessionPersistence:
+    """The durable store of sessions, installed into a runtime with ``runtime.install(backend)``,
+    over a backend's :class:`Storage` (every backend is this class holding its storage).
+
+    Guarantees, for every storage: ``append`` returns only after the batch is durable and
+    contiguous; nothing acknowledged is lost or rewritten; ``load`` of a cold session returns
+    a balanced log and makes its repair durable; ``inspect`` and ``diagnose`` never write; a
+    session created but never appended leaves no trace in storage.
+
+    ``repair`` computes closers for an interrupted log (pass ``recovery.closers``).
+    ``write_batch_max_delay_ms`` is the batching window of live sessions;
+    ``prepared_session_cache_size`` bounds the cache of cold inspections reused while their
+    revision is unchanged; ``scheduler`` replaces the event loop's timers (tests).
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        repair: Repair,
+        write_batch_max_delay_ms: int = 200,
+        prepared_session_cache_size: int = 5,
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        _validate_options(prepared_session_cache_size, write_batch_max_delay_ms)
+        self.storage = storage
+        """Where the bytes live."""
+        self.name = storage.name
+        """The backend's label in log messages and errors."""
+        self.ledger = Ledger(storage, repair, prepared_session_cache_size)
+        """Per-id state, locks and validated cold reads (shared by the cold and live paths)."""
+        self.writer = LiveWriter(
+            self.ledger, delay_ms=write_batch_max_delay_ms, scheduler=scheduler
+        )
+
+        """The live sessions' write path."""
+        self._store: SessionStore | None = None
+        self._closing = False
+        self._closed = False
+
+    # --- plugin -----------------------------------------------------------------------------
+
+    def install(self, scope: PluginScope) -> None:
+        """Attach to a runtime: persist every live session of its store, and serve its
+        ``resume``."""
+        runtime = scope.runtime
+        if self._store is not None and self._store is not runtime.sessions:
+            raise SessionBackendStateError(f"{self.name} is already installed in another runtime")
+        self._store = runtime.sessions
+        writer = self.writer
+        scope.observe(SESSION_CREATED, writer.on_created)
+        scope.observe(SESSION_EVENT, writer.on_event)
+        scope.listen(SESSION_FLUSH, writer.on_flush)
+        scope.observe(SESSION_DISPOSED, writer.on_disposed)
+        scope.on_dispose(runtime.sessions.bind_loader(self.resume))
+        runtime.persistence = self
+
+        def uninstall() -> None:
+            if runtime.persistence is self:
+                runtime.persistence = None
+
+        scope.on_dispose(uninstall)
+        # When the runtime is garbage-collected, or the process exits, with appends that
+        # were never made durable, the log names the sessions. (The writer reaches this
+        # backend through the sessions, so only the runtime can be watched.)
+        weakref.finalize(runtime, writer.warn_unflushed, self.name)
+        for session in runtime.sessions.list():  # sessions that were live before install
+            writer.start(session)
+
+    # --- public API -------------------------------------------------------------------------
+
+    async def create(self, header: SessionHeader | Mapping[str, Any]) -> None:
+        """Register a session lazily (no I/O but an existence check). Raises ``TypeError``
+        for bad metadata, ``ValueError`` for an id the storage cannot store, and
+        :class:`SessionCollisionError` when the id exists here or in storage."""
+        raw_id = header.id if isinstance(header, SessionHeader) else header.get("id")
+        if isinstance(raw_id, str):
+            self.storage.check_id(raw_id)
+        checked = _checked_header(header)
+        self._check_open()
+        async with self.ledger.locks.hold(checked.id):
+            await self.ledger.create(checked)
+
+    def append(
+        self, id: str, events: Sequence[SessionEvent | Mapping[str, Any]]
+    ) -> Awaitable[None]:
+        """Durably append ``events``, snapshotted when called (later changes to the caller's
+        objects are ignored). An id known only to storage is adopted first (which repairs an
+        interrupted log). Raises ``TypeError`` for non-JSON data at the call; the awaitable
+        raises ``SessionError`` for a seq that does not continue the log."""
+        batch = _snapshot_batch(events)
+        self._check_open()
+        return self._append(id, batch)
+
+    async def _append(self, id: str, batch: list[SessionEvent]) -> None:
+        if not batch:
+            return
+        await self.writer.wait_retirement(id)
+        async with self.ledger.locks.hold(id):
+            await self.ledger.claim(id)
+            if self.ledger.state(id) is None:
+                await self.ledger.commit_cold(id)
+            await self.ledger.append(id, batch)
+
+    async def load(self, id: str) -> StoredSession:
+        """Live: flush and return the live log (refused while its turn is open). Cold: read,
+        validate, repair durably (truncate a torn tail, append closers), return."""
+        self._check_open()
+        live = await self._live_or_none(id)
+        if live is None:
+            async with self.ledger.locks.hold(id):
+                live = self.writer.session(id)
+                if live is None:
+                    return (await self.ledger.commit_cold(id)).balanced
+        return await self._load_live(live)
+
+    async def _live_or_none(self, id: str) -> Session | None:
+        await self.writer.wait_retirement(id)
+        return self.writer.session(id)
+
+    async def _load_live(self, session: Session) -> StoredSession:
+        events = session.events
+        await self._require_store().flush(session)
+        if not events:
+            raise SessionNotFoundError(f'session "{session.id}" not found')
+        if self.ledger.repair(events):
+            raise SessionOpenTurnError(
+                f'cannot load session "{session.id}" while its live turn is open; use the live '
+                "Session or wait for the turn to close"
+            )
+        state = self.ledger.state(session.id)
+        return StoredSession(state.header if state else session.header, events)
+
+    async def inspect(self, id: str) -> StoredSession:
+        """The stored log plus closers in memory; never writes. A live session's own
+        (possibly open) log is returned as it is."""
+        self._check_open()
+        live = await self._live_or_none(id)
+        if live is not None:
+            state = self.ledger.state(id)
+            return StoredSession(state.header if state else live.header, live.events)
+        async with self.ledger.locks.hold(id):
+            return (await self.ledger.inspect(id)).balanced
+
+    async def diagnose(self, id: str) -> Diagnosis:
+        """What an operator asks of a stored session: :meth:`inspect`'s log, how many events
+        are stored, how many closers a load would add, whether the tail is torn, the stored
+        size and where it lives, from a read of what is stored now. Never writes (a live
+        session's writes are not flushed).
+
+        Raises :class:`SessionNotFoundError`, ``SessionPersistenceCorruptionError`` and
+        ``SessionFormatUnsupportedError`` as :meth:`inspect`.
+        """
+        self._check_open()
+        await self.writer.wait_retirement(id)
+        async with self.ledger.locks.hold(id):
+            inspection = await self.ledger.inspect(id, fresh=True)
+            elsewhere = await self.storage.writer_elsewhere(id)
+        return Diagnosis(
+            inspection.balanced,
+            len(inspection.stored),
+            len(inspection.closers),
+            inspection.cut_at is not None,
+            inspection.size,
+            self.storage.locate(inspection.header),
+            elsewhere,
+        )
+
+    async def read_from(self, id: str, from_seq: int) -> Sequence[SessionEvent]:
+        """The stored events from ``from_seq`` on, exactly as stored (no closers, no repair)."""
+        if not is_safe_int(from_seq) or from_seq < 0:
+            raise TypeError(
+                f"read_from from_seq must be a non-negative safe integer, got {from_seq!r}"
+            )
+        self._check_open()
+        await self.writer.wait_retirement(id)
+        async with self.ledger.locks.hold(id):
+            return (await self.ledger.inspect(id)).stored[from_seq:]
+
+    async def list_headers(self) -> list[SessionHeader]:
+        """Headers of materialized stored sessions (never-appended ones are absent)."""
+        self._check_open()
+        return [snapshot.header for snapshot in await self.storage.list_snapshots()]
+
+    async def list_snapshots(self) -> list[SessionSnapshot]:
+        """Headers and revisions of materialized stored sessions."""
+        self._check_open()
+        return await self.storage.list_snapshots()
+
+    def locate(self, header: SessionHeader) -> str | None:
+        """Where the session's log lives (a path for file storage), without any I/O."""
+        return self.storage.locate(header)
+
+    async def read_raw(self, id: str) -> RawArtifact | None:
+        """The stored bytes of a session, verbatim, or ``None`` when it does not exist."""
+        self._check_open()
+        return await self.storage.read_raw(id)
+
+    async def delete(self, id: str) -> None:
+        """Remove the stored session ``id`` durably, with every event (see
+        :meth:`Storage.delete`); what this backend knew of it is forgotten.
+
+        Raises:
+            SessionCollisionError: It is live here (dispose it first), or another writer
+                holds it; nothing is removed.
+            SessionNotFoundError: Nothing of ``id`` is stored.
+        """
+        self._check_open()
+        await self.writer.wait_retirement(id)
+        async with self.ledger.locks.hold(id):
+            state = self.ledger.state(id)
+            if self.writer.session(id) is not None or (state and state.owner is not None):
+                raise SessionCollisionError(
+                    f'cannot delete session "{id}" while it is live; dispose it first'
+                )
+            self.ledger.forget(id)
+            if not await self.storage.delete(id):
+                raise SessionNotFoundError(f'session "{id}" not found')
+
+    async def resume(self, id: str) -> Session:
+        """Load a stored session (repairing it durably if it was interrupted) and publish it as
+        a live session that continues at the next seq. Its seed is the stored log, followed by
+        one ``session/end-seed``; nothing stored is written again, and the log is read and
+        validated once. It returns only once this backend is the session's one writer (on a
+        medium with writer locks, it holds the lock): a second resumer of a session, in any
+        process, is refused here, before it can decide or run anything.
+
+        Raises:
+            SessionCollisionError: The session is live here, or another writer holds it.
+        """
+        store = self._require_store()
+        self._check_open()
+        await self.writer.wait_retirement(id)
+        async with self.ledger.locks.hold(id):
+            if store.get(id) is not None or self.writer.session(id) is not None:
+                raise SessionCollisionError(f'cannot resume session "{id}" while it is live')
+            loaded = await self.ledger.commit_cold(id)
+        session = Session.restore(loaded.header, loaded.checked, clock=store.clock)
+        store.attach(session)
+        try:
+            await self.writer.claimed(session)
+        except BaseException:
+            store.detach(session)
+            raise
+        return session
+
+    async def aclose(self) -> None:
+        """Flush every live session, wait for retirements and every per-id lock, then close
+        storage (always). A flush that failed is raised: the error itself when one session
+        failed (an ``OSError`` stays catchable as one), an ``ExceptionGroup``
+        (``"<name> dispose failed"``) of one error per session when several did."""
+        if self._closed or self._closing:
+            return
+        self._closing = True  # stop admitting new public calls
+        errors = await self.writer.flush_all()
+        await self.ledger.locks.drain()
+        self._closed = True
+        self.writer.close(self.name)
+        try:
+            await self.storage.close()
+        finally:
+            if len(errors) == 1:
+                raise errors[0]
+            if errors:
+                raise ExceptionGroup(f"{self.name} dispose failed", errors)
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _require_store(self) -> SessionStore:
+        if self._store is None:
+            raise SessionBackendStateError(f"{self.name} is not installed in a runtime")
+        return self._store
+
+    def _check_open(self) -> None:
+        if self._closed or self._closing:
+            raise SessionBackendStateError(f"{self.name} is closed")
+
+
+def _validate_options(cache_size: int, delay_ms: int) -> None:
+    if not is_safe_int(cache_size) or cache_size < 1:
+        raise TypeError("prepared_session_cache_size must be a positive safe integer")
+    if not is_safe_int(delay_ms) or not 1 <= delay_ms <= _MAX_DELAY:
+        raise TypeError("write_batch_max_delay_ms must be an integer between 1 and 2147483647")
+
+
+def _checked_header(header: SessionHeader | Mapping[str, Any]) -> SessionHeader:
+    raw = header.to_json() if isinstance(header, SessionHeader) else header
+    try:
+        value: Any = snapshot(raw, "metadata")
+    except JsonValueError as e:
+        raise TypeError(f"session metadata must be losslessly JSON-serializable: {e}") from e
+    if not isinstance(value, Mapping):
+        raise TypeError("session metadata must be a JSON object")
+    problem = header_problem(value)
+    if problem is not None:
+        raise TypeError(f"session metadata {problem}")
+    return SessionHeader.model_validate(value)
+
+
+def _snapshot_batch(events: Sequence[SessionEvent | Mapping[str, Any]]) -> list[SessionEvent]:
+    batch: list[SessionEvent] = []
+    for index, event in enumerate(events):
+        if isinstance(event, SessionEvent):
+            batch.append(event)
+            continue
+        kind = event.get("type") if isinstance(event, Mapping) else None
+        try:
+            batch.append(SessionEvent.from_json(event))
+        except JsonValueError as e:
+            raise TypeError(
+                f'session event batch is not losslessly JSON-serializable: event "{kind}" at '
+                f"index {index} carries non-JSON-serializable data: {e}"
+            ) from e
+    return batch

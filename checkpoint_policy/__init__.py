@@ -1,6 +1,0 @@
-"""The semantic checkpoint policy: durable before every model request and tool body, and
-after every completed step (a zero-config plugin: ``runtime.install(checkpoint_policy)``)."""
-
-from checkpoint_policy.policy import checkpoint_policy
-
-__all__ = ["checkpoint_policy"]

@@ -1,8 +1,0 @@
-"""The JSONL backend: one append-only, fsync'd log per session, byte-compatible with the
-TypeScript reference."""
-
-from persistence_jsonl.backend import JsonlPersistence
-from persistence_jsonl.fileio import FileOps
-from persistence_jsonl.layout import encode_segment, project_key
-
-__all__ = ["FileOps", "JsonlPersistence", "encode_segment", "project_key"]

@@ -1,7 +1,0 @@
-"""The PostgreSQL backend: one session store for a fleet of agent hosts (an optional extra:
-``agent-session-runtime[postgres]``)."""
-
-from persistence_postgres.backend import PostgresPersistence
-from persistence_postgres.schema import SCHEMA_VERSION
-
-__all__ = ["SCHEMA_VERSION", "PostgresPersistence"]
