@@ -46,7 +46,13 @@ from agent_session.agent_loop.approval import pre_execute
 from agent_session.agent_loop.cancel import CancelSignal
 from agent_session.agent_loop.dispatch import record_call, record_result
 from agent_session.agent_loop.effects import Applied, Effect, NotApplied, Reconcile, Unknown
-from agent_session.agent_loop.tools import ToolCall, ToolResult, as_result, outcome_unknown
+from agent_session.agent_loop.tools import (
+    ToolCall,
+    ToolResult,
+    as_result,
+    outcome_unknown,
+    recordable,
+)
 from agent_session.session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from agent_session.session.events.turns import brackets
 from agent_session.session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT
@@ -180,22 +186,32 @@ async def settle_step(
     data: dict[str, Any] = {"turn": turn, "step": step, "message": interrupted.message}
     replace = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]}
     session.append(ASSISTANT_MESSAGE, data, surface_op=replace, source_event_seqs=shadowed)
-    answered, call_seq, running = 0, None, [False]
+    now, answered = _Settling(), 0
     try:
         for pending in interrupted.calls:
-            call_seq, running[0] = record_call(session, turn, step, pending.block), False
-            result = await _settled(agent, pending, cancel, running)
-            record_result(session, turn, step, pending.block["id"], call_seq, result)
-            answered, call_seq = answered + 1, None
+            now.call_seq, now.body_started = record_call(session, turn, step, pending.block), False
+            result = await _settled(agent, pending, cancel, now)
+            record_result(session, turn, step, pending.block["id"], now.call_seq, result)
+            answered, now.call_seq = answered + 1, None
     except BaseException as e:
         for index, pending in enumerate(interrupted.calls[answered:]):
-            seq = call_seq if index == 0 and call_seq is not None else None
+            current = index == 0  # (the call being settled when it stopped)
+            seq = now.call_seq if current else None
             if seq is None:
                 seq = record_call(session, turn, step, pending.block)
             # a body that was running may have had its effect; any other call keeps its answer
-            stopped = outcome_unknown() if index == 0 and running[0] else _recorded(pending)
+            stopped = outcome_unknown() if current and now.body_started else _recorded(pending)
             record_result(session, turn, step, pending.block["id"], seq, stopped)
         raise SettlementStopped(e) from e
+
+
+@dataclass(slots=True)
+class _Settling:
+    """The call a settlement step is settling: its ``tool/call`` seq (``None`` once its result
+    is recorded) and whether its body was started."""
+
+    call_seq: int | None = None
+    body_started: bool = False
 
 
 def _recorded(pending: Pending) -> ToolResult:
@@ -210,10 +226,10 @@ def _recorded(pending: Pending) -> ToolResult:
 
 
 async def _settled(
-    agent: Agent, pending: Pending, cancel: CancelSignal, running: list[bool]
+    agent: Agent, pending: Pending, cancel: CancelSignal, now: _Settling
 ) -> ToolResult:
     """The result of one call of the interrupted step, settled by its tool's class (its probe
-    asked, its body run when that decides it: ``running[0]`` is set from then on)."""
+    asked, its body run when that decides it, marked in ``now`` from then on)."""
     if pending.answer == "kept":
         return _recorded(pending)
     session, tools, block = agent.session, agent.runtime.tools, pending.block
@@ -228,8 +244,7 @@ async def _settled(
         result = found
     else:  # a body runs: only as the approval allows (never parking here)
         refused = await pre_execute(agent, call, may_park=False)
-        if refused is None:
-            running[0] = True
+        now.body_started = refused is None
         result = refused if refused is not None else await tools.execute(call)
     return ToolResult(result.content, result.is_error, result.error, _meta(how, result.meta))
 
@@ -253,7 +268,7 @@ async def settlement(
     try:
         found = await reconcile(call)
         if isinstance(found, Applied):
-            return "reconciled", as_result(found.result)
+            return "reconciled", recordable(as_result(found.result))
     except Exception as e:
         log.warning('probe of call "%s" (tool "%s") cannot tell: %s', call.call_id, call.name, e)
         return "unknown", None

@@ -40,6 +40,7 @@ __all__ = [
     "aborted_before_dispatch",
     "as_result",
     "outcome_unknown",
+    "recordable",
     "torn_down_result",
 ]
 
@@ -224,7 +225,7 @@ class ToolService:
     async def execute(self, call: ToolCall) -> ToolResult:
         """Run one call through ``tools/execute``. Never raises for a tool's own failure:
         errors of the body, of the middleware (a failed checkpoint), an unknown tool, bad
-        argument JSON and a result that cannot be recorded (:func:`as_result`) all become
+        argument JSON and a result that cannot be recorded (:func:`recordable`) all become
         error results."""
         if call.cancel.cancelled:
             return aborted_before_dispatch()
@@ -235,7 +236,7 @@ class ToolService:
                 return ToolResult.failure(
                     f"tools/execute middleware returned {type(result).__name__}, not a ToolResult"
                 )
-            return as_result(result)  # (one a middleware made must be recordable too)
+            return recordable(result)  # (the body's, or one a middleware made)
         except Exception as e:
             return ToolResult.failure(str(e) or type(e).__name__)
 
@@ -261,21 +262,27 @@ class ToolService:
 def as_result(output: Any) -> ToolResult:
     """What a tool body (or a probe's :class:`agent_loop.effects.Applied`) returned, as a
     result: a ``ToolResult`` as is, a string as one text block, a list as content blocks,
-    anything else as its JSON text. Guarantee: what it returns can be recorded (its
-    content blocks are objects, and content, error and meta are lossless JSON).
+    anything else as its JSON text (:func:`recordable` then says whether it can be kept).
 
     Raises:
-        TypeError: Saying what cannot be recorded (a value that is not JSON, a content block
-            that is not an object).
+        TypeError: ``output`` is none of those and not JSON either.
     """
     if isinstance(output, ToolResult):
-        result = output
-    elif isinstance(output, str):
+        return output
+    if isinstance(output, str):
         return ToolResult.text(output)
-    elif isinstance(output, list):
-        result = ToolResult(output)
-    else:
-        return ToolResult.text(json.dumps(output))
+    if isinstance(output, list):
+        return ToolResult(output)
+    return ToolResult.text(json.dumps(output))
+
+
+def recordable(result: ToolResult) -> ToolResult:
+    """``result``, checked to be one a log can hold: its content blocks are objects, and
+    content, error and meta are lossless JSON.
+
+    Raises:
+        TypeError: Saying what cannot be recorded.
+    """
     snapshot(list(result.content), "content")
     for index, block in enumerate(result.content):
         if not isinstance(block, Mapping):
