@@ -36,6 +36,7 @@ from agent_session import (
 )
 from agent_session.session import SessionCollisionError
 from tests import outbox
+from tests.together import wait_for_go
 
 STORE, OUTBOX = sys.argv[1], sys.argv[2]
 
@@ -96,9 +97,7 @@ async def main() -> None:
         runtime.install(checkpoint_policy)
         expires = float(EXPIRES) if EXPIRES else None
         runtime.install(user_approval(park=True, expires_after=expires))
-        if "--barrier" in sys.argv:
-            print("ready", flush=True)
-            sys.stdin.readline()
+        wait_for_go()
         try:
             session = await runtime.sessions.open_or_create("job")
         except SessionCollisionError as e:

@@ -35,6 +35,7 @@ from agent_session.agent_loop.effects import Applied, NotApplied
 from agent_session.agent_loop.scripted import ScriptedCall, ScriptedStep, chunks
 from agent_session.session import SessionError
 from tests import outbox
+from tests.together import wait_for_go
 
 STORE, OUTBOX, ROLE = sys.argv[1], sys.argv[2], sys.argv[3]
 
@@ -97,9 +98,7 @@ async def main() -> dict[str, object]:
             "pay", "Pay.", {"type": "object"}, pay, effect=EFFECT, reconcile=reconcile
         )
         runtime.models.register("demo", Model())
-        if "--barrier" in sys.argv:
-            print("ready", flush=True)
-            sys.stdin.readline()
+        wait_for_go()
         try:
             session = await runtime.sessions.open_or_create("job")
         except SessionError as e:

@@ -27,6 +27,7 @@ from agent_session.session.persistence.failpoints import FAILPOINT_ENV
 from tests.test_cli import cli
 from tests.test_reference_interop import run_reference
 from tests.test_settle_crash import store_of
+from tests.together import let_go_together, started
 
 pytestmark = pytest.mark.process
 
@@ -238,14 +239,7 @@ async def test_two_deciders_at_once_one_wins_and_the_other_is_told(
 
 def holding(store: str, outbox: Path) -> subprocess.Popen[str]:
     """An agent process that parked the job and stays alive, its live writer."""
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "tests.park_child", store, str(outbox), "--hold"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    agent = started("tests.park_child", store, str(outbox), "--hold")
     assert agent.stdout is not None
     assert json.loads(agent.stdout.readline())["kind"] == "awaiting-approval"  # parked, alive
     return agent
@@ -316,29 +310,7 @@ async def test_two_resumers_of_an_approved_call_run_it_once_and_record_what_it_d
     store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
     park(store, outbox, "parked")
     cli("approve", store, "job", "c-pay")
-    both = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.park_child", store, str(outbox), "--barrier"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        for _ in range(2)
-    ]
-    for process in both:
-        assert process.stdout is not None
-        assert process.stdout.readline() == "ready\n"
-    for process in both:
-        assert process.stdin is not None
-        process.stdin.write("go\n")
-        process.stdin.flush()
-    answers = []
-    for process in both:
-        out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err
-        answers.append(json.loads(out.strip().splitlines()[-1]))
+    answers = let_go_together("tests.park_child", store, str(outbox), "--barrier")
     assert {"kind": "completed"} in answers, answers
     assert effects(outbox).count("pay c-pay") == 1
     log = await stored(store)

@@ -16,6 +16,7 @@ import pytest
 
 from tests.test_cli import cli
 from tests.test_settle_crash import _visible_results, store_of
+from tests.together import let_go_together
 
 pytestmark = pytest.mark.process
 
@@ -87,29 +88,7 @@ async def test_two_resumers_started_together_run_an_unsafe_body_once(
     finds the job finished: with the checkpoint policy or without it, the body runs once."""
     store, box = crashed(tmp_path, kind)
     extra = ("--no-policy",) if policy == "no-policy" else ()
-    both = [
-        subprocess.Popen(
-            command(store, box, "resume", "--barrier", *extra),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        for _ in range(2)
-    ]
-    for process in both:  # both are ready to open the session: let them go at once
-        assert process.stdout is not None
-        assert process.stdout.readline() == "ready\n"
-    for process in both:
-        assert process.stdin is not None
-        process.stdin.write("go\n")
-        process.stdin.flush()
-    answers = []
-    for process in both:
-        out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err
-        answers.append(json.loads(out.strip().splitlines()[-1]))
+    answers = let_go_together("tests.resume_child", store, str(box), "resume", "--barrier", *extra)
     assert len(pays(box)) == 1, (pays(box), answers)  # the probe found nothing: run once
     completed = [a for a in answers if a.get("result") == {"kind": "completed"}]
     others = [a for a in answers if a not in completed]
