@@ -73,6 +73,18 @@ class SideDatabase:
             cursor = self._db.execute(sql.replace("?", self._mark), tuple(values))
             return list(cursor.fetchall()) if cursor.description is not None else []
 
+    def columns(self, table: str) -> set[str]:
+        """The names of ``table``'s columns (none when there is no such table)."""
+        if self._shown is None:
+            rows = self.execute("SELECT name FROM pragma_table_info(?)", (table,))
+        else:
+            rows = self.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                "AND table_schema = current_schema()",
+                (table,),
+            )
+        return {str(row[0]) for row in rows}
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[SideDatabase]:
         """Statements that commit together (or, on an error, not at all)."""

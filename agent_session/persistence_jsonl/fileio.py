@@ -122,6 +122,17 @@ class FileOps:
         with open(fd, "rb") as f:
             return f.read(limit)
 
+    def read_range(self, path: str, offset: int, size: int) -> bytes | None:
+        """Up to ``size`` bytes of a regular file from ``offset`` (fewer past its end);
+        ``None`` when it does not exist."""
+        try:
+            fd = self._open_regular(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        with open(fd, "rb") as f:
+            f.seek(offset)
+            return f.read(size)
+
     def read_chunks(self, path: str, limit: int, chunk: int = 1 << 20) -> Iterator[bytes]:
         """The first ``limit`` bytes of a regular file, ``chunk`` bytes at a time (fewer if it
         is shorter); nothing when it does not exist. The file is closed when the iteration

@@ -21,7 +21,14 @@ from agent_session.session.events.turns import bracket
 from agent_session.session.json.codec import decode_json, encode_json
 from agent_session.session.json.gcpause import gc_paused
 
-__all__ = ["MAX_SUMMARY_LINE", "LogSummary", "ScannedLog", "scan_log", "summarize_log"]
+__all__ = [
+    "MAX_SUMMARY_LINE",
+    "LogSummary",
+    "ScannedLog",
+    "line_entry",
+    "scan_log",
+    "summarize_log",
+]
 
 _ROW_TAGS = frozenset(ROW_TYPES.values())
 
@@ -54,7 +61,7 @@ def _corrupt(path: str, what: str) -> SessionPersistenceCorruptionError:
     return SessionPersistenceCorruptionError(f'corrupt session log: {what} in "{path}"')
 
 
-def _entry(line: bytes) -> dict[str, Any] | LazyRun | None:
+def line_entry(line: bytes) -> dict[str, Any] | LazyRun | None:
     """What a complete line holds: one wire event, a packed row's checked run, or ``None``
     if it does not parse."""
     try:
@@ -100,7 +107,7 @@ class _Scanner:
 
     def feed(self, line: bytes | None, end: int) -> None:
         self.line_number += 1
-        entry = None if line is None else _entry(line)
+        entry = None if line is None else line_entry(line)
         if self.defect is not None:
             if entry is not None and bracket(entry) == "end":
                 raise self.defect

@@ -44,13 +44,10 @@ from agent_session.persistence_jsonl.encoding import (
     encoding_of,
 )
 from agent_session.persistence_jsonl.fileio import FileOps
-from agent_session.persistence_jsonl.layout import (
-    LOCK_NAME,
-    check_storable_id,
-    session_dir,
-)
+from agent_session.persistence_jsonl.layout import LOCK_NAME, check_storable_id, session_dir
 from agent_session.persistence_jsonl.locks import WriterLocks, held_locks, writer_active
 from agent_session.persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, Cut, LogReader
+from agent_session.persistence_jsonl.tail import read_tail
 from agent_session.session import (
     SessionCollisionError,
     SessionDurabilityError,
@@ -67,6 +64,7 @@ from agent_session.session.persistence.kit import (
     SessionSnapshot,
     Storage,
     StoredLog,
+    StoredTail,
 )
 
 __all__ = ["IO_THREADS", "JsonlStorage"]
@@ -179,6 +177,9 @@ class JsonlStorage(Storage):
 
     async def read_raw(self, id: str) -> RawArtifact | None:
         return await asyncio.to_thread(self.reader.raw, id)
+
+    async def read_tail(self, id: str, count: int) -> StoredTail | None:
+        return await asyncio.to_thread(read_tail, self.reader, id, count)
 
     # --- the writer lock --------------------------------------------------------------------
 

@@ -9,11 +9,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_session.persistence_jsonl.layout import parse_header
+from agent_session.persistence_jsonl.tail import line_events
 from agent_session.persistence_postgres.lines import scan_rows
 from agent_session.persistence_postgres.locks import Connection
-from agent_session.session.persistence.kit import RawArtifact, SessionSnapshot, StoredLog
+from agent_session.session.persistence.kit import (
+    RawArtifact,
+    SessionSnapshot,
+    StoredLog,
+    StoredTail,
+)
 
-__all__ = ["RowCut", "read_log", "read_raw", "revision_of", "snapshots_of"]
+__all__ = ["RowCut", "read_log", "read_raw", "read_tail", "revision_of", "snapshots_of"]
 
 _PAGE = 10_000
 """Rows per keyset page of a load (bounds the driver's buffers, whatever the log's size)."""
@@ -58,6 +64,28 @@ def read_log(db: Connection, id: str) -> StoredLog | None:
     cut = None if scanned.cut_seq is None else RowCut(scanned.cut_seq, revision)
     log = scanned.log
     return StoredLog(log.header, log.events, revision, cut, log.size)
+
+
+def read_tail(db: Connection, id: str, count: int) -> StoredTail | None:
+    """The last ``count`` (or more) events of ``id``'s log by the ``(session_id, seq)``
+    index, from one snapshot, or ``None``: read it whole (it may not be stored; its last rows
+    may be a torn tail or have a gap, which the whole read's rules judge)."""
+    asked, count = count, max(count, 1)  # (the seq past the last event is the last's + 1)
+    with db.transaction(), db.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        found = cursor.execute("SELECT header FROM agent_session WHERE id = %s", (id,)).fetchone()
+        rows = cursor.execute(
+            "SELECT line FROM agent_session_event WHERE session_id = %s ORDER BY seq DESC LIMIT %s",
+            (id, count),
+        ).fetchall()
+    if found is None:
+        return None
+    lines = [row[0].encode() for row in reversed(rows)]
+    read = line_events(lines, at_start=len(rows) < count)
+    if read is None:
+        return None
+    header = parse_header(found[0].encode(), f'session "{id}" in PostgreSQL')
+    return StoredTail(header, *read, False).last(asked)
 
 
 def read_raw(db: Connection, id: str) -> RawArtifact | None:

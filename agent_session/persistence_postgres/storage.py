@@ -54,6 +54,7 @@ from agent_session.persistence_postgres.reads import (
     RowCut,
     read_log,
     read_raw,
+    read_tail,
     revision_of,
     snapshots_of,
 )
@@ -71,6 +72,7 @@ from agent_session.session.persistence.kit import (
     SessionSnapshot,
     Storage,
     StoredLog,
+    StoredTail,
     check_text_id,
     failpoint,
     install_log_filter,
@@ -254,6 +256,10 @@ class PostgresStorage(Storage):
 
     async def read_raw(self, id: str) -> RawArtifact | None:
         return await self._run(lambda db: read_raw(db, id))
+
+    async def read_tail(self, id: str, count: int) -> StoredTail | None:
+        tail = await self._run(lambda db: read_tail(db, id, count))
+        return tail if tail is not None else await super().read_tail(id, count)
 
     # --- writer locks -----------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ __all__ = [
     "event_values",
     "header_of",
     "header_values",
+    "parsed_row",
     "read_back",
     "render_row",
     "rendered_size",
@@ -139,7 +140,7 @@ def read_back(values: tuple[Any, ...]) -> dict[str, Any]:
     """The wire dict a row written as ``values`` (:func:`event_values`) reads back as."""
     _, seq, kind, time, data, sources, op = values
     row: EventRow = (seq, kind.encode(), time, data.encode(), _utf8(sources), _utf8(op))
-    event = _parsed(row)
+    event = parsed_row(row)
     assert event is not None  # what event_values wrote always parses
     return event
 
@@ -148,7 +149,7 @@ def _utf8(text: str | None) -> bytes | None:
     return None if text is None else text.encode()
 
 
-def _parsed(row: EventRow) -> dict[str, Any] | None:
+def parsed_row(row: EventRow) -> dict[str, Any] | None:
     """The wire dict of a row, in the reference's key order; ``None`` when a JSON column does
     not parse (the reference's "hole")."""
     seq, kind, time, data, sources, op = row
@@ -179,7 +180,7 @@ def scan(rows: Sequence[EventRow]) -> tuple[list[dict[str, Any]], int | None]:
     Raises:
         SessionPersistenceCorruptionError: With the reference's message.
     """
-    parsed = [_parsed(row) for row in rows]
+    parsed = [parsed_row(row) for row in rows]
     last_end = -1
     for index in range(len(rows) - 1, -1, -1):
         if parsed[index] is not None and rows[index][1] == b"turn/end":

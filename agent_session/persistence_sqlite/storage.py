@@ -55,6 +55,7 @@ from agent_session.persistence_sqlite.schema import (
     open_database,
     open_read_only,
 )
+from agent_session.persistence_sqlite.tail import read_tail
 from agent_session.session import (
     SessionCollisionError,
     SessionEvent,
@@ -68,6 +69,7 @@ from agent_session.session.persistence.kit import (
     SessionSnapshot,
     Storage,
     StoredLog,
+    StoredTail,
     check_text_id,
     failpoint,
 )
@@ -200,6 +202,11 @@ class SqliteStorage(Storage):
         # the size of the JSONL text the rows stand for (what read_raw returns)
         size = len(header_line(header)) + 1 + rendered_size(rows)
         return StoredLog(header, with_lazy_runs(events), revision, cut, size)
+
+    async def read_tail(self, id: str, count: int) -> StoredTail | None:
+        where = f'database "{self.path}"'
+        tail = await self._run(lambda db: read_tail(db, id, count, where))
+        return tail if tail is not None else await super().read_tail(id, count)
 
     async def revision(self, id: str) -> str | None:
         row = await self._run(

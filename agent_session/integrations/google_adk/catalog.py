@@ -32,7 +32,7 @@ from agent_session.side_tables import SideDatabase
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec
 
-__all__ = ["Catalog", "Row", "catalog_for"]
+__all__ = ["Catalog", "Row", "Touch", "catalog_for"]
 
 SESSION_TABLE = "agent_session_adk_session"
 STATE_TABLE = "agent_session_adk_state"
@@ -50,6 +50,14 @@ class Row:
     """Its session-scoped state when last recorded (at creation, then with its update time):
     the log's state deltas applied over it give the state now, as ADK's deltas only set
     keys."""
+    folded: int = 0
+    """How many events of the log that state folds in: the deltas of the events from this
+    seq on give the state now (a read of the log's end need not go further back)."""
+
+
+Touch = tuple[float, Mapping[str, Any], int]
+"""What a writer records of a session it wrote: its update time, its session-scoped state
+and how many log events that state folds in (:attr:`Row.folded`)."""
 
 
 class Catalog(Protocol):
@@ -80,7 +88,7 @@ class Catalog(Protocol):
         user: str,
         app_delta: Mapping[str, Any],
         user_delta: Mapping[str, Any],
-        touched: Mapping[tuple[str, str], tuple[float, Mapping[str, Any]]],
+        touched: Mapping[tuple[str, str], Touch],
     ) -> None:
         """Set the keys of the deltas, and the update time (its last event's, whenever that
         was stamped) and session state of the ``(user, id)`` sessions ``touched`` names. Only
@@ -163,6 +171,7 @@ class _FileCatalog:
                 "created": row.created,
                 "updated": row.updated,
                 "state": row.state,
+                "folded": row.folded,
             }
             user["state"].update(user_state)
             data["state"].update(app_state)
@@ -172,12 +181,12 @@ class _FileCatalog:
         entry = self._read(app)["users"].get(user, {}).get("sessions", {}).get(id)
         if entry is None:
             return None
-        return Row(user, id, entry["created"], entry["updated"], dict(entry["state"]))
+        return _entry_row(user, id, entry)
 
     def rows(self, app: str, user: str | None) -> list[Row]:
         users = self._read(app)["users"]
         return [
-            Row(name, id, entry["created"], entry["updated"], dict(entry["state"]))
+            _entry_row(name, id, entry)
             for name, of in users.items()
             if user is None or name == user
             for id, entry in of.get("sessions", {}).items()
@@ -197,7 +206,7 @@ class _FileCatalog:
         user: str,
         app_delta: Mapping[str, Any],
         user_delta: Mapping[str, Any],
-        touched: Mapping[tuple[str, str], tuple[float, Mapping[str, Any]]],
+        touched: Mapping[tuple[str, str], Touch],
     ) -> None:
         with self._changing(app) as data:
             data["state"].update(app_delta)
@@ -205,13 +214,19 @@ class _FileCatalog:
                 data["users"].setdefault(user, {"state": {}, "sessions": {}})["state"].update(
                     user_delta
                 )
-            for (name, id), (time, state) in touched.items():
+            for (name, id), (time, state, folded) in touched.items():
                 entry = data["users"].get(name, {}).get("sessions", {}).get(id)
                 if entry is not None:
-                    entry["updated"], entry["state"] = time, dict(state)
+                    entry.update(updated=time, state=dict(state), folded=folded)
 
     def close(self) -> None:
         return None
+
+
+def _entry_row(user: str, id: str, entry: Mapping[str, Any]) -> Row:
+    """A session of a catalog file (one written before ``folded`` was kept folds nothing)."""
+    state = dict(entry["state"])
+    return Row(user, id, entry["created"], entry["updated"], state, int(entry.get("folded", 0)))
 
 
 # --- SQLite and PostgreSQL: two tables ----------------------------------------------------------
@@ -225,8 +240,13 @@ class _SqlCatalog:
         db.execute(
             f"CREATE TABLE IF NOT EXISTS {SESSION_TABLE} (app TEXT NOT NULL, user_id TEXT NOT "
             "NULL, id TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION "
-            "NOT NULL, state TEXT NOT NULL, PRIMARY KEY (app, user_id, id))"
+            f"NOT NULL, state TEXT NOT NULL, {_FOLDED}, PRIMARY KEY (app, user_id, id))"
         )
+        if "folded" not in db.columns(SESSION_TABLE):  # (a table of an earlier build)
+            with contextlib.suppress(Exception):  # (another process may add it first)
+                db.execute(f"ALTER TABLE {SESSION_TABLE} ADD COLUMN {_FOLDED}")
+            if "folded" not in db.columns(SESSION_TABLE):
+                raise OSError(f"cannot add column folded to table {SESSION_TABLE}")
         db.execute(
             f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (app TEXT NOT NULL, scope TEXT NOT NULL, "
             "user_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
@@ -250,27 +270,33 @@ class _SqlCatalog:
                 return False
             state = json.dumps(row.state, ensure_ascii=False)
             db.execute(
-                f"INSERT INTO {SESSION_TABLE} VALUES (?, ?, ?, ?, ?, ?)",
-                (app, row.user, row.id, row.created, row.updated, state),
+                f"INSERT INTO {SESSION_TABLE} (app, user_id, id, created, updated, state, folded) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (app, row.user, row.id, row.created, row.updated, state, row.folded),
             )
             self._set(app, "app", "", app_state)
             self._set(app, "user", row.user, user_state)
         return True
 
     def get(self, app: str, user: str, id: str) -> Row | None:
-        found = self._db.execute(_SELECT_ONE.format("created, updated, state"), (app, user, id))
+        found = self._db.execute(
+            _SELECT_ONE.format("created, updated, state, folded"), (app, user, id)
+        )
         if not found:
             return None
-        created, updated, state = found[0]
-        return Row(user, id, created, updated, json.loads(state))
+        created, updated, state, folded = found[0]
+        return Row(user, id, created, updated, json.loads(state), folded)
 
     def rows(self, app: str, user: str | None) -> list[Row]:
-        query = f"SELECT user_id, id, created, updated, state FROM {SESSION_TABLE} WHERE app = ?"
+        query = (
+            f"SELECT user_id, id, created, updated, state, folded FROM {SESSION_TABLE} "
+            "WHERE app = ?"
+        )
         values: tuple[str, ...] = (app,)
         if user is not None:
             query, values = query + " AND user_id = ?", (app, user)
         found = self._db.execute(query, values)
-        return [Row(u, i, c, t, json.loads(state)) for u, i, c, t, state in found]
+        return [Row(u, i, c, t, json.loads(state), f) for u, i, c, t, state, f in found]
 
     def remove(self, app: str, user: str, id: str) -> None:
         self._db.execute(
@@ -294,21 +320,24 @@ class _SqlCatalog:
         user: str,
         app_delta: Mapping[str, Any],
         user_delta: Mapping[str, Any],
-        touched: Mapping[tuple[str, str], tuple[float, Mapping[str, Any]]],
+        touched: Mapping[tuple[str, str], Touch],
     ) -> None:
         with self._db.transaction() as db:
             self._set(app, "app", "", app_delta)
             self._set(app, "user", user, user_delta)
-            for (name, id), (time, state) in touched.items():
+            for (name, id), (time, state, folded) in touched.items():
                 db.execute(
-                    f"UPDATE {SESSION_TABLE} SET updated = ?, state = ? WHERE app = ? AND "
-                    "user_id = ? AND id = ?",
-                    (time, json.dumps(state, ensure_ascii=False), app, name, id),
+                    f"UPDATE {SESSION_TABLE} SET updated = ?, state = ?, folded = ? WHERE app = ? "
+                    "AND user_id = ? AND id = ?",
+                    (time, json.dumps(state, ensure_ascii=False), folded, app, name, id),
                 )
 
     def close(self) -> None:
         self._db.close()
 
+
+_FOLDED = "folded BIGINT NOT NULL DEFAULT 0"
+"""The column a table of an earlier build lacks (its rows fold nothing)."""
 
 _SELECT_ONE = f"SELECT {{}} FROM {SESSION_TABLE} WHERE app = ? AND user_id = ? AND id = ?"
 """One session's columns (``{}``: which)."""

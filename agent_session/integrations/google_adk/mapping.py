@@ -60,6 +60,7 @@ __all__ = [
     "parse_log_id",
     "project",
     "responses_of",
+    "stripped",
     "tool_result_data",
     "user_data",
 ]
@@ -102,6 +103,11 @@ def log_id(app: str, user: str, session: str) -> str:
     return LOG_PREFIX + ":".join(
         quote(part, safe=" !$&'()*+,;=@[]^_`{|}~-./") for part in (app, user, session)
     )
+
+
+def stripped(session_id: str | None) -> str:
+    """A session id as ADK's services take it: without surrounding blanks ("" for none)."""
+    return session_id.strip() if session_id else ""
 
 
 def parse_log_id(id: str) -> tuple[str, str, str] | None:

@@ -20,9 +20,11 @@ Guarantees:
   ``append_event`` raises ``SessionCollisionError`` naming the holder; nothing is ever
   spliced into the log. (A new session of a JSONL store has no log, and so no lock, until
   its first event: then the first writer's append wins and the other's is refused.)
-- A session's first read in a process reads its log once; later reads read only the
-  catalog, and rebuild only the events a ``GetSessionConfig`` selects. Any thread and any
-  event loop may call it (the store runs on a private loop)."""
+- A session's first read in a process reads its log once and takes it (above); later
+  reads rebuild only the events a ``GetSessionConfig`` selects. A first read asking for
+  ``num_recent_events`` reads only that much of the log's end and takes nothing: its cost
+  does not grow with the session. Any thread and event loop may call it (the store runs on
+  a private loop)."""
 
 from __future__ import annotations
 
@@ -45,9 +47,10 @@ from google.adk.sessions.base_session_service import (
 )
 from google.adk.sessions.session import Session as AdkSession
 
-from agent_session.integrations.google_adk.catalog import Catalog, Row, catalog_for
-from agent_session.integrations.google_adk.mapping import log_id
+from agent_session.integrations.google_adk.catalog import Catalog, Row, Touch, catalog_for
+from agent_session.integrations.google_adk.mapping import log_id, stripped
 from agent_session.integrations.google_adk.pages import page_of
+from agent_session.integrations.google_adk.recent import recent_view
 from agent_session.integrations.google_adk.state import View, merged, split_state
 from agent_session.integrations.google_adk.writing import write_event
 from agent_session.integrations.home_loop import HomeLoop
@@ -94,7 +97,7 @@ class EventLogSessionService(BaseSessionService):
         self._views: dict[str, View] = {}
         self._starting: asyncio.Future[tuple[Runtime, Catalog]] | None = None
         self._home_lock = threading.Lock()
-        self._touched: dict[str, dict[tuple[str, str], tuple[float, dict[str, Any]]]] = {}
+        self._touched: dict[str, dict[tuple[str, str], Touch]] = {}
 
     # --- where the work runs ----------------------------------------------------------------
 
@@ -144,7 +147,7 @@ class EventLogSessionService(BaseSessionService):
         self, app: str, user: str, state: dict[str, Any], session_id: str | None
     ) -> AdkSession:
         runtime, catalog = await self._started()
-        sid = _stripped(session_id) or str(uuid.uuid4())  # (a blank id: a fresh one, as ADK's)
+        sid = stripped(session_id) or str(uuid.uuid4())  # (a blank id: a fresh one, as ADK's)
         lid = log_id(app, user, sid)
         assert runtime.persistence is not None
         runtime.persistence.storage.check_id(lid)
@@ -173,14 +176,16 @@ class EventLogSessionService(BaseSessionService):
     async def _get(
         self, app: str, user: str, sid: str, config: GetSessionConfig | None
     ) -> AdkSession | None:
-        _, catalog = await self._started()
-        sid = _stripped(sid)
-        view = self._used(log_id(app, user, sid))
+        runtime, catalog = await self._started()
+        sid, recent = stripped(sid), config.num_recent_events if config else None
+        view = self._used(lid := log_id(app, user, sid))
         if view is None:
             row = await self._catalog_call(catalog.get, app, user, sid)
             if row is None:
                 return None
-            view = await self._view(app, user, sid, row)
+            assert runtime.persistence is not None
+            tail = await recent_view(runtime.persistence, lid, row, recent) if recent else None
+            view = tail or await self._view(app, user, sid, row)
         elif view.session is None:  # (another process writes it: read it again)
             view = await self._view(app, user, sid, view.row)
         return await self._session(app, view, config)
@@ -229,7 +234,7 @@ class EventLogSessionService(BaseSessionService):
 
     async def _delete(self, app: str, user: str, sid: str) -> None:
         runtime, catalog = await self._started()
-        sid = _stripped(sid)
+        sid = stripped(sid)
         lid = log_id(app, user, sid)
         await self._drop(lid)
         assert runtime.persistence is not None
@@ -300,7 +305,7 @@ class EventLogSessionService(BaseSessionService):
             (event.get("actions") or {}).get("state_delta") or {}
         )
         stamp = float(event.get("timestamp") or time.time())
-        self._touched.setdefault(app, {})[(user, sid)] = (stamp, dict(view.state))
+        self._touched.setdefault(app, {})[(user, sid)] = (stamp, dict(view.state), view.read)
         if app_delta or user_delta:
             await self._record(app, user, app_delta, user_delta)
         return True
@@ -443,8 +448,3 @@ class EventLogSessionService(BaseSessionService):
     async def _record_all(self) -> None:
         for app in list(self._touched):
             await self._record(app)
-
-
-def _stripped(session_id: str | None) -> str:
-    """A session id as ADK's services take it: without surrounding blanks ("" for none)."""
-    return session_id.strip() if session_id else ""

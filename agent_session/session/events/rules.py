@@ -33,6 +33,7 @@ from agent_session.session.json.lossless import FrozenDict, FrozenList, snapshot
 __all__ = [
     "RULED_TYPES",
     "CheckedLog",
+    "check_events",
     "check_loadable",
     "message_shape_problem",
     "validate_log",
@@ -216,6 +217,38 @@ def _checked_event(
 ) -> SessionEvent:
     """Every rule for one event at ``index`` (after ``parts`` + ``events``); applies it to
     ``surface`` and returns the frozen event."""
+    raw, op, sources = _own_rules(item, index)
+    try:
+        # Only a replace looks events up by seq; after a lazy run or a checked prefix,
+        # ``events`` alone no longer starts at seq 0.
+        history = EventLog([*parts, events]) if parts and isinstance(op, SurfaceReplace) else events
+        surface.check(raw["type"], op, sources, raw["data"], history)
+    except SessionEventError as e:
+        raise SessionEventError(f"invalid seed event at index {index}: {e}") from e
+    surface.apply(index, op)
+    return item if isinstance(item, SessionEvent) else _built(raw, index, op, sources)
+
+
+def check_events(
+    items: Iterable[SessionEvent | Mapping[str, Any]], start: int
+) -> list[SessionEvent]:
+    """The frozen events of ``items``, which continue a log at seq ``start``, each checked by
+    every rule that needs no other event (lossless JSON, envelope, legacy, message shape, seq
+    contiguity): what can be checked of a log's tail without reading the events before it
+    (the surface's transitions need those). Raises :class:`SessionEventError` naming the
+    index."""
+    checked: list[SessionEvent] = []
+    for index, item in enumerate(items, start):
+        if type(item) is SessionEvent and item.seq == index and item.type not in RULED_TYPES:
+            checked.append(item)
+            continue
+        raw, op, sources = _own_rules(item, index)
+        checked.append(item if isinstance(item, SessionEvent) else _built(raw, index, op, sources))
+    return checked
+
+
+def _own_rules(item: SessionEvent | Mapping[str, Any], index: int) -> tuple[Any, Any, Any]:
+    """The event's JSON, surface op and sources, after every rule of the event on its own."""
     if isinstance(item, SessionEvent):
         raw: Any = item.to_json()
     else:
@@ -246,17 +279,14 @@ def _checked_event(
         op, sources = parse_surface_metadata(
             event_type, index, raw.get("surfaceOp"), raw.get("sourceEventSeqs")
         )
-        # Only a replace looks events up by seq; after a lazy run or a checked prefix,
-        # ``events`` alone no longer starts at seq 0.
-        history = EventLog([*parts, events]) if parts and isinstance(op, SurfaceReplace) else events
-        surface.check(event_type, op, sources, data, history)
     except SessionEventError as e:
         raise SessionEventError(f"invalid seed event at index {index}: {e}") from e
-    surface.apply(index, op)
-    if isinstance(item, SessionEvent):
-        return item
+    return raw, op, sources
+
+
+def _built(raw: Any, index: int, op: Any, sources: Any) -> SessionEvent:
     return build_event(
-        event_type, index, raw["time"], data, op, sources, raw.get("ignorable"), tuple(raw)
+        raw["type"], index, raw["time"], raw["data"], op, sources, raw.get("ignorable"), tuple(raw)
     )
 
 

@@ -15,8 +15,10 @@ __all__ = [
     "ListedSession",
     "RawArtifact",
     "SessionSnapshot",
+    "SessionTail",
     "StoredLog",
     "StoredSession",
+    "StoredTail",
 ]
 
 
@@ -95,6 +97,41 @@ class StoredLog:
     for files), to hand back to ``commit_repair``; ``None`` when there is none."""
     size: int | None = None
     """How many bytes the stored artifact has, where the storage can say."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTail:
+    """What a storage's ``read_tail`` returns: the last stored events of one log."""
+
+    header: SessionHeader
+    """The header as stored (any version; the service checks it)."""
+    start: int
+    """The seq of ``events[0]`` (how many stored events come before them)."""
+    events: Sequence[SessionEvent | Mapping[str, Any]]
+    """The last complete, contiguous stored events, seq ``start`` first: wire dicts or
+    events the backend built from a shape it checked (the service checks each)."""
+    torn: bool
+    """Whether a torn tail past them exists (a load would cut it)."""
+
+    def last(self, count: int) -> StoredTail:
+        """Only the last ``count`` of these events."""
+        drop = max(0, len(self.events) - count)
+        return StoredTail(self.header, self.start + drop, self.events[drop:], self.torn)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTail:
+    """The last events of a session, as the persistence service reads them from its log's
+    end (``SessionPersistence.read_tail``)."""
+
+    header: SessionHeader
+    """The durable header."""
+    start: int
+    """The seq of ``events[0]``."""
+    events: Sequence[SessionEvent]
+    """The last stored events, each checked on its own (no closers added)."""
+    torn: bool
+    """Whether a load would cut a torn tail past them (and so repair the log)."""
 
 
 @dataclass(frozen=True, slots=True)

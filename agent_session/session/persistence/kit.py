@@ -18,8 +18,10 @@ from agent_session.session.persistence.api import (
     ListedSession,
     RawArtifact,
     SessionSnapshot,
+    SessionTail,
     StoredLog,
     StoredSession,
+    StoredTail,
 )
 from agent_session.session.persistence.failpoints import armed, failpoint
 from agent_session.session.persistence.futures import follow
@@ -32,7 +34,7 @@ from agent_session.session.persistence.redaction import (
     scrub,
 )
 from agent_session.session.persistence.service import SessionPersistence
-from agent_session.session.persistence.storage import Storage, check_text_id
+from agent_session.session.persistence.storage import Storage, check_text_id, tail_of
 from agent_session.session.persistence.write_behind import Scheduler
 
 __all__ = [
@@ -44,9 +46,11 @@ __all__ = [
     "Scheduler",
     "SessionPersistence",
     "SessionSnapshot",
+    "SessionTail",
     "Storage",
     "StoredLog",
     "StoredSession",
+    "StoredTail",
     "armed",
     "check_text_id",
     "failpoint",
@@ -55,4 +59,5 @@ __all__ = [
     "mask_store",
     "remember_store",
     "scrub",
+    "tail_of",
 ]

@@ -29,8 +29,8 @@ from agent_session.session.errors import (
 from agent_session.session.events.event import SessionEvent, is_known_event_type
 from agent_session.session.events.eventlog import EventLog, LazyRun, is_run, iter_parts, seq_gap
 from agent_session.session.events.header import SessionHeader, version_problem
-from agent_session.session.events.rules import CheckedLog, validate_log
-from agent_session.session.persistence.api import StoredLog, StoredSession
+from agent_session.session.events.rules import CheckedLog, check_events, validate_log
+from agent_session.session.persistence.api import SessionTail, StoredLog, StoredSession
 from agent_session.session.persistence.keyed_locks import KeyedLocks
 from agent_session.session.persistence.storage import Storage
 
@@ -263,7 +263,33 @@ class Ledger:
 
     def check(self, id: str, stored: StoredLog) -> CheckedLog:
         """Identity, version, vocabulary and event validation of a storage read."""
-        header = stored.header
+        self._check_header(id, stored.header)
+        _check_vocabulary(id, stored.events, lambda: self._where(stored.header))
+        try:
+            return validate_log(stored.events)
+        except (SessionError, JsonValueError, ValueError, TypeError) as e:
+            raise SessionPersistenceCorruptionError(
+                f'stored session "{id}" failed validation: {e}'
+            ) from e
+
+    async def tail(self, id: str, count: int) -> SessionTail:
+        """The last ``count`` stored events, read from the log's end where the storage can,
+        with identity, version, vocabulary and every rule of each event on its own checked.
+        Raises :class:`SessionNotFoundError` when absent."""
+        stored = await self.storage.read_tail(id, count)
+        if stored is None:
+            raise SessionNotFoundError(f'session "{id}" not found')
+        self._check_header(id, stored.header)
+        _check_vocabulary(id, stored.events, lambda: self._where(stored.header), stored.start)
+        try:
+            events = check_events(stored.events, stored.start)
+        except (SessionError, JsonValueError, ValueError, TypeError) as e:
+            raise SessionPersistenceCorruptionError(
+                f'stored session "{id}" failed validation: {e}'
+            ) from e
+        return SessionTail(stored.header, stored.start, events, stored.torn)
+
+    def _check_header(self, id: str, header: SessionHeader) -> None:
         problem = version_problem(header)
         if problem is not None:
             raise SessionFormatUnsupportedError(problem + self._where(header))
@@ -271,13 +297,6 @@ class Ledger:
             raise SessionPersistenceCorruptionError(
                 f'stored session identity mismatch: requested "{id}", header contains "{header.id}"'
             )
-        _check_vocabulary(id, stored.events, lambda: self._where(header))
-        try:
-            return validate_log(stored.events)
-        except (SessionError, JsonValueError, ValueError, TypeError) as e:
-            raise SessionPersistenceCorruptionError(
-                f'stored session "{id}" failed validation: {e}'
-            ) from e
 
     def _where(self, header: SessionHeader) -> str:
         """`` (raw log: <where>)`` for an error message, when the storage has a location."""
@@ -286,11 +305,14 @@ class Ledger:
 
 
 def _check_vocabulary(
-    id: str, events: Sequence[SessionEvent | Mapping[str, Any]], where: Callable[[], str]
+    id: str,
+    events: Sequence[SessionEvent | Mapping[str, Any]],
+    where: Callable[[], str],
+    start: int = 0,
 ) -> None:
-    """Refuse a stored event of a type this build does not know and that is not marked
-    ``ignorable``: it was likely written by a newer harness."""
-    index = 0  # the seq of the next item
+    """Refuse a stored event (seqs from ``start``) of a type this build does not know and
+    that is not marked ``ignorable``: it was likely written by a newer harness."""
+    index = start  # the seq of the next item
     for raw in iter_parts(events):
         seq, index = index, index + (len(raw) if is_run(raw) else 1)
         if type(raw) is SessionEvent or isinstance(raw, SessionEvent | LazyRun):

@@ -34,6 +34,7 @@ from agent_session.session.persistence.api import (
     Diagnosis,
     RawArtifact,
     SessionSnapshot,
+    SessionTail,
     StoredSession,
 )
 from agent_session.session.persistence.ledger import Ledger, Repair
@@ -228,6 +229,30 @@ class SessionPersistence:
         await self.writer.wait_retirement(id)
         async with self.ledger.locks.hold(id):
             return (await self.ledger.inspect(id)).stored[from_seq:]
+
+    async def read_tail(self, id: str, count: int) -> SessionTail:
+        """The last ``count`` events of a session (all, when it holds fewer), read from the
+        log's end where the storage can (JSONL in plain encoding, SQLite, PostgreSQL), so the
+        cost does not grow with the log. Each event is checked on its own (the rules that
+        need the events before it are a whole load's); no closers are added and nothing is
+        repaired: ``torn`` says whether a load would cut a torn tail. A session live here
+        gives its own log's last events. Never writes.
+
+        Raises :class:`SessionNotFoundError`, ``SessionPersistenceCorruptionError`` and
+        ``SessionFormatUnsupportedError`` as :meth:`inspect`.
+        """
+        if type(count) is not int or count < 0:
+            raise TypeError(f"read_tail count must be a non-negative integer, got {count!r}")
+        self._check_open()
+        live = await self._live_or_none(id)
+        if live is not None:
+            events = live.events
+            if not events:
+                raise SessionNotFoundError(f'session "{id}" not found')
+            start = max(0, len(events) - count)
+            return SessionTail(live.header, start, tuple(events[start:]), False)
+        async with self.ledger.locks.hold(id):
+            return await self.ledger.tail(id, count)
 
     async def list_headers(self) -> list[SessionHeader]:
         """Headers of materialized stored sessions (never-appended ones are absent)."""

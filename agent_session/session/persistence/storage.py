@@ -30,9 +30,22 @@ from collections.abc import Sequence
 from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.header import SessionHeader, header_line
 from agent_session.session.json.codec import encode_json
-from agent_session.session.persistence.api import RawArtifact, SessionSnapshot, StoredLog
+from agent_session.session.persistence.api import (
+    RawArtifact,
+    SessionSnapshot,
+    StoredLog,
+    StoredTail,
+)
 
-__all__ = ["Storage", "check_text_id"]
+__all__ = ["Storage", "check_text_id", "tail_of"]
+
+
+def tail_of(stored: StoredLog | None, count: int) -> StoredTail | None:
+    """The last ``count`` events of a whole read (a packed run among them is built)."""
+    if stored is None:
+        return None
+    whole = StoredTail(stored.header, 0, stored.events, stored.cut_at is not None).last(count)
+    return StoredTail(whole.header, whole.start, list(whole.events), whole.torn)
 
 
 def check_text_id(id: str, medium: str) -> None:
@@ -274,6 +287,15 @@ class Storage(ABC):
             for event in stored.events
         ]
         return RawArtifact(stored.header, "session.jsonl", b"".join(line + b"\n" for line in lines))
+
+    async def read_tail(self, id: str, count: int) -> StoredTail | None:
+        """At least the last ``count`` complete stored events of ``id``'s log (all, when it
+        holds fewer), with its header; ``None`` when it is not stored. Never writes.
+
+        A medium that can read a log from its end reads only about that much; by default
+        this is :meth:`load`'s read, sliced. Raises as :meth:`load`.
+        """
+        return tail_of(await self.load(id), count)
 
     async def delete(self, id: str) -> bool:
         """Remove the stored log of ``id`` durably: when it returns, a restart finds no trace

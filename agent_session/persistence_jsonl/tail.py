@@ -1,0 +1,78 @@
+"""Reading a plain JSONL log from its end: the last events of a session without reading the
+lines before them, so that the cost of a short read does not grow with the log.
+
+Guarantees: what is returned is exactly what a whole read would return as the log's last
+events (complete lines, contiguous seqs); whenever the end of the file is not plainly that
+(a torn or unparsable last line, a seq gap, a file that shrank or was replaced while it was
+read, a compressed log), the whole log is read instead (``Storage.load``'s rules) and its
+tail returned. Never writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_session.persistence_jsonl.encoding import PLAIN, encoding_of
+from agent_session.persistence_jsonl.layout import parse_header
+from agent_session.persistence_jsonl.reader import LogReader, too_large
+from agent_session.persistence_jsonl.scan import line_entry
+from agent_session.session.events.eventlog import is_run
+from agent_session.session.persistence.kit import StoredTail, tail_of
+
+__all__ = ["line_events", "read_tail"]
+
+_FIRST_WINDOW = 1 << 16
+"""Bytes read from the end first; each further read takes four times as many."""
+
+
+def read_tail(reader: LogReader, id: str, count: int) -> StoredTail | None:
+    """At least the last ``count`` events of ``id``'s log (see ``Storage.read_tail``)."""
+    path = reader.find(id)
+    if path is None:
+        return None
+    if encoding_of(path) is not PLAIN:
+        return tail_of(reader.load(id), count)  # (zstd frames cannot be read backwards)
+    found = reader.ops.stat(path)
+    if found is None:
+        return None
+    if found.size > reader.max_log_bytes:
+        raise too_large(path, found.size, reader.max_log_bytes)
+    first = PLAIN.first_line(reader.ops, path, reader.max_log_bytes)
+    window = _FIRST_WINDOW
+    while first is not None:
+        offset = max(0, found.size - window)
+        data = reader.ops.read_range(path, offset, found.size - offset)
+        if data is None or len(data) != found.size - offset or not data.endswith(b"\n"):
+            break  # (it shrank, was replaced, or ends torn: the whole read says how)
+        lines = data.split(b"\n")[1:-1]  # (the first is the header, or a line's end)
+        read = line_events(lines, at_start=offset == 0)
+        if read is None:
+            break
+        start, events = read
+        if (events and len(events) >= count) or offset == 0:
+            header = parse_header(first, path)
+            reader.check_identity(path, header, id)
+            return StoredTail(header, start, events, False).last(count)
+        window *= 4
+    return tail_of(reader.load(id), count)
+
+
+def line_events(lines: list[bytes], *, at_start: bool) -> tuple[int, list[Any]] | None:
+    """The seq of the first and the events of complete lines, in order, runs expanded;
+    ``None`` when a line does not parse or the seqs are not contiguous (from 0 when
+    ``at_start``)."""
+    events: list[Any] = []
+    expected: int | None = 0 if at_start else None
+    first: int | None = None
+    for line in lines:
+        entry = line_entry(line)
+        if entry is None:
+            return None
+        items: list[Any] = list(entry.events()) if is_run(entry) else [entry]
+        seq = entry.seq0 if is_run(entry) else entry.get("seq")
+        if type(seq) is not int or (expected is not None and seq != expected):
+            return None
+        first = seq if first is None else first
+        events += items
+        expected = seq + len(items)
+    return (first or 0), events
