@@ -1,5 +1,6 @@
 """The OpenAI Agents SDK session protocol at scale: ``add_items`` of one item and
-``get_items(limit=10)`` on a history of 10,000 and 100,000 items, ``EventLogSession`` (JSONL,
+``get_items(limit=10)`` on a history of 10,000 and 100,000 items, and a new session object's
+first ``get_items(limit=10)`` (a process reopening the history), ``EventLogSession`` (JSONL,
 durable on return) against the SDK's own ``SQLiteSession`` (a database file) in the same run.
 Both histories are filled the same way first (batches of 1,000 items: runs of a user message
 and the assistant's answer, so a turn each)."""
@@ -47,8 +48,9 @@ async def _median_ms(action: Any) -> float:
     return statistics.median(times) * 1000
 
 
-async def _one_size(root: str, size: int) -> tuple[float, float, float, float]:
-    """(ours, theirs) median ms of one ``add_items``, then of ``get_items(limit=10)``."""
+async def _one_size(root: str, size: int) -> tuple[float, ...]:
+    """(ours, theirs) median ms of one ``add_items``, of ``get_items(limit=10)``, then the ms
+    of a new session object's first ``get_items(limit=10)``."""
     label = f"{size // 1000}k"
     # add_items as the SDK calls it at a run's end (no hooks: what is measured is add_items)
     ours = await EventLogSession.open(
@@ -67,7 +69,39 @@ async def _one_size(root: str, size: int) -> tuple[float, float, float, float]:
     finally:
         await ours.aclose()
         theirs.close()
-    return add_ours, add_theirs, get_ours, get_theirs
+    # a new process's session object, made as the SDK's quickstarts make theirs
+    reopened = await _first_get(EventLogSession("s", os.path.join(root, f"ours-{label}")), 10)
+    db = os.path.join(root, f"theirs-{label}.db")
+    again = await _first_get(SQLiteSession("s", db_path=db), 10)
+    return add_ours, add_theirs, get_ours, get_theirs, reopened, again
+
+
+async def reopen_whole_figures(root: str, size: int = SIZES[0]) -> dict[str, float]:
+    """The ms of a new session object's first ``get_items()`` (every item) of a history of
+    ``size`` items, ours and over ``SQLiteSession``'s."""
+    ours = EventLogSession("s", os.path.join(root, "whole-ours"), warn_without_hooks=False)
+    theirs: Any = SQLiteSession("s", db_path=os.path.join(root, "whole-theirs.db"))
+    for session in (ours, theirs):
+        await _fill(session, size)
+    await ours.aclose()
+    theirs.close()
+    ms = await _first_get(EventLogSession("s", os.path.join(root, "whole-ours")), None)
+    base = await _first_get(SQLiteSession("s", db_path=os.path.join(root, "whole-theirs.db")), None)
+    label = f"{size // 1000}k"
+    return {
+        f"sdk_reopen_get_items_all_ms_{label}": ms,
+        f"sdk_reopen_get_items_all_vs_sqlite_session_{label}": ms / base,
+    }
+
+
+async def _first_get(session: Any, limit: int | None) -> float:
+    try:
+        began = time.perf_counter()
+        assert len(await session.get_items(limit=limit)) > 0
+        return (time.perf_counter() - began) * 1000
+    finally:
+        close = getattr(session, "aclose", None)
+        await close() if close is not None else session.close()
 
 
 async def sdk_session_figures(root: str, sizes: tuple[int, ...] = SIZES) -> dict[str, float]:
@@ -76,9 +110,12 @@ async def sdk_session_figures(root: str, sizes: tuple[int, ...] = SIZES) -> dict
     figures: dict[str, float] = {}
     for size in sizes:
         label = f"{size // 1000}k"
-        add_ours, add_theirs, get_ours, get_theirs = await _one_size(root, size)
+        add_ours, add_theirs, get_ours, get_theirs, reopened, again = await _one_size(root, size)
         figures[f"sdk_add_items_ms_{label}"] = add_ours
         figures[f"sdk_add_items_vs_sqlite_session_{label}"] = add_ours / add_theirs
         figures[f"sdk_get_items_10_ms_{label}"] = get_ours
         figures[f"sdk_get_items_10_vs_sqlite_session_{label}"] = get_ours / get_theirs
+        figures[f"sdk_reopen_get_items_10_ms_{label}"] = reopened
+        figures[f"sdk_reopen_get_items_10_vs_sqlite_session_{label}"] = reopened / again
+    figures.update(await reopen_whole_figures(root, sizes[0]))
     return figures

@@ -147,6 +147,10 @@ async def test_the_sdk_session_figures_compare_the_same_histories(tmp_path: Path
         "sdk_add_items_vs_sqlite_session_2k",
         "sdk_get_items_10_ms_2k",
         "sdk_get_items_10_vs_sqlite_session_2k",
+        "sdk_reopen_get_items_10_ms_2k",
+        "sdk_reopen_get_items_10_vs_sqlite_session_2k",
+        "sdk_reopen_get_items_all_ms_2k",
+        "sdk_reopen_get_items_all_vs_sqlite_session_2k",
     ]
 
 

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from agent_session.integrations.google_adk import EventLogSessionService
 from agent_session.integrations.google_adk.catalog import catalog_for
+from agent_session.integrations.openai_agents import EventLogSession
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_jsonl.fileio import FileOps
 from agent_session.persistence_postgres import PostgresPersistence
@@ -328,3 +329,91 @@ async def test_a_catalog_of_an_earlier_build_is_read_and_gains_the_record(store:
     catalog.close()
     assert recorded is not None
     assert recorded.folded > 0
+
+
+# --- a reopened OpenAI Agents SDK session's first limited read ----------------------------
+
+
+def _sdk_turn(n: int) -> list[dict[str, Any]]:
+    """A run's items: a question, a call and its output, the answer."""
+    call = {"type": "function_call", "call_id": f"c{n}", "name": "f", "arguments": "{}"}
+    return [
+        {"role": "user", "content": f"question {n}"},
+        {**call, "id": f"fc{n}"},
+        {"type": "function_call_output", "call_id": f"c{n}", "output": str(n)},
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": f"msg{n}",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": f"answer {n}", "annotations": []}],
+        },
+    ]
+
+
+async def _sdk_limited_and_whole(store: str, limit: int) -> tuple[list[Any], list[Any]]:
+    first = EventLogSession("chat", store, warn_without_hooks=False)
+    try:
+        limited = await first.get_items(limit=limit)
+    finally:
+        await first.aclose()
+    second = EventLogSession("chat", store, warn_without_hooks=False)
+    try:
+        whole = await second.get_items()
+    finally:
+        await second.aclose()
+    return limited, whole
+
+
+async def test_a_reopened_sdk_session_s_first_limited_read_is_its_history_s_end(
+    store: str,
+) -> None:
+    writer = EventLogSession("chat", store, warn_without_hooks=False)
+    for n in range(20):
+        await writer.add_items(_sdk_turn(n))
+    await writer.pop_item()  # (a surface replace, past which the end reads alone)
+    for n in range(20, 40):
+        await writer.add_items(_sdk_turn(n))
+    await writer.aclose()
+    for limit in (0, 1, 3, 10, 100, 1_000):
+        limited, whole = await _sdk_limited_and_whole(store, limit)
+        assert limited == (whole[-limit:] if limit else [])
+    assert len(whole) == 159
+    assert whole[-1]["content"][0]["text"] == "answer 39"
+
+
+async def test_a_reopened_sdk_session_s_limited_read_after_a_clear_or_a_crash(
+    store: str,
+) -> None:
+    writer = EventLogSession("chat", store, warn_without_hooks=False)
+    await writer.add_items(_sdk_turn(0))
+    await writer.clear_session()  # (a replace among the last events: read whole)
+    await writer.aclose()
+    assert await _sdk_limited_and_whole(store, 5) == ([], [])
+    writer = EventLogSession("chat", store, warn_without_hooks=False)
+    await writer.add_items(_sdk_turn(1)[:2])  # a call, never answered: the turn stays open
+    await writer.aclose()
+    limited, whole = await _sdk_limited_and_whole(store, 1)
+    assert limited == whole[-1:]
+    assert whole[-1]["type"] == "function_call_output"
+    assert "interrupted" in whole[-1]["output"]  # (crash repair's answer)
+
+
+async def test_a_reopened_sdk_session_s_limited_read_takes_nothing(store: str) -> None:
+    writer = EventLogSession("chat", store, warn_without_hooks=False)
+    await writer.add_items(_sdk_turn(0))
+    await writer.add_items([{"role": "user", "content": "no answer yet"}])  # (an open turn
+    await writer.aclose()  # of user input only: its repair adds no item)
+    reader = EventLogSession("chat", store, warn_without_hooks=False)
+    other = EventLogSession("chat", store, warn_without_hooks=False)
+    try:
+        latest = await reader.get_items(limit=2)
+        assert [item.get("content") for item in latest] == [
+            _sdk_turn(0)[3]["content"],
+            "no answer yet",
+        ]
+        await other.add_items(_sdk_turn(1))  # (a whole read would hold the session)
+        assert len(await reader.get_items(limit=9)) == 9
+    finally:
+        await other.aclose()
+        await reader.aclose()

@@ -4,8 +4,8 @@ that read does not grow with the session (the whole log is read when it is writt
 
 Guarantees: the view holds exactly the events and the state a whole read would give (the
 last ``count`` projected events, the session state folded from the catalog's record over
-every state delta since); where the end of the log cannot give that alone (a torn tail or an
-open last turn, which a load repairs), nothing is returned and the caller reads it whole.
+every state delta since); where the end of the log cannot give that alone (a torn tail, or
+an open last turn whose repair answers calls), nothing is returned and the caller reads it whole.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from agent_session.integrations.google_adk.catalog import Row
 from agent_session.integrations.google_adk.state import View
+from agent_session.integrations.turns import repair_answers
 from agent_session.session.errors import SessionNotFoundError
 from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.types import TURN_END, TURN_START
@@ -36,8 +37,7 @@ async def recent_view(
             tail = await persistence.read_tail(log_id, window)
         except SessionNotFoundError:
             return None
-        brackets = [e.type for e in tail.events if e.type in (TURN_START, TURN_END)]
-        if tail.torn or (brackets and brackets[-1] == TURN_START):
+        if tail.torn or repair_answers(tail.events):
             return None  # (a load repairs it: its closers are part of what it shows)
         whole = tail.start == 0
         begin = 0 if whole else _outside_turns(tail.events)

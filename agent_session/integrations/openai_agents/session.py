@@ -14,7 +14,10 @@ Guarantees:
 - A session :meth:`EventLogSession.open` made can be used from any thread and any event
   loop (its runtime runs on a private loop; calls are serialized).
 - ``get_items`` gives back the items exactly as added, in order; a session written by
-  something else (the reference loop, crash repair) projects to plain items.
+  something else (the reference loop, crash repair) projects to plain items. The first
+  ``get_items(limit=N)`` of a session not yet opened here reads only the end of its log and
+  takes nothing (its cost does not grow with the history); the session is opened, its whole
+  log read and its writer lock taken, by the first write or whole read.
 - ``pop_item`` and ``clear_session`` append: a surface replace (an empty assistant message
   takes the popped or cleared messages' place) and ``openai-agents/forgotten`` for kept
   items. The log keeps everything. Taking away a call the running turn still waits on (a run
@@ -40,6 +43,7 @@ from agent_session.integrations.openai_agents.history import HistoryIndex, histo
 from agent_session.integrations.openai_agents.items import (
     item_kind,
 )
+from agent_session.integrations.openai_agents.recent import recent_items
 from agent_session.integrations.openai_agents.writing import ItemWriter
 from agent_session.integrations.turns import BracketCursor, next_step, record_call
 from agent_session.session.events.interruption import Interruption
@@ -261,6 +265,12 @@ class EventLogSession(ItemWriter):
     async def _get_items(self, limit: int | None = None) -> list[Any]:
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
+        persistence = self.runtime.persistence
+        opened = self._session is not None or self.runtime.sessions.get(self.session_id)
+        if limit is not None and not opened and persistence is not None:  # (the log's end)
+            items = await recent_items(persistence, self.session_id, limit)
+            if items is not None:
+                return items
         return self._index.latest(await self._live(), limit)
 
     async def add_items(self, items: Sequence[Any]) -> None:
