@@ -8,7 +8,7 @@ INTEROP := tests/interop/node_modules/.installed
 PACKAGES := agent_session bench
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: test test-fast demo bench lint typecheck pytest clean venv interop
+.PHONY: test test-fast demo bench lint typecheck pytest clean venv interop wheel
 
 venv:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version)'
@@ -58,6 +58,11 @@ test: lint typecheck pytest
 test-fast: $(STAMP)
 	scripts/with-postgres $(BIN)/pytest -q -n auto -m "not slow and not process"
 
+# The wheel and the sdist a project of its own installs (dist/).
+wheel: venv
+	@$(PIP) 'build>=1.2'
+	$(BIN)/python -m build --outdir dist
+
 demo: $(RUNTIME)
 	@$(BIN)/agent-session demo --crash tool
 
@@ -65,5 +70,5 @@ bench: $(STAMP) $(INTEROP)
 	scripts/with-postgres $(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
 	rm -rf tests/interop/node_modules
