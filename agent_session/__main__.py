@@ -2,6 +2,6 @@
 
 import sys
 
-from agent_session.cli import main
+from agent_session.cli.entry import main
 
 sys.exit(main())

@@ -163,7 +163,7 @@ class _Backend:
         self._opened: SessionPersistence | None = None
 
     async def __aenter__(self) -> SessionPersistence:
-        from agent_session.commands import open_backend
+        from agent_session.cli.commands import open_backend
         from agent_session.session.persistence.service import SessionPersistence
         from agent_session.stores import StoreSpec, parse_store
 

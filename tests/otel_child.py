@@ -15,8 +15,8 @@ import signal
 import sys
 
 from agent_session.agent_loop.tools import ToolCall
+from agent_session.demo.stack import MODEL, SYSTEM, open_stack, turn_script
 from agent_session.otel.live import otel_exporter
-from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
 
 
 async def main(store: str, endpoint: str, phase: str) -> None:

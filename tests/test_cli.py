@@ -23,7 +23,7 @@ COMMANDS = ["demo", "ls", "show", "verify", "recover", "export", "convert", "rm"
 
 def cli(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess[str]:
     script = shutil.which("agent-session", path=os.path.dirname(sys.executable))
-    command = [script] if script else [sys.executable, "-m", "agent_session.cli"]
+    command = [script] if script else [sys.executable, "-m", "agent_session"]
     result = subprocess.run(
         [*command, *args], capture_output=True, text=True, timeout=300, check=False
     )
@@ -342,7 +342,7 @@ async def test_export_refuses_an_unpaired_history(tmp_path: Path) -> None:
 
 
 def test_exit_codes_follow_one_table(tmp_path: Path) -> None:
-    """0 healthy, 1 needs recovery, 2 corrupt, 3 not found, 4 usage, 5 I/O (agent_session.exits),
+    """0 healthy, 1 needs recovery, 2 corrupt, 3 not found, 4 usage, 5 I/O (agent_session.cli.exits),
     the same for every command; a mistyped id is not found, never corrupt."""
     root = crashed_store(tmp_path / "store")
     assert cli("verify", str(root), check_rc=1).stdout.startswith("s1: interrupted")

@@ -33,7 +33,7 @@ def run(*args: str) -> tuple[int, str, str, int]:
     """Run the CLI in a child of a measuring child (whose only child it is): its exit code,
     stdout, stderr and peak resident set in MiB."""
     script = shutil.which("agent-session", path=os.path.dirname(sys.executable))
-    command = [script] if script else [sys.executable, "-m", "agent_session.cli"]
+    command = [script] if script else [sys.executable, "-m", "agent_session"]
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, *command, *args],
         capture_output=True,

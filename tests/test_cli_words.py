@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_session.arguments import EXAMPLES
+from agent_session.cli.arguments import EXAMPLES
 from tests.test_cli import cli, crashed_store
 
 pytestmark = pytest.mark.process

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent_session.copy import copy_session
+from agent_session.cli.copy import copy_session
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_sqlite import SqlitePersistence
 from agent_session.session import SessionCollisionError, SessionEventError, decode_json
@@ -178,7 +178,7 @@ def test_a_copy_killed_midway_leaves_no_session_in_the_destination(
         "postgres": fresh_database() if kind == "postgres" else "",
     }[kind]
     killed = subprocess.run(
-        [sys.executable, "-m", "agent_session.cli", "copy", str(source), target, "s1"],
+        [sys.executable, "-m", "agent_session", "copy", str(source), target, "s1"],
         env={**os.environ, "AGENT_SESSION_FAILPOINT": point},
         capture_output=True,
         text=True,

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from agent_session.child import digest
+from agent_session.demo.child import digest
+from agent_session.demo.stack import MODEL, SYSTEM, open_stack, turn_script, workdir_of
 from agent_session.recovery import TOOL_OUTCOME_UNKNOWN
 from agent_session.session import SessionEvent
-from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script, workdir_of
 from agent_session.stores import parse_store
 from tests.backends import fresh_database
 
@@ -32,7 +32,16 @@ REPO = Path(__file__).resolve().parents[1]
 def run_child(root: str, mode: str, *extra: str) -> list[tuple[int, str]]:
     """Run the crash child to its death; return its durable reports."""
     result = subprocess.run(
-        [sys.executable, "-m", "agent_session.child", str(root), "crash", "--mode", mode, *extra],
+        [
+            sys.executable,
+            "-m",
+            "agent_session.demo.child",
+            str(root),
+            "crash",
+            "--mode",
+            mode,
+            *extra,
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from agent_session.demo.stack import MODEL, SYSTEM, open_stack, turn_script
 from agent_session.persistence_jsonl import FileOps, JsonlPersistence
 from agent_session.persistence_jsonl.encoding import PLAIN, ZSTD
 from agent_session.persistence_jsonl.scan import scan_log
@@ -35,7 +36,6 @@ from agent_session.persistence_jsonl.zstd import zstd_plaintext
 from agent_session.recovery import is_balanced
 from agent_session.session import Session, SessionEvent, SessionPersistenceCorruptionError
 from agent_session.session.json.codec import encode_json
-from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
 
 
 @dataclass

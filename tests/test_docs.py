@@ -93,7 +93,7 @@ def test_the_error_tree_is_the_code_s() -> None:
 
 
 def test_the_exit_codes_on_the_page_are_the_code_s() -> None:
-    from agent_session import exits
+    from agent_session.cli import exits
 
     def table(text: str) -> list[tuple[str, str]]:
         plain = text.replace("``", "`").replace("\\|", "|")
@@ -107,7 +107,7 @@ def test_the_exit_codes_on_the_page_are_the_code_s() -> None:
 
 
 def test_every_command_is_on_the_cli_page_and_run_there() -> None:
-    from agent_session.arguments import EXAMPLES
+    from agent_session.cli.arguments import EXAMPLES
 
     page = (ROOT / "docs" / "cli.md").read_text()
     assert sorted(re.findall(r"(?m)^## ([\w-]+)$", page)) == sorted(EXAMPLES)

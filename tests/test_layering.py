@@ -137,3 +137,15 @@ asyncio.run(main())
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "completed session recovery\n"
+
+
+FLAT = {"__init__.py", "__main__.py", "stores.py", "deciders.py"}
+"""The modules the front door keeps beside its rooms (the names users import from it)."""
+
+
+def test_the_front_door_keeps_its_modules_in_rooms_named_by_their_job() -> None:
+    flat = {p.name for p in (ROOT / FRONT).glob("*.py")}
+    assert flat == FLAT, (
+        f"modules beside agent_session's rooms: {sorted(flat - FLAT)}; put each in the room "
+        "of its job (cli/, demo/, see/, interchange/, beside_logs/, ...: docs/development.md)"
+    )

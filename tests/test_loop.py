@@ -323,7 +323,7 @@ async def test_a_model_answer_that_reuses_a_call_id_is_refused_and_its_calls_nev
     """A scripted model replaying its first step (what a resume with the same script does)
     asks for ``c1`` again: the turn ends ``error`` naming the first call's seq, the body ran
     once, and the history stays one a provider accepts."""
-    from agent_session.export import check_transcript
+    from agent_session.interchange.export import check_transcript
 
     again = ScriptedStep(calls=[ScriptedCall("c1", "read_file", ['{"path": "a"}'])])
     _, session, agent, _, calls = stack([again, ScriptedStep(text=["ok"]), again])
@@ -343,7 +343,7 @@ async def test_a_model_call_without_an_id_or_a_name_is_refused_before_it_is_reco
 ) -> None:
     """No result could answer such a call: the answer is not recorded as a message (the
     history stays valid), none of its calls runs, and the turn ends ``error``."""
-    from agent_session.export import check_transcript
+    from agent_session.interchange.export import check_transcript
 
     bad = ScriptedStep(calls=[ScriptedCall(id, name, ['{"path": "a"}'])])
     _, session, agent, _, calls = stack([bad])

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from agent_session.cli import main
-from agent_session.exits import IO_ERROR
+from agent_session.cli.exits import IO_ERROR
 from tests.corpus import case_bytes, cases
 from tests.otlp_receiver import receiver
 

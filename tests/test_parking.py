@@ -22,7 +22,7 @@ from agent_session import (
 )
 from agent_session.agent_loop.approval import APPROVAL_REQUEST, TOOLS_PRE_EXECUTE, user_approval
 from agent_session.agent_loop.parking import decide
-from agent_session.export import check_transcript
+from agent_session.interchange.export import check_transcript
 from agent_session.recovery import closers
 from agent_session.session.errors import (
     ApprovalExpiredError,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from agent_session import arguments_digest, open_store
-from agent_session.export import check_transcript
+from agent_session.interchange.export import check_transcript
 from agent_session.session import Session
 from agent_session.session.persistence.failpoints import FAILPOINT_ENV
 from tests.test_cli import cli
@@ -214,7 +214,7 @@ async def test_two_deciders_at_once_one_wins_and_the_other_is_told(
     store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
     park(store, outbox, "parked")
     script = shutil.which("agent-session", path=os.path.dirname(sys.executable))
-    command = [script] if script else [sys.executable, "-m", "agent_session.cli"]
+    command = [script] if script else [sys.executable, "-m", "agent_session"]
     racers = [
         subprocess.Popen(
             [*command, verb, store, "job", "c-pay"],
@@ -362,7 +362,7 @@ async def test_a_decider_killed_while_appending_leaves_one_decision_or_none(
     store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
     park(store, outbox, "parked")
     script = shutil.which("agent-session", path=os.path.dirname(sys.executable))
-    command = [script] if script else [sys.executable, "-m", "agent_session.cli"]
+    command = [script] if script else [sys.executable, "-m", "agent_session"]
     env = {**os.environ, FAILPOINT_ENV: FAILPOINTS[kind]}
     killed = subprocess.run(
         [*command, "approve", store, "job", "c-pay"], env=env, capture_output=True, check=False

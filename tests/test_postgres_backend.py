@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from agent_session.copy import copy_session
+from agent_session.cli.copy import copy_session
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_postgres import PostgresPersistence
 from agent_session.persistence_postgres.lines import batch_lines

@@ -228,7 +228,7 @@ async def test_idle_session_timeout_does_not_end_the_lock_connection() -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agent_session.cli", *args],
+        [sys.executable, "-m", "agent_session", *args],
         capture_output=True,
         text=True,
         timeout=300,

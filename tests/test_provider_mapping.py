@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_session.export import to_anthropic, to_openai, to_responses
+from agent_session.interchange.export import to_anthropic, to_openai, to_responses
 from agent_session.session.events.builders import model_message, tool_result_message, user_message
 from tests.test_provider_crash import valid_for
 

@@ -33,8 +33,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from agent_session.export import check_transcript, to_openai
 from agent_session.integrations.pydantic_ai import export_messages, import_messages
+from agent_session.interchange.export import check_transcript, to_openai
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.recovery import TOOL_OUTCOME_UNKNOWN_TEXT
 from agent_session.session import Runtime, SessionDataError, SessionEventError

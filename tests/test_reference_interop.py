@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent_session.copy import copy_session
+from agent_session.cli.copy import copy_session
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_sqlite import SqlitePersistence
 from tests.corpus import case_bytes, case_id, cases

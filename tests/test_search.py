@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_session.search import surface_texts
+from agent_session.see.search import surface_texts
 from agent_session.session import Session
 from tests.test_cli import cli, snapshot_files
 

@@ -157,7 +157,7 @@ async def test_a_wrong_password_is_final_and_says_so(caplog: pytest.LogCaptureFi
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     script = shutil.which("agent-session", path=os.path.dirname(sys.executable))
-    command = [script] if script else [sys.executable, "-m", "agent_session.cli"]
+    command = [script] if script else [sys.executable, "-m", "agent_session"]
     return subprocess.run(
         [*command, *args], capture_output=True, text=True, timeout=300, check=False, cwd=cwd
     )
@@ -243,7 +243,7 @@ def test_no_command_prints_the_password(tmp_path: Path) -> None:
             listed += 1
     assert listed == 2  # both reachable stores listed their sessions, their paths masked
     env_run = subprocess.run(
-        [sys.executable, "-m", "agent_session.cli", "ls", "--json"],
+        [sys.executable, "-m", "agent_session", "ls", "--json"],
         capture_output=True,
         text=True,
         timeout=300,

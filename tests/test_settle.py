@@ -22,7 +22,7 @@ from agent_session import (
     checkpoint_policy,
 )
 from agent_session.agent_loop.effects import Applied, NotApplied, Unknown, effect_of_mcp
-from agent_session.export import check_transcript
+from agent_session.interchange.export import check_transcript
 from agent_session.recovery import closers
 
 

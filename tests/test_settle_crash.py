@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent_session import open_store
-from agent_session.export import check_transcript
+from agent_session.interchange.export import check_transcript
 from tests.backends import fresh_database
 
 pytestmark = pytest.mark.process

@@ -139,7 +139,7 @@ def test_a_fifo_or_a_device_is_refused_at_once(tmp_path: Path, kind: str) -> Non
         assert len(done.stderr.strip().splitlines()) == 1
     env = {**os.environ, "AGENT_SESSION_STORE": store}
     done = subprocess.run(
-        [sys.executable, "-m", "agent_session.cli", "ls"],
+        [sys.executable, "-m", "agent_session", "ls"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -191,7 +191,7 @@ def test_a_database_on_a_read_only_mount_is_read(tmp_path: Path) -> None:
     mount = tmp_path / "ro"
     mount.mkdir()
     commands = " && ".join(
-        f"{sys.executable} -m agent_session.cli {args} sqlite:///{mount}/s.db{extra}"
+        f"{sys.executable} -m agent_session {args} sqlite:///{mount}/s.db{extra}"
         for args, extra in (("ls", ""), ("verify", ""), ("show", " s1"))
     )
     script = (

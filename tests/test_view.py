@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from agent_session.persistence_jsonl import JsonlPersistence
+from agent_session.see.view import page
 from agent_session.session import Runtime, Session
-from agent_session.view import page
 from bench.workload import append_step
 from tests.browser import chromium, distinct_pixels
 from tests.corpus import case_bytes, cases

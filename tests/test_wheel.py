@@ -77,7 +77,7 @@ def test_the_wheel_holds_one_import_package_with_its_markers_and_nothing_else(
     markers = {str(p.relative_to(REPO)) for p in (REPO / "agent_session").rglob("py.typed")}
     assert markers, "agent_session ships no py.typed"
     assert markers <= set(names), markers - set(names)
-    assert {"agent_session/assets/view.css", "agent_session/assets/view.js"} <= set(names)
+    assert {"agent_session/see/assets/view.css", "agent_session/see/assets/view.js"} <= set(names)
     with tarfile.open(sdist) as archive:
         members = archive.getnames()
     assert not [n for n in members if "__pycache__" in n or "/.venv/" in n or "node_modules" in n]

@@ -81,7 +81,7 @@ async def test_readers_never_block_and_a_killed_owner_releases_the_lock(tmp_path
     assert (await reader.read_raw("held")) is not None
     assert [h.id for h in await reader.list_headers()] == ["held"]
     verify = subprocess.run(
-        [sys.executable, "-m", "agent_session.cli", "verify", str(tmp_path / "root")],
+        [sys.executable, "-m", "agent_session", "verify", str(tmp_path / "root")],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -124,7 +124,7 @@ async def test_ls_reports_a_turn_held_by_a_live_writer_as_open(tmp_path: Path) -
 
     def state() -> str:
         out = subprocess.run(
-            [sys.executable, "-m", "agent_session.cli", "ls", str(root), "--json"],
+            [sys.executable, "-m", "agent_session", "ls", str(root), "--json"],
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from agent_session.exits import OK, UserError
-from agent_session.output import Progress, json_line
+from agent_session.cli.exits import OK, UserError
+from agent_session.cli.output import Progress, json_line
 
 __all__ = ["export_otel", "parse_headers", "parse_since", "traces_url"]
 
@@ -63,7 +63,7 @@ def traces_url(endpoint: str, signal: str = "traces") -> str:
 
 async def export_otel(args: argparse.Namespace) -> int:
     """Export, then print what was sent (one JSON object with ``--json``)."""
-    from agent_session.commands import check_exists
+    from agent_session.cli.commands import check_exists
     from agent_session.otel.export import OtlpSink, export_store
 
     check_exists(args.store)

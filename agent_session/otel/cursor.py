@@ -21,8 +21,8 @@ import pathlib
 import sqlite3
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent_session.replace_file import replace_durably
-from agent_session.side_tables import SideDatabase
+from agent_session.beside_logs.replace_file import replace_durably
+from agent_session.beside_logs.side_tables import SideDatabase
 
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec

@@ -250,8 +250,8 @@ async def export_store(
     :class:`TraceExportError` (what was acknowledged before stays recorded)."""
     import asyncio
 
-    from agent_session.commands import backend, check_exists, diagnose
-    from agent_session.exits import NotFound
+    from agent_session.cli.commands import backend, check_exists, diagnose
+    from agent_session.cli.exits import NotFound
     from agent_session.otel.cursor import cursors_for
 
     exported = Exported()

@@ -117,8 +117,8 @@ async def _work(
     """Export what the queue names, one at a time: ``None`` the whole store, a session its
     turns past the cursor once they are durable. The cursors are opened once the store
     exists, and kept for the worker's life."""
-    from agent_session.commands import check_exists
-    from agent_session.exits import NotFound
+    from agent_session.cli.commands import check_exists
+    from agent_session.cli.exits import NotFound
     from agent_session.otel.cursor import Cursors, cursors_for
     from agent_session.otel.export import (
         Exported,

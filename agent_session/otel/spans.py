@@ -274,7 +274,7 @@ def _chat(
         _put(attributes, "gen_ai.response.id", message.get("id"))
         attributes["agent_session.seq.last"] = answer.seq
         if content == "refs":
-            attributes["agent_session.output.ref"] = f"{ids[0]}#{answer.seq}"
+            attributes["agent_session.cli.output.ref"] = f"{ids[0]}#{answer.seq}"
         elif content == "full":
             attributes["gen_ai.output.messages"] = redact(_json([message]))
     name = f"chat {model}" if isinstance(model, str) and model else "chat"
@@ -318,7 +318,7 @@ def _tool(
         if isinstance(how, str):
             span_events.append(("agent_session.settled", _ns(result.time), {"how": how}))
         if content == "refs":
-            attributes["agent_session.output.ref"] = f"{ids[0]}#{result.seq}"
+            attributes["agent_session.cli.output.ref"] = f"{ids[0]}#{result.seq}"
         elif content == "full":
             attributes["gen_ai.tool.call.result"] = redact(_json(message.get("content")))
     else:

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from agent_session.agent_loop.models import ModelRequest
-from agent_session.export import to_anthropic
+from agent_session.interchange.export import to_anthropic
 from agent_session.providers.base import (
     ProviderFailure,
     ProviderModel,

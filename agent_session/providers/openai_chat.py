@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from agent_session.agent_loop.models import ModelRequest
-from agent_session.export import to_openai
+from agent_session.interchange.export import to_openai
 from agent_session.providers.base import (
     ProviderFailure,
     ProviderModel,

@@ -5,9 +5,10 @@
     agent = runtime.agent(session, model="openai/gpt-5")
 
 Stateless (``store: false``): every request carries the session's surface as input items
-(:func:`agent_session.export.to_responses`), with the registry's tools as ``function`` tools,
-and asks for ``reasoning.encrypted_content``: the reasoning items of an answer are kept
-verbatim in its message's ``replayState`` and sent back as they came, so reasoning carries
+(:func:`agent_session.interchange.export.to_responses`), with the registry's tools as
+``function`` tools, and asks for ``reasoning.encrypted_content``: the reasoning items of an
+answer are kept verbatim in its message's ``replayState`` and sent back as they came, so
+reasoning carries
 across tool calls. The stream maps to reference chunks: output text and refusals (text),
 reasoning summaries and text (reasoning), function calls with streamed arguments (the
 provider's ``call_id`` is the log's ``callId``), usage (cached and reasoning tokens) and how
@@ -21,7 +22,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agent_session.agent_loop.models import ModelRequest
-from agent_session.export import to_responses
+from agent_session.interchange.export import to_responses
 from agent_session.providers.base import ProviderFailure
 from agent_session.providers.blocks import Blocks, failure, finish, usage
 from agent_session.providers.openai_chat import OpenAIChatModel

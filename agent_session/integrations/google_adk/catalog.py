@@ -26,8 +26,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent_session.replace_file import replace_durably
-from agent_session.side_tables import SideDatabase
+from agent_session.beside_logs.replace_file import replace_durably
+from agent_session.beside_logs.side_tables import SideDatabase
 
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec

@@ -129,7 +129,7 @@ async def import_command(store: StoreSpec, database: str, session_id: str) -> in
 
     from google.adk.errors.already_exists_error import AlreadyExistsError
 
-    from agent_session.exits import CORRUPT, OK, NotFound, UserError
+    from agent_session.cli.exits import CORRUPT, OK, NotFound, UserError
     from agent_session.integrations.google_adk.mapping import log_id
 
     try:

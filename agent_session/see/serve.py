@@ -1,6 +1,6 @@
 """``agent-session serve STORE [--port N] [--host 127.0.0.1]``: a read-only local web app over
 any store: the session list (state, last write, events, size; filtered by state, sorted) and
-each session's timeline page (:mod:`agent_session.view`), which follows a session being
+each session's timeline page (:mod:`agent_session.see.view`), which follows a session being
 written.
 
 Built on the standard library's ``http.server``: a handful of GET pages for one user on one
@@ -23,8 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from agent_session.exits import IO_ERROR, OK, UserError
-from agent_session.view import csp_hash
+from agent_session.cli.exits import IO_ERROR, OK, UserError
+from agent_session.see.view import csp_hash
 
 __all__ = ["serve"]
 
@@ -45,8 +45,8 @@ def _loopback(host: str) -> bool:
 
 
 def _list_page(store: Any, query: dict[str, list[str]]) -> str:
-    from agent_session.commands import max_log_bytes, open_backend
-    from agent_session.inventory import refine, rows
+    from agent_session.cli.commands import max_log_bytes, open_backend
+    from agent_session.see.inventory import refine, rows
 
     async def listed() -> list[Any]:
         reader = open_backend(store, read_only=True)
@@ -94,7 +94,7 @@ def _list_page(store: Any, query: dict[str, list[str]]) -> str:
 
 
 def _session(store: Any, id: str) -> tuple[dict[str, Any], Any]:
-    from agent_session.commands import open_backend
+    from agent_session.cli.commands import open_backend
 
     async def read() -> tuple[dict[str, Any], Any]:
         reader = open_backend(store, read_only=True)
@@ -111,8 +111,8 @@ class _Handler(BaseHTTPRequestHandler):
     store: Any = None
 
     def do_GET(self) -> None:
+        from agent_session.see.view import page, timeline
         from agent_session.session import SessionError
-        from agent_session.view import page, timeline
 
         url = urlsplit(self.path)
         try:
@@ -149,7 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 async def serve(args: argparse.Namespace) -> int:
     """Serve until interrupted (Ctrl-C)."""
-    from agent_session.commands import check_exists
+    from agent_session.cli.commands import check_exists
 
     if not _loopback(args.host) and not args.allow_remote:
         raise UserError(

@@ -7,9 +7,9 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent_session.exits import CORRUPT, NOT_FOUND, OK, UserError
-from agent_session.output import json_line
-from agent_session.publish import publish
+from agent_session.cli.exits import CORRUPT, NOT_FOUND, OK, UserError
+from agent_session.cli.output import json_line
+from agent_session.interchange.publish import publish
 from agent_session.session import (
     SessionBusyError,
     SessionCollisionError,
@@ -88,7 +88,7 @@ async def copy(args: argparse.Namespace) -> int:
     """Copy the named sessions (default: every session of SRC) and report each; exits with
     the worst outcome (2 for an id that exists in DST or cannot be stored there, 3 for one
     SRC does not have)."""
-    from agent_session.commands import backend, open_backend
+    from agent_session.cli.commands import backend, open_backend
 
     source_spec, target_spec = parse_store(args.source), parse_store(args.target)
     if source_spec == target_spec:

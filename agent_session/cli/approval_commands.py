@@ -1,6 +1,6 @@
 """``agent-session approvals``, ``approve`` and ``reject``: list the parked tool calls of a store
 and decide them (:mod:`agent_session.deciders`). Each returns its exit code from the table in
-:mod:`agent_session.exits`: a call that is not parked (or already decided) is not found (3);
+:mod:`agent_session.cli.exits`: a call that is not parked (or already decided) is not found (3);
 a digest that does not match, or a deadline that passed, is refused as a usage error (4); a
 live writer holding the session is 2."""
 
@@ -10,9 +10,9 @@ import argparse
 import datetime
 from typing import TYPE_CHECKING
 
-from agent_session.commands import check_exists, open_backend
-from agent_session.exits import CORRUPT, NOT_FOUND, OK, UserError
-from agent_session.output import json_line, print_table
+from agent_session.cli.commands import check_exists, open_backend
+from agent_session.cli.exits import CORRUPT, NOT_FOUND, OK, UserError
+from agent_session.cli.output import json_line, print_table
 
 if TYPE_CHECKING:
     from agent_session.session.events.parked import ParkedCall

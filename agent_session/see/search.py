@@ -19,8 +19,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from agent_session.exits import OK, UserError
-from agent_session.output import json_line
+from agent_session.cli.exits import OK, UserError
+from agent_session.cli.output import json_line
 
 __all__ = ["KINDS", "default_index", "search", "surface_texts"]
 
@@ -169,8 +169,8 @@ def _number(turn: Any) -> Any:
 
 async def search(args: argparse.Namespace) -> int:
     """``agent-session search``: refresh the index, then print the matches."""
-    from agent_session.commands import check_exists, max_log_bytes, open_backend
-    from agent_session.inventory import rows
+    from agent_session.cli.commands import check_exists, max_log_bytes, open_backend
+    from agent_session.see.inventory import rows
 
     if not args.phrase.strip():
         raise UserError("the phrase to search for is empty")

@@ -20,19 +20,19 @@ import uuid
 from typing import IO, Any, TextIO
 
 from agent_session.agent_loop.scripted import ScriptedCall, ScriptedStep
-from agent_session.commands import check_exists, open_backend
-from agent_session.exits import CORRUPT, INTERRUPTED, IO_ERROR, UserError
-from agent_session.output import Progress
-from agent_session.real_model import real_adapter
+from agent_session.cli.commands import check_exists, open_backend
+from agent_session.cli.exits import CORRUPT, INTERRUPTED, IO_ERROR, UserError
+from agent_session.cli.output import Progress
+from agent_session.demo.real_model import real_adapter
+from agent_session.demo.stack import MODEL, SYSTEM, open_stack
+from agent_session.see.transcript import render
 from agent_session.session import SessionEvent
 from agent_session.session.events.outcomes import TOOL_OUTCOME_UNKNOWN
 from agent_session.session.events.turns import brackets, next_turn_number
 from agent_session.session.events.types import TOOL_RESULT
 from agent_session.session.persistence.api import Diagnosis
 from agent_session.session.persistence.redaction import mask_store, scrub
-from agent_session.stack import MODEL, SYSTEM, open_stack
 from agent_session.stores import parse_store
-from agent_session.transcript import render
 
 __all__ = ["CHILD_TIMEOUT_S", "CRASH_MODES", "run_demo"]
 
@@ -268,7 +268,7 @@ def _watch_child(
     model: str | None,
     errors: IO[str],
 ) -> _ChildRun:
-    command = [sys.executable, "-m", "agent_session.child", root, session_id]
+    command = [sys.executable, "-m", "agent_session.demo.child", root, session_id]
     command += ["--mode", crash, "--turns", str(turns - 1)]
     if model is not None:
         command += ["--model", model]

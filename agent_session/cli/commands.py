@@ -1,7 +1,7 @@
 """The read-only commands of ``agent-session`` (``ls``, ``show``, ``verify``, ``export``) and
 ``convert``, over any store (:mod:`agent_session.stores`).
 
-Each returns its exit code from the table in :mod:`agent_session.exits`. The read-only ones
+Each returns its exit code from the table in :mod:`agent_session.cli.exits`. The read-only ones
 never write to the store (the tests compare bytes and modification times)."""
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import stat
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agent_session.exits import CORRUPT, OK, STATUS_CODES, NotFound, UserError
-from agent_session.output import Progress, json_line, print_table
+from agent_session.cli.exits import CORRUPT, OK, STATUS_CODES, NotFound, UserError
+from agent_session.cli.output import Progress, json_line, print_table
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
 
-    from agent_session.inventory import SessionRow, Verdict
+    from agent_session.see.inventory import SessionRow, Verdict
     from agent_session.session.persistence.api import Diagnosis
     from agent_session.session.persistence.service import SessionPersistence
     from agent_session.stores import StoreSpec
@@ -104,9 +104,9 @@ async def _listed(
     found: Iterable[SessionRow], args: argparse.Namespace, reader: _Reader
 ) -> AsyncIterator[SessionRow]:
     """The rows ``ls`` shows: each with an open last turn read to say more of it
-    (:func:`agent_session.inventory.refine`), those in ``--state``, in ``--sort`` order (as
+    (:func:`agent_session.see.inventory.refine`), those in ``--state``, in ``--sort`` order (as
     the store reads them without one, so they stream), at most ``--limit``."""
-    from agent_session.inventory import refine
+    from agent_session.see.inventory import refine
 
     async def chosen() -> AsyncIterator[SessionRow]:
         for row in found:
@@ -157,7 +157,7 @@ class _Reader:
 async def ls(args: argparse.Namespace) -> int:
     """One row per entry of the store; a problem entry (corrupt, unsupported, unreadable) is
     listed with its reason, and sets the exit code."""
-    from agent_session.inventory import rows
+    from agent_session.see.inventory import rows
 
     worst = OK
     table: list[list[str]] = []
@@ -227,9 +227,9 @@ async def examined(where: StoreSpec, id: str) -> Diagnosis:
 async def show(args: argparse.Namespace) -> int:
     """The transcript, the raw events, or (``--json``) the stored header line then the
     events."""
-    from agent_session.inventory import waiting
+    from agent_session.see.inventory import waiting
+    from agent_session.see.transcript import render
     from agent_session.session.events.parked import parked_calls
-    from agent_session.transcript import render
 
     store = backend(args.store, read_only=True)
     try:
@@ -267,7 +267,7 @@ async def show(args: argparse.Namespace) -> int:
 def targets(args: argparse.Namespace) -> list[tuple[str, Verdict | None]]:
     """``(id, verdict)`` pairs: the named ids, or every entry of the store with the
     ``(status, detail)`` the listing already found for a problem entry."""
-    from agent_session.inventory import rows
+    from agent_session.see.inventory import rows
 
     if args.ids:
         return [(id, None) for id in args.ids]
@@ -281,7 +281,7 @@ def targets(args: argparse.Namespace) -> list[tuple[str, Verdict | None]]:
 
 async def verify(args: argparse.Namespace) -> int:
     """A read-only verdict per session and a summary; the exit code of the worst."""
-    from agent_session.inventory import status_of
+    from agent_session.see.inventory import status_of
 
     store = backend(args.store, read_only=True)
     worst = OK
@@ -339,7 +339,12 @@ async def convert(args: argparse.Namespace) -> int:
 async def export(args: argparse.Namespace) -> int:
     """The derived history as a provider request, after checking every tool call has
     exactly one result (indented; one compact line with ``--json``)."""
-    from agent_session.export import TranscriptError, check_transcript, to_anthropic, to_openai
+    from agent_session.interchange.export import (
+        TranscriptError,
+        check_transcript,
+        to_anthropic,
+        to_openai,
+    )
     from agent_session.session import Session
     from agent_session.session.events.types import REQUEST_HEADER
 

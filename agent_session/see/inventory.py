@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from agent_session.export import TranscriptError, check_transcript
+from agent_session.interchange.export import TranscriptError, check_transcript
 from agent_session.session import (
     Session,
     SessionError,

@@ -26,15 +26,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from agent_session.exits import OK
+from agent_session.cli.exits import OK
 
 __all__ = ["csp_hash", "page", "rows", "timeline", "view"]
 
 
 def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
     """The timeline's rows (see the module docstring), times relative to the first event."""
+    from agent_session.see.stats import beyond
     from agent_session.session.events.eventlog import is_run, iter_parts
-    from agent_session.stats import beyond
 
     out: list[dict[str, Any]] = []
     origin = events[0].time if len(events) else 0
@@ -132,7 +132,7 @@ def timeline(header: Mapping[str, Any], events: Sequence[Any]) -> dict[str, Any]
 def page(header: Mapping[str, Any], events: Sequence[Any], *, live: str | None = None) -> str:
     """The HTML of the session's timeline (see the module docstring); ``live``: the URL path of
     its :func:`timeline` JSON, which the page then polls to follow a session being written."""
-    assets = resources.files("agent_session") / "assets"
+    assets = resources.files("agent_session.see") / "assets"
     style = (assets / "view.css").read_text(encoding="utf-8")
     script = (assets / "view.js").read_text(encoding="utf-8")
     data = {**timeline(header, events), "live": live}
@@ -164,7 +164,7 @@ def csp_hash(text: str) -> str:
 
 async def view(args: argparse.Namespace) -> int:
     """Write the session's timeline page and say where."""
-    from agent_session.commands import examined
+    from agent_session.cli.commands import examined
 
     session = (await examined(args.store, args.id)).session
     header = session.header.to_json()

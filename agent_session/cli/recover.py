@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent_session.exits import CORRUPT, IO_ERROR, OK, STATUS_CODES
-from agent_session.inventory import Verdict, status_of, transcript_problem
-from agent_session.output import Progress, json_line
+from agent_session.cli.exits import CORRUPT, IO_ERROR, OK, STATUS_CODES
+from agent_session.cli.output import Progress, json_line
 from agent_session.recovery import answers
+from agent_session.see.inventory import Verdict, status_of, transcript_problem
 from agent_session.session import SessionCollisionError, SessionError
 from agent_session.session.persistence.service import SessionPersistence
 
@@ -24,7 +24,7 @@ class Outcome:
     cannot be: corrupt, unsupported, unreadable, not found, or invalid beyond what appending
     can fix; left untouched)."""
     status: str
-    """The session's status before (see ``agent_session.inventory.Status``)."""
+    """The session's status before (see ``agent_session.see.inventory.Status``)."""
     detail: str
     """What was appended, why it was skipped, or why it cannot be repaired."""
     code: int = OK

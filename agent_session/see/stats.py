@@ -10,8 +10,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent_session.exits import OK
-from agent_session.output import json_line
+from agent_session.cli.exits import OK
+from agent_session.cli.output import json_line
 
 __all__ = ["beyond", "checkpoints", "stats"]
 
@@ -132,7 +132,7 @@ def _turn_end(events: Sequence[Any], after: int) -> int:
 
 async def stats(args: argparse.Namespace) -> int:
     """Print the figures of one session."""
-    from agent_session.commands import examined
+    from agent_session.cli.commands import examined
     from agent_session.session.events.stats import SessionStats
 
     events = (

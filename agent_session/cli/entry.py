@@ -1,5 +1,5 @@
-"""The ``agent-session`` command line's entry point: parse (``agent_session.arguments``), run
-the command, and map every error to an exit code of ``agent_session.exits``.
+"""The ``agent-session`` command line's entry point: parse (``agent_session.cli.arguments``), run
+the command, and map every error to an exit code of ``agent_session.cli.exits``.
 
 Startup imports only the standard library: the session stack (and pydantic's model building)
 loads when a command needs it, so ``--help`` and ``--version`` are fast and a Ctrl-C at any
@@ -14,8 +14,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from agent_session.arguments import STORE_COMMANDS, parser, resolve_store
-from agent_session.exits import (
+from agent_session.cli.arguments import STORE_COMMANDS, parser, resolve_store
+from agent_session.cli.exits import (
     CORRUPT,
     INTERRUPTED,
     IO_ERROR,
@@ -35,7 +35,7 @@ controls as JSON does) are for a person."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code (the table in ``agent_session.exits``)."""
+    """Entry point; returns the process exit code (the table in ``agent_session.cli.exits``)."""
     _tolerate_any_stdout_encoding()
     grammar = parser()
     args = grammar.parse_args(argv)
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         grammar.print_help()
         return 0
     if not getattr(args, "json", False) and args.command not in _MACHINE_OUTPUT:
-        from agent_session.output import ShownText
+        from agent_session.cli.output import ShownText
 
         sys.stdout = ShownText(sys.stdout)
     try:
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(scrub("".join(traceback.format_exception(e))), end="", file=sys.stderr)
             return _exit_code(e) if expected else UNEXPECTED
-        from agent_session.output import terminal_text
+        from agent_session.cli.output import terminal_text
 
         print(f"agent-session: error: {terminal_text(scrub(str(e)))}", file=sys.stderr)
         return _exit_code(e)
@@ -90,7 +90,7 @@ def _stdout_closed() -> int:
 
 
 def _exit_code(error: Exception) -> int:
-    """The code of the table in ``agent_session.exits`` for an error that ends a command."""
+    """The code of the table in ``agent_session.cli.exits`` for an error that ends a command."""
     from agent_session.session import SessionError, SessionNotFoundError
 
     if isinstance(error, UserError):
@@ -105,10 +105,10 @@ def _exit_code(error: Exception) -> int:
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
-    from agent_session import commands
+    from agent_session.cli import commands
 
     if args.command == "demo":
-        from agent_session.demo import run_demo
+        from agent_session.demo.story import run_demo
 
         return await run_demo(
             sys.stdout,
@@ -122,7 +122,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
             model=args.model,
         )
     if args.command == "recover":
-        from agent_session.recover import recover
+        from agent_session.cli.recover import recover
 
         store = commands.backend(args.store)
         try:
@@ -130,10 +130,11 @@ async def _dispatch(args: argparse.Namespace) -> int:
         finally:
             await store.aclose()
     if args.command == "copy":
-        from agent_session.copy import copy
+        from agent_session.cli.copy import copy
 
         return await copy(args)
-    from agent_session import approval_commands, search, serve, stats, view
+    from agent_session.cli import approval_commands
+    from agent_session.see import search, serve, stats, view
 
     handlers = {
         "approvals": approval_commands.approvals,

@@ -1,6 +1,6 @@
 """The crash child: runs the reference stack and SIGKILLs itself at a named failpoint.
 
-``python -m agent_session.child ROOT SESSION_ID --mode MODE [--turns N] [--no-policy]
+``python -m agent_session.demo.child ROOT SESSION_ID --mode MODE [--turns N] [--no-policy]
 [--window MS] [--compression {none,zstd}] [--model PROVIDER/NAME]`` runs ``N`` complete
 turns, then one more turn that dies at ``MODE`` (with ``--model``, a real model is asked to
 read and write files, and ``failpoint-missed`` is printed if its last turn never reached
@@ -33,10 +33,10 @@ from typing import Any
 from agent_session.agent_loop.loop import AGENT_POST_STEP, StepContext
 from agent_session.agent_loop.models import LLM_STREAM
 from agent_session.agent_loop.tools import ToolCall
-from agent_session.commands import open_backend
-from agent_session.real_model import real_adapter, task
+from agent_session.cli.commands import open_backend
+from agent_session.demo.real_model import real_adapter, task
+from agent_session.demo.stack import MODEL, SYSTEM, open_stack, turn_script
 from agent_session.session import Session, SessionNotFoundError
-from agent_session.stack import MODEL, SYSTEM, open_stack, turn_script
 from agent_session.stores import parse_store
 
 __all__ = ["MODES", "digest", "main"]
@@ -164,7 +164,7 @@ async def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m agent_session.child")
+    parser = argparse.ArgumentParser(prog="python -m agent_session.demo.child")
     parser.add_argument("root")
     parser.add_argument("session_id")
     parser.add_argument("--mode", choices=MODES, default="none")

@@ -9,14 +9,14 @@ import os
 import sys
 from typing import NoReturn
 
-from agent_session.arguments_looking import add_looking, count, number
-from agent_session.exits import USAGE
+from agent_session.cli.arguments_looking import add_looking, count, number
+from agent_session.cli.exits import USAGE
 
 __all__ = ["EXAMPLES", "MAX_DEMO_TURNS", "STORE_COMMANDS", "parser", "resolve_store"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, exiting with the usage code of the table in ``agent_session.exits``."""
+    """argparse, exiting with the usage code of the table in ``agent_session.cli.exits``."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)

@@ -1,13 +1,13 @@
 """The grammar of the commands that look at sessions without changing them: ``stats``,
 ``search``, ``view``, ``serve`` and ``export-otel`` (the rest of the command line is in
-:mod:`agent_session.arguments`)."""
+:mod:`agent_session.cli.arguments`)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
 
-from agent_session.search import KINDS
+from agent_session.see.search import KINDS
 
 __all__ = ["add_looking", "count", "number"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from agent_session.exits import UserError
+from agent_session.cli.exits import UserError
 
 __all__ = ["PROVIDERS", "real_adapter", "task"]
 
