@@ -8,7 +8,7 @@ INTEROP := tests/interop/node_modules/.installed
 PACKAGES := agent_session bench
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: test test-fast demo bench lint typecheck pytest clean venv interop wheel
+.PHONY: test test-fast test-exhaustive demo bench lint typecheck pytest clean venv interop wheel
 
 venv:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version)'
@@ -53,6 +53,12 @@ pytest: $(STAMP) $(INTEROP)
 	scripts/with-postgres $(BIN)/pytest -q -n auto
 
 test: lint typecheck pytest
+
+# Every case of the exhaustive sweeps (every byte cut, every kill point, class and store),
+# of which make test runs a seeded sample (tests/sweeps.py).
+test-exhaustive: $(STAMP) $(INTEROP)
+	scripts/ensure-chromium
+	AGENT_SESSION_EXHAUSTIVE=1 scripts/with-postgres $(BIN)/pytest -q -n auto
 
 # The library's tests without the long sweeps and the real child processes.
 test-fast: $(STAMP)

@@ -45,3 +45,71 @@ def proxy() -> Iterator[tuple[Any, str]]:
     from tests.pg_server import cutting_proxy
 
     yield from cutting_proxy()
+
+
+# --- seeded samples of the exhaustive sweeps (tests/sweeps.py) ----------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests.sweeps import seed
+
+    seed()  # (the controller's, before it starts the workers: they inherit it)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from tests.sweeps import EXHAUSTIVE, SEED_ENV, seed
+
+    if EXHAUSTIVE:
+        return "sweeps: exhaustive (every case)"
+    return f"sweeps: a seeded sample, {SEED_ENV}={seed()} (make test-exhaustive runs all)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from tests.sweeps import sample, store_of
+
+    groups: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        if item.get_closest_marker("sweep") is not None:
+            groups.setdefault(item.nodeid.split("[", 1)[0], []).append(item)
+    dropped: list[pytest.Item] = []
+    for name, cases in groups.items():
+        marker = cases[0].get_closest_marker("sweep")
+        assert marker is not None
+        kept = sample(cases, marker.kwargs["share"], name=name, key=lambda i: store_of(_id(i)))
+        dropped += [case for case in cases if case not in kept]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        gone = set(map(id, dropped))
+        items[:] = [item for item in items if id(item) not in gone]
+
+
+def _id(item: pytest.Item) -> str:
+    callspec = getattr(item, "callspec", None)
+    return callspec.id if callspec is not None else ""
+
+
+_LONG_S = 20.0
+"""A test that takes longer than this names why in its docstring."""
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    terminalreporter.write_line(pytest_report_header(config))
+    unexplained = sorted(
+        report.nodeid
+        for report in terminalreporter.stats.get("passed", [])
+        if report.when == "call"
+        and report.duration > _LONG_S
+        and not dict(report.user_properties).get("says why it is long")
+    )
+    for nodeid in unexplained:
+        terminalreporter.write_line(
+            f"longer than {_LONG_S:.0f} s, and its docstring does not say why: {nodeid}"
+        )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    outcome = yield
+    docstring = getattr(getattr(item, "function", None), "__doc__", None) or ""
+    says = "longer than 20 s" in " ".join(docstring.lower().split())
+    outcome.get_result().user_properties.append(("says why it is long", says))

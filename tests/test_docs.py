@@ -23,6 +23,8 @@ PAGES = sorted((ROOT / "docs").glob("*.md"))
 
 @pytest.mark.parametrize("page", [README, *PAGES], ids=lambda p: p.name)
 def test_every_block_of_the_page_does_what_it_says(page: Path, tmp_path: Path) -> None:
+    """Every code block of the page run as a reader would (``tests/docs_runner.py``); longer
+    than 20 s for the pages that run many commands (``cli.md``), each in a new process."""
     extra = {}
     text = page.read_text()
     if "DATABASE_URL" in text:

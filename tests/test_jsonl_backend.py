@@ -27,6 +27,7 @@ from agent_session.session import (
 from agent_session.testing.logs import closed_turn, detached, header
 from tests.corpus import case_bytes, cases, complete_lines
 from tests.rows import expand_row
+from tests.sweeps import sample
 
 
 def final_case(scenario: str) -> dict[str, Any]:
@@ -361,8 +362,9 @@ def test_case_60_to_64_header_rules() -> None:
 
 @pytest.mark.slow
 async def test_torn_tail_sweep_every_byte_offset(tmp_path: Path) -> None:
-    """Cut a real two-turn log at every byte: inspect and load return the longest valid
-    prefix plus closers, or refuse as corrupt; nothing else, never a hang."""
+    """Cut a real two-turn log at every byte (a seeded twelfth of them in make test): inspect
+    and load return the longest valid prefix plus closers, or refuse as corrupt; nothing
+    else, never a hang. Longer than 20 s when exhaustive: 28,000 cold reads and repairs."""
     from agent_session.recovery import closers
 
     case = final_case("complete:2")
@@ -380,7 +382,8 @@ async def test_torn_tail_sweep_every_byte_offset(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     backend = JsonlPersistence(root)
     outcomes = {"balanced": 0, "corrupt": 0}
-    for cut in range(len(data) + 1):
+    cuts = sample(range(len(data) + 1), 0.08, name="torn tail of a plain log")
+    for cut in cuts:
         whole_lines = sum(1 for end in ends if end <= cut)
         if whole_lines == 0:
             expected = None
@@ -399,7 +402,8 @@ async def test_torn_tail_sweep_every_byte_offset(tmp_path: Path) -> None:
             assert [e.to_json() for e in stored.events] == expected, f"cut {cut} {method}"
             outcomes["balanced"] += 1
         backend.ledger.forget(case["session_id"])
-    assert outcomes["balanced"] > 20_000
+    # (more than seven in ten reads are of a valid prefix: 20,000 of 28,000 when exhaustive)
+    assert outcomes["balanced"] > 0.7 * 2 * len(cuts)
     await backend.aclose()
     shutil.rmtree(root, ignore_errors=True)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agent_session import ApprovalPendingError, DurableRunHooks, EventLogSession, open_store
 from agent_session.integrations.openai_agents import park_run, resume_run
+from tests.forkserver import run_module
 from tests.test_cli import cli
 
 set_tracing_disabled(True)
@@ -24,14 +24,7 @@ ROOT = Path(__file__).parent.parent
 
 
 def child(store: str, outbox: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tests.sdk_park_child", store, str(outbox), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
+    return run_module("tests.sdk_park_child", store, str(outbox), *args)
 
 
 async def stored(store: str) -> list[Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from pydantic import TypeAdapter
 from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSession
 from agent_session.recovery import TOOL_OUTCOME_UNKNOWN, TOOL_OUTCOME_UNKNOWN_TEXT
 from agent_session.stores import parse_store
+from tests.forkserver import run_module
 
 pytestmark = pytest.mark.process
 
@@ -31,14 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_child(store: str, body_log: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tests.openai_agents_child", store, "chat-1", str(body_log), *flags],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_module("tests.openai_agents_child", store, "chat-1", str(body_log), *flags)
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])

@@ -6,13 +6,13 @@ store."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from agent_session import open_store
 from agent_session.integrations.openai_agents import declare
+from tests.forkserver import run_module
 from tests.test_settle_crash import _visible_results, killed_then_finished, store_of
 
 pytestmark = pytest.mark.process
@@ -20,16 +20,10 @@ pytestmark = pytest.mark.process
 
 def child(store: str, outbox: Path, effect: str, die: str) -> subprocess.CompletedProcess[str]:
     options = ["--effect", effect, "--die", die]
-    return subprocess.run(
-        [sys.executable, "-m", "tests.sdk_settle_child", store, str(outbox), *options],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=Path(__file__).parent.parent,
-    )
+    return run_module("tests.sdk_settle_child", store, str(outbox), *options)
 
 
+@pytest.mark.sweep(share=0.25)
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
 @pytest.mark.parametrize("effect", ["read", "idempotent", "unsafe-probe", "unsafe"])
 @pytest.mark.parametrize("point", ["tool-before", "tool-after", "settle"])

@@ -83,7 +83,8 @@ async def test_a_lost_answer_of_a_cold_append_is_settled_by_the_retry(
 async def test_restarts_under_a_flushing_writer_lose_and_duplicate_nothing() -> None:
     """A writer flushing after every event while its server is killed (``-m immediate``) and
     started again, three times: each failed flush keeps its batch, the writer goes on by
-    itself once the server is back, and the stored log is its events exactly."""
+    itself once the server is back, and the stored log is its events exactly. Longer than
+    20 s: the server is stopped and started three times."""
     server = OwnServer()
     try:
         runtime, backend, session = live_session(server.dsn, "r")

@@ -10,7 +10,6 @@ import functools
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pydantic
 import pytest
 
 from agent_session.session.events.outcomes import TOOL_OUTCOME_UNKNOWN_TEXT
+from tests.forkserver import run_module
 
 pytestmark = pytest.mark.process
 
@@ -26,14 +26,7 @@ ADAPTERS = ["openai-chat", "openai-responses", "anthropic"]
 
 
 def child(store: str, log: Path, adapter: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tests.provider_child", store, str(log), adapter, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
+    return run_module("tests.provider_child", store, str(log), adapter, *args)
 
 
 def valid_for(adapter: str, body: dict[str, Any]) -> list[Any]:
@@ -86,6 +79,7 @@ def repaired_result(adapter: str, body: dict[str, Any]) -> str | None:
     return None
 
 
+@pytest.mark.sweep(share=0.35)
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
 @pytest.mark.parametrize("point", ["request", "midstream", "tool"])
 @pytest.mark.parametrize("adapter", ADAPTERS)

@@ -78,6 +78,7 @@ async def finished(store: str) -> list[Any]:
     return list(log)
 
 
+@pytest.mark.sweep(share=0.5)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("policy", ["checkpoints", "no-policy"])
 @pytest.mark.parametrize("round_", range(2))

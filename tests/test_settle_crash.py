@@ -73,6 +73,7 @@ def store_of(kind: str, tmp_path: Path) -> str:
     return fresh_database()
 
 
+@pytest.mark.sweep(share=0.25)
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
 @pytest.mark.parametrize("effect", EFFECTS)
 @pytest.mark.parametrize("point", POINTS)
