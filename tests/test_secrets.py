@@ -225,7 +225,8 @@ def test_no_command_prints_the_password(tmp_path: Path) -> None:
         key=lambda pair: tuple(word for word in pair[1] if word != pair[0]),
         also=lambda pair: pair[0],
     )
-    rest = [command for _, command in chosen]
+    listing = [(store, ["ls", store, "--json"]) for store in stores[:2]]  # (both reachable)
+    rest = [command for _, command in chosen + [p for p in listing if p not in chosen]]
     try:
         with ThreadPoolExecutor(4) as pool:  # the demos first: the other commands read them
             results = list(pool.map(lambda run: _cli(*run, cwd=tmp_path), demos))
