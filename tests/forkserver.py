@@ -120,6 +120,7 @@ def _serve(address: str, parent: int) -> None:
         except TimeoutError:
             if os.getppid() != parent:  # (the test process is gone)
                 os.unlink(address)
+                os.rmdir(os.path.dirname(address))
                 return
             continue
         if os.fork() == 0:  # a handler: forks the child, reports its pid and its end

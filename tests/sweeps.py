@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
-__all__ = ["EXHAUSTIVE", "SEED_ENV", "sample", "seed"]
+__all__ = ["EXHAUSTIVE", "SEED_ENV", "sample", "seed", "store_of"]
 
 T = TypeVar("T")
 

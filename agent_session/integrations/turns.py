@@ -17,7 +17,6 @@ from typing import Any
 from agent_session.recovery.closers import closers
 from agent_session.session.errors import ApprovalPendingError
 from agent_session.session.events.builders import tool_call
-from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.eventlog import is_run, iter_parts
 from agent_session.session.events.parked import parked_calls
 from agent_session.session.events.turns import Brackets, brackets, next_turn_number
@@ -40,7 +39,6 @@ __all__ = [
     "next_step",
     "open_turn",
     "record_call",
-    "repair_answers",
     "start_turn",
 ]
 
@@ -200,17 +198,3 @@ def record_call(session: Session, turn: OpenTurn, call_id: str) -> int:
         seq = session.append(TOOL_CALL, tool_call(turn.number, step, call_id, name, arguments)).seq
         turn.calls[call_id] = (step, name, arguments, seq)
     return seq
-
-
-def repair_answers(events: Sequence[SessionEvent]) -> bool | None:
-    """Whether a log ending in ``events`` ends in an open turn that crash repair would answer
-    calls in (an assistant message since its ``turn/start``; a turn of user input only gets
-    no visible closer); ``None`` when ``events`` hold no turn bracket to tell by."""
-    asked = False
-    for event in reversed(events):
-        if event.type == TURN_END:
-            return False
-        asked = asked or event.type == ASSISTANT_MESSAGE
-        if event.type == TURN_START:
-            return asked
-    return None

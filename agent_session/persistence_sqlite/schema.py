@@ -16,6 +16,7 @@ import sqlite3
 import stat
 import urllib.parse
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -32,6 +33,7 @@ __all__ = [
     "check_tables",
     "open_database",
     "open_read_only",
+    "transaction",
 ]
 
 SCHEMA_VERSION: Final = 14
@@ -363,3 +365,17 @@ def _configure(
     if journal_mode is not None:
         connection.execute(f"PRAGMA journal_mode = {journal_mode.upper()}")
     connection.execute("PRAGMA synchronous = FULL")
+
+
+@contextlib.contextmanager
+def transaction(db: sqlite3.Connection, kind: str) -> Iterator[None]:
+    """``BEGIN <kind>`` … ``COMMIT``; any failure (the commit's too) rolls back."""
+    db.execute(f"BEGIN {kind}")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+        raise

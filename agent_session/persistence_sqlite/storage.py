@@ -54,6 +54,7 @@ from agent_session.persistence_sqlite.schema import (
     OpenDatabase,
     open_database,
     open_read_only,
+    transaction,
 )
 from agent_session.persistence_sqlite.tail import read_tail
 from agent_session.session import (
@@ -173,7 +174,7 @@ class SqliteStorage(Storage):
     def _read(db: sqlite3.Connection, id: str) -> tuple[Any, list[Any]] | None:
         """The session's row (:data:`HEADER_COLUMNS`, incarnation, revision) and its event
         rows in seq order, from one snapshot; ``None`` when it has no row."""
-        with _transaction(db, "DEFERRED"):
+        with transaction(db, "DEFERRED"):
             row = db.execute(
                 f"SELECT {HEADER_COLUMNS}, incarnation, revision FROM sessions WHERE id = ?",
                 (id,),
@@ -286,7 +287,7 @@ class SqliteStorage(Storage):
         materialized: bool,
     ) -> None:
         id = header.id
-        with _transaction(db, "IMMEDIATE"):
+        with transaction(db, "IMMEDIATE"):
             if materialized:
                 _expect_next(db, id, rows[0][1] if rows else None)
             else:
@@ -312,7 +313,7 @@ class SqliteStorage(Storage):
     def _repair(
         self, db: sqlite3.Connection, id: str, cut_at: object | None, rows: list[tuple[Any, ...]]
     ) -> None:
-        with _transaction(db, "IMMEDIATE"):
+        with transaction(db, "IMMEDIATE"):
             if isinstance(cut_at, RowCut):
                 found = db.execute(
                     "SELECT incarnation, revision FROM sessions WHERE id = ?", (id,)
@@ -337,7 +338,7 @@ class SqliteStorage(Storage):
         ``False`` when it is not stored."""
 
         def delete(db: sqlite3.Connection) -> bool:
-            with _transaction(db, "IMMEDIATE"):
+            with transaction(db, "IMMEDIATE"):
                 return db.execute("DELETE FROM sessions WHERE id = ?", (id,)).rowcount > 0
 
         taken = await self.acquire(id)
@@ -396,20 +397,6 @@ def _expect_next(db: sqlite3.Connection, id: str, first: int | None) -> None:
             f'session "{id}" was changed by another writer: the stored log continues at seq '
             f"{row[0]}, this batch starts at seq {first}; load or resume it again"
         )
-
-
-@contextlib.contextmanager
-def _transaction(db: sqlite3.Connection, kind: str) -> Iterator[None]:
-    """``BEGIN <kind>`` … ``COMMIT``; any failure (the commit's too) rolls back."""
-    db.execute(f"BEGIN {kind}")
-    try:
-        yield
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-        raise
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from agent_session.persistence_sqlite.rows import (
     header_of,
     parsed_row,
 )
+from agent_session.persistence_sqlite.schema import transaction
 from agent_session.session.persistence.kit import StoredTail
 
 __all__ = ["read_tail"]
@@ -26,15 +27,12 @@ def read_tail(db: sqlite3.Connection, id: str, count: int, where: str) -> Stored
     """The last ``count`` events of ``id``'s log, or ``None``: read it whole (it may not be
     stored). ``where`` names the database in errors."""
     asked, count = count, max(count, 1)  # (the seq past the last event is the last's + 1)
-    db.execute("BEGIN DEFERRED")
-    try:
+    with transaction(db, "DEFERRED"):  # (one snapshot)
         row = db.execute(f"SELECT {HEADER_COLUMNS} FROM sessions WHERE id = ?", (id,)).fetchone()
         rows = db.execute(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
             (id, count),
         ).fetchall()
-    finally:
-        db.execute("COMMIT")  # (a read-only transaction: nothing to roll back)
     if row is None:
         return None
     events = []

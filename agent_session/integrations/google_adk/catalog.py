@@ -243,10 +243,11 @@ class _SqlCatalog:
             f"NOT NULL, state TEXT NOT NULL, {_FOLDED}, PRIMARY KEY (app, user_id, id))"
         )
         if "folded" not in db.columns(SESSION_TABLE):  # (a table of an earlier build)
-            with contextlib.suppress(Exception):  # (another process may add it first)
+            try:
                 db.execute(f"ALTER TABLE {SESSION_TABLE} ADD COLUMN {_FOLDED}")
-            if "folded" not in db.columns(SESSION_TABLE):
-                raise OSError(f"cannot add column folded to table {SESSION_TABLE}")
+            except Exception as e:  # (another process may have added it first)
+                if "folded" not in db.columns(SESSION_TABLE):
+                    raise OSError(f"cannot add column folded to {SESSION_TABLE}: {e}") from e
         db.execute(
             f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (app TEXT NOT NULL, scope TEXT NOT NULL, "
             "user_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "

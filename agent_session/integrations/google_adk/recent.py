@@ -14,8 +14,7 @@ from collections.abc import Sequence
 
 from agent_session.integrations.google_adk.catalog import Row
 from agent_session.integrations.google_adk.state import View
-from agent_session.integrations.turns import repair_answers
-from agent_session.session.errors import SessionNotFoundError
+from agent_session.integrations.log_end import tails_from_end
 from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.types import TURN_END, TURN_START
 from agent_session.session.persistence.service import SessionPersistence
@@ -31,14 +30,7 @@ async def recent_view(
 ) -> View | None:
     """The view of the session's last ``count`` ADK events and its state, read from its
     log's end; ``None`` when the log is not stored or its end needs a repair."""
-    window = 4 * count + _MARGIN
-    while True:
-        try:
-            tail = await persistence.read_tail(log_id, window)
-        except SessionNotFoundError:
-            return None
-        if tail.torn or repair_answers(tail.events):
-            return None  # (a load repairs it: its closers are part of what it shows)
+    async for tail in tails_from_end(persistence, log_id, 4 * count + _MARGIN):
         whole = tail.start == 0
         begin = 0 if whole else _outside_turns(tail.events)
         if begin is not None and (whole or tail.start + begin <= row.folded):
@@ -46,7 +38,7 @@ async def recent_view(
             view.extend(tail.events[begin:])
             if whole or len(view.events) >= count:
                 return view
-        window *= 4
+    return None
 
 
 def _outside_turns(events: Sequence[SessionEvent]) -> int | None:

@@ -3,6 +3,7 @@ session's events and surface)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ from agent_session.session.events.types import FRAMEWORK_ITEM, FRAMEWORK_ITEMS_F
 from agent_session.session.json.lossless import thaw
 from agent_session.session.live.session import Session
 
-__all__ = ["Entry", "HistoryIndex", "history"]
+__all__ = ["Entry", "HistoryIndex", "added_keys", "history", "item_at"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +120,7 @@ class HistoryIndex:
     @staticmethod
     def _items(session: Session, keys: list[tuple[int, int]]) -> list[dict[str, Any]]:
         events = session.events
-        out: list[dict[str, Any]] = []
-        for seq, index in keys:
-            event = events[seq]
-            if event.type == FRAMEWORK_ITEM:
-                out.append(thaw(event.data["item"]))
-            else:
-                out.append(items_of(event)[index])
-        return out
+        return [item_at(events[seq], index) for seq, index in keys]
 
     def _update(self, session: Session) -> list[tuple[int, int]]:
         events = session.events
@@ -135,24 +129,42 @@ class HistoryIndex:
             self._disorder = self._disorder_max = -1
         if self._done == len(events):
             return self._keys
-        added: list[tuple[int, int]] = []
-        for event in iter_parts(events[self._done :]):
-            if is_run(event):
-                continue  # packed chunk deltas: never an item
-            op = event.surface_op
-            if isinstance(op, SurfaceReplace) or event.type == FRAMEWORK_ITEMS_FORGOTTEN:
-                keys = self._keys = [(entry.seq, entry.index) for entry in history(session)]
-                self._disorder = max(
-                    (at for at in range(len(keys) - 1) if keys[at][0] > keys[at + 1][0]),
-                    default=-1,
-                )
-                self._disorder_max = max((k[0] for k in keys[: self._disorder + 1]), default=-1)
-                self._done = len(events)
-                return keys
-            if op is not None:
-                added.extend((event.seq, index) for index in range(len(items_of(event))))
-            elif event.type == FRAMEWORK_ITEM:
-                added.append((event.seq, 0))
+        added = added_keys(iter_parts(events[self._done :]))
+        if added is None:  # (a replace or a forget: the order is read again whole)
+            keys = self._keys = [(entry.seq, entry.index) for entry in history(session)]
+            self._disorder = max(
+                (at for at in range(len(keys) - 1) if keys[at][0] > keys[at + 1][0]),
+                default=-1,
+            )
+            self._disorder_max = max((k[0] for k in keys[: self._disorder + 1]), default=-1)
+            self._done = len(events)
+            return keys
         self._keys.extend(added)
         self._done = len(events)
         return self._keys
+
+
+def added_keys(events: Iterable[Any]) -> list[tuple[int, int]] | None:
+    """The ``(seq, index)`` keys of the items ``events`` add to the history, in order (packed
+    delta runs hold none); ``None`` when one of them replaces or forgets earlier items, which
+    may reorder or take away what came before."""
+    added: list[tuple[int, int]] = []
+    for event in events:
+        if is_run(event):
+            continue  # packed chunk deltas: never an item
+        op = event.surface_op
+        if isinstance(op, SurfaceReplace) or event.type == FRAMEWORK_ITEMS_FORGOTTEN:
+            return None
+        if op is not None:
+            added.extend((event.seq, index) for index in range(len(items_of(event))))
+        elif event.type == FRAMEWORK_ITEM:
+            added.append((event.seq, 0))
+    return added
+
+
+def item_at(event: SessionEvent, index: int) -> dict[str, Any]:
+    """The ``index``-th SDK item of ``event`` (a kept ``openai-agents/item`` holds one)."""
+    if event.type == FRAMEWORK_ITEM:
+        kept: dict[str, Any] = thaw(event.data["item"])
+        return kept
+    return items_of(event)[index]

@@ -12,15 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_session.integrations.openai_agents.items import items_of
-from agent_session.integrations.turns import repair_answers
-from agent_session.session.errors import SessionNotFoundError
-from agent_session.session.events.surface import SurfaceReplace
-from agent_session.session.events.types import (
-    FRAMEWORK_ITEM,
-    FRAMEWORK_ITEMS_FORGOTTEN,
-)
-from agent_session.session.json.lossless import thaw
+from agent_session.integrations.log_end import tails_from_end
+from agent_session.integrations.openai_agents.history import added_keys, item_at
 from agent_session.session.persistence.service import SessionPersistence
 
 __all__ = ["recent_items"]
@@ -34,25 +27,11 @@ async def recent_items(
 ) -> list[dict[str, Any]] | None:
     """The last ``limit`` items of the session's history, read from its log's end; ``None``
     when the log is not stored or its end cannot stand for it (see the module)."""
-    window = 2 * limit + _MARGIN
-    while True:
-        try:
-            tail = await persistence.read_tail(id, window)
-        except SessionNotFoundError:
-            return None
-        if tail.torn or repair_answers(tail.events):
-            return None  # (a load repairs it: its closers are items)
-        items: list[dict[str, Any]] = []
-        for event in tail.events:
-            if (
-                isinstance(event.surface_op, SurfaceReplace)
-                or event.type == FRAMEWORK_ITEMS_FORGOTTEN
-            ):
-                return None
-            if event.surface_op is not None:
-                items.extend(items_of(event))
-            elif event.type == FRAMEWORK_ITEM:
-                items.append(thaw(event.data["item"]))
-        if len(items) >= limit or tail.start == 0:
-            return items[-limit:] if limit > 0 else []
-        window *= 4
+    async for tail in tails_from_end(persistence, id, 2 * limit + _MARGIN):
+        keys = added_keys(tail.events)
+        if keys is None:
+            return None  # (a replace or a forget may move or take away earlier items)
+        if len(keys) >= limit or tail.start == 0:
+            chosen = keys[-limit:] if limit > 0 else []
+            return [item_at(tail.events[seq - tail.start], index) for seq, index in chosen]
+    return None

@@ -180,19 +180,24 @@ def validate_log(
             events = []
             index += len(item) - 1
             continue
-        if (
-            type(item) is SessionEvent
-            and item.seq == index
-            and item.surface_op is None
-            and item.type not in RULED_TYPES
-        ):
-            # A built event has a valid envelope and frozen data by construction; a type
-            # outside the surface with no message shape needs only its position checked.
+        if _in_place(item, index):
             events.append(item)
             continue
         events.append(_checked_event(item, index, parts, events, surface))
     parts.append(events)
     return CheckedLog(EventLog(parts), surface)
+
+
+def _in_place(item: object, index: int) -> TypeGuard[SessionEvent]:
+    """Whether ``item`` needs no rule but its position: a built event has a valid envelope
+    and frozen data by construction, and one of a type outside the surface, with no message
+    shape, at its seq has nothing else to check."""
+    return (
+        type(item) is SessionEvent
+        and item.seq == index
+        and item.surface_op is None
+        and item.type not in RULED_TYPES
+    )
 
 
 def _check_run(run: LazyRun, index: int) -> None:
@@ -239,7 +244,7 @@ def check_events(
     index."""
     checked: list[SessionEvent] = []
     for index, item in enumerate(items, start):
-        if type(item) is SessionEvent and item.seq == index and item.type not in RULED_TYPES:
+        if _in_place(item, index):
             checked.append(item)
             continue
         raw, op, sources = _own_rules(item, index)
