@@ -1,11 +1,13 @@
 """Runs the code blocks of a Markdown page as a reader would, in order, in one empty directory,
 and checks what each prints.
 
-- ```` ```python ```` runs in a fresh interpreter; its first line ``# file: NAME`` writes it to
+- ```` ```python ```` runs in an interpreter of its own (forked from one that imported this
+  library and the frameworks the page uses: :mod:`tests.forkserver`); its first line ``# file: NAME`` writes it to
   ``NAME`` instead (a later block or command runs it).
 - ```` ```output ```` right after a python block is what that block prints.
 - ```` ```console ```` holds ``$ command`` lines, each followed by what it prints (stdout and
-  stderr, as a terminal shows them); a command must exit 0 (a page shows another code with
+  stderr, as a terminal shows them), run by ``bash`` with ``agent-session``, ``python FILE``
+  and ``python -m MODULE`` forked the same way; a command must exit 0 (a page shows another code with
   ``; echo "exit $?"``).
 - ```` ```sh ```` holds set-up commands a reader types once: ``make TARGET`` must be a target
   of the Makefile, ``pip install -e '.[EXTRA]'`` an extra of ``pyproject.toml``.
@@ -23,6 +25,8 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.forkserver import command_directory, run_code
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"(?ms)^```(\w+)\n(.*?)^```\n")
@@ -62,9 +66,19 @@ def matches(expected: str, actual: str) -> bool:
     )
 
 
-def environment(extra: dict[str, str]) -> dict[str, str]:
+def server_for(page: str) -> str:
+    """The fork server whose imports a page's code needs (:data:`tests.forkserver.PRELOADS`)."""
+    if "google.adk" in page:
+        return "adk"
+    if any(name in page for name in ("from agents ", "import anthropic", "import openai")):
+        return "frameworks"
+    return "library"
+
+
+def environment(extra: dict[str, str], server: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SESSION_STORE")}
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    commands = [str(command_directory(server)), os.path.dirname(sys.executable)]
+    env["PATH"] = os.pathsep.join([*commands, env.get("PATH", "")])
     env["COLUMNS"] = "100"
     env.update(extra)
     return env
@@ -74,7 +88,8 @@ def run_page(page: Path, workdir: Path, extra_env: dict[str, str] | None = None)
     """Run every block of ``page`` in ``workdir``; return how many ran. Raises
     ``AssertionError`` naming the page and line of the first block that does not do what
     the page says."""
-    env = environment({"XDG_CACHE_HOME": str(workdir / ".cache"), **(extra_env or {})})
+    server = server_for(page.read_text(encoding="utf-8"))
+    env = environment({"XDG_CACHE_HOME": str(workdir / ".cache"), **(extra_env or {})}, server)
     found = blocks(page)
     ran = 0
     for index, block in enumerate(found):
@@ -87,15 +102,7 @@ def run_page(page: Path, workdir: Path, extra_env: dict[str, str] | None = None)
                 (workdir / first.removeprefix("# file: ").strip()).write_text(block.text)
                 ran += 1
                 continue
-            done = subprocess.run(
-                [sys.executable, "-c", block.text],
-                cwd=workdir,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
+            done = run_code(block.text, cwd=workdir, env=env, server=server)
             assert done.returncode == 0, f"{where} failed:\n{done.stderr}"
             assert done.stderr == "", f"{where} wrote to stderr:\n{done.stderr}"
             if following is not None and following.kind == "output":

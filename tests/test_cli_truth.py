@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.forkserver import run_cli
 from tests.stores import OPEN_TURN, plant
 from tests.test_one_bad_entry import DROP_CAPS
 
@@ -25,14 +26,7 @@ COMMAND = [sys.executable, "-m", "agent_session"]
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COMMAND, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
+    return run_cli(*args, env={**os.environ, **(env or {})})
 
 
 def store(root: Path, ids: dict[str, bytes]) -> Path:

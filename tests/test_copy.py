@@ -15,6 +15,7 @@ from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_sqlite import SqlitePersistence
 from agent_session.session import SessionCollisionError, SessionEventError, decode_json
 from tests.corpus import PACKED_ROW_TYPES, case_bytes, case_id, cases, complete_lines
+from tests.forkserver import run_cli
 
 
 def _final_logs() -> list[dict[str, Any]]:
@@ -164,8 +165,6 @@ def test_a_copy_killed_midway_leaves_no_session_in_the_destination(
     all (it had a prefix that listed and verified as a session); the next copy succeeds."""
     import os
     import signal
-    import subprocess
-    import sys
 
     from tests.backends import fresh_database
     from tests.test_cli import cli
@@ -177,13 +176,8 @@ def test_a_copy_killed_midway_leaves_no_session_in_the_destination(
         "sqlite": f"sqlite:///{tmp_path / 'dst.db'}",
         "postgres": fresh_database() if kind == "postgres" else "",
     }[kind]
-    killed = subprocess.run(
-        [sys.executable, "-m", "agent_session", "copy", str(source), target, "s1"],
-        env={**os.environ, "AGENT_SESSION_FAILPOINT": point},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    killed = run_cli(
+        "copy", str(source), target, "s1", env={**os.environ, "AGENT_SESSION_FAILPOINT": point}
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     listed = cli("ls", target, "--json", check_rc=None)

@@ -13,20 +13,14 @@ from pathlib import Path
 import pytest
 
 from agent_session.providers.standin import ANSWER, serving
+from tests.forkserver import run_cli
 
 pytestmark = pytest.mark.process
 
 
 def demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "agent_session", "demo", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**clean, **(env or {})},
-    )
+    return run_cli("demo", *args, env={**clean, **(env or {})})
 
 
 @pytest.mark.parametrize("model", ["openai/stand-in", "openai-chat/stand-in", "anthropic/stand-in"])
@@ -49,13 +43,9 @@ def test_a_real_model_is_killed_at_its_request_recovered_and_resumed(
     assert report["killed"] is True
     assert report["resumedReason"] == {"kind": "completed"}
     assert [c["type"] for c in report["closers"]] == ["step/end", "turn/end"]
-    shown = subprocess.run(
-        [sys.executable, "-m", "agent_session", "show", str(tmp_path / "s"), report["sessionId"]],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert shown.count(ANSWER) == 2  # turn 1, and the resumed turn
+    shown = run_cli("show", str(tmp_path / "s"), report["sessionId"])
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count(ANSWER) == 2  # turn 1, and the resumed turn
 
 
 def test_a_failpoint_the_model_never_reaches_is_said(tmp_path: Path) -> None:

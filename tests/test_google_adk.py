@@ -23,6 +23,7 @@ from agent_session.integrations.google_adk.mapping import log_id
 from agent_session.session.errors import SessionCollisionError
 from agent_session.session.live.session import Session
 from tests.adk_kit import APP, SCRIPT, lines, requests_are_valid, runner, say, shape, text
+from tests.forkserver import Child, run_cli, start_module
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "agent_session"]
@@ -176,19 +177,12 @@ async def test_every_method_of_the_interface(store: str) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``agent-session ARGS``, run as a user runs it."""
-    return subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, check=False)
+    """``agent-session ARGS`` (forked from an interpreter that imported ADK already)."""
+    return run_cli(*args, server="adk")
 
 
-def _child(store: str, *args: str, stdin: int | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.adk_child", store, *args],
-        cwd=REPO,
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def _child(store: str, *args: str, stdin: int | None = None) -> Child:
+    return start_module("tests.adk_child", store, *args, stdin=stdin, server="adk")
 
 
 @pytest.mark.process
@@ -500,9 +494,7 @@ async def test_an_equal_re_delivery_is_idempotent_and_a_different_event_with_its
         got = await service.get_session(app_name=APP, user_id="u", session_id="s")
         assert got is not None
         assert [e.invocation_id for e in got.events] == ["i1", "i2"]
-    checked = subprocess.run(
-        [*CLI, "verify", store], capture_output=True, text=True, timeout=120, check=False
-    )
+    checked = _cli("verify", store)
     assert "invalid" not in checked.stdout, checked.stdout
 
 

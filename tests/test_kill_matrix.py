@@ -13,7 +13,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -22,6 +21,7 @@ import pytest
 from agent_session.persistence_jsonl.encoding import ENCODINGS, ZSTD
 from agent_session.persistence_jsonl.zstd import decompress_frame, scan_frames
 from agent_session.session.persistence.failpoints import FAILPOINT_ENV
+from tests.forkserver import run_module, start_module
 from tests.kill_child import database_of, events, open_backend
 from tests.sweeps import sample
 
@@ -57,27 +57,16 @@ def child(
     env = {**os.environ, FAILPOINT_ENV: point}
     if point.startswith("ack@"):  # kill it when it acknowledges the N-th batch
         return kill_at_ack(root, seed, int(point[4:]), env)
-    return subprocess.run(
-        [sys.executable, "-m", "tests.kill_child", str(root), str(seed), action, compression],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    return run_module(
+        "tests.kill_child", str(root), str(seed), action, compression, env=env, timeout=60
     )
 
 
 def kill_at_ack(
     root: Path, seed: int, ack: int, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.kill_child", str(root), str(seed), "write", "sqlite"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    process = start_module(
+        "tests.kill_child", str(root), str(seed), "write", "sqlite", env=env, stdin=None
     )
     assert process.stdout is not None
     lines = []

@@ -18,6 +18,7 @@ import pytest
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_jsonl.fileio import FileOps, Stat
 from agent_session.session import Runtime, SessionFormatUnsupportedError
+from tests.forkserver import run_cli
 from tests.stores import HEADER, OPEN_TURN, plant
 
 DROP_CAPS = [
@@ -85,9 +86,9 @@ def test_foreign_and_unreadable_entries_affect_only_their_own_id(tmp_path: Path)
 
 
 def cli(*args: str, unprivileged: bool = False) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "agent_session", *args]
-    if unprivileged and os.geteuid() == 0:
-        command = DROP_CAPS + command
+    if not (unprivileged and os.geteuid() == 0):
+        return run_cli(*args, timeout=120)
+    command = [*DROP_CAPS, sys.executable, "-m", "agent_session", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 
 

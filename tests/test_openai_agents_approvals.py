@@ -24,7 +24,7 @@ ROOT = Path(__file__).parent.parent
 
 
 def child(store: str, outbox: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_module("tests.sdk_park_child", store, str(outbox), *args)
+    return run_module("tests.sdk_park_child", store, str(outbox), *args, server="frameworks")
 
 
 async def stored(store: str) -> list[Any]:

@@ -31,7 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_child(store: str, body_log: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    return run_module("tests.openai_agents_child", store, "chat-1", str(body_log), *flags)
+    return run_module(
+        "tests.openai_agents_child", store, "chat-1", str(body_log), *flags, server="frameworks"
+    )
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])

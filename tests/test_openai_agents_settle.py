@@ -20,7 +20,7 @@ pytestmark = pytest.mark.process
 
 def child(store: str, outbox: Path, effect: str, die: str) -> subprocess.CompletedProcess[str]:
     options = ["--effect", effect, "--die", die]
-    return run_module("tests.sdk_settle_child", store, str(outbox), *options)
+    return run_module("tests.sdk_settle_child", store, str(outbox), *options, server="frameworks")
 
 
 @pytest.mark.sweep(share=0.25)

@@ -10,7 +10,6 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from agent_session.cli import main
 from agent_session.cli.exits import IO_ERROR
 from tests.corpus import case_bytes, cases
+from tests.forkserver import run_module, start_module
 from tests.otlp_receiver import receiver
 
 REPO = Path(__file__).resolve().parent.parent
@@ -257,13 +257,7 @@ def _many(root: Path, count: int) -> list[str]:
 
 
 def _cli(store: Path, url: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "agent_session", "export-otel", str(store), "--endpoint", url],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_module("agent_session", "export-otel", str(store), "--endpoint", url, stdin=None)
 
 
 @pytest.mark.parametrize(
@@ -310,10 +304,7 @@ def test_the_live_exporter_sends_the_turn_its_process_died_in_at_the_next_start(
     store = str(tmp_path / "store")
 
     def child(phase: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "tests.otel_child", store, got.url, phase]
-        return subprocess.run(
-            command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False
-        )
+        return run_module("tests.otel_child", store, got.url, phase)
 
     with receiver() as got:
         crash = child("crash")

@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from agent_session import arguments_digest, open_store
 from agent_session.interchange.export import check_transcript
 from agent_session.session import Session
 from agent_session.session.persistence.failpoints import FAILPOINT_ENV
+from tests.forkserver import Child, run_cli, run_module, start_module
 from tests.test_cli import cli
 from tests.test_reference_interop import run_reference
 from tests.test_settle_crash import store_of
@@ -37,14 +37,7 @@ DIGEST = arguments_digest('{"amount": 5}')
 
 
 def child(store: str, outbox: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tests.park_child", store, str(outbox), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
+    return run_module("tests.park_child", store, str(outbox), *args)
 
 
 def effects(outbox: Path) -> list[str]:
@@ -213,15 +206,8 @@ async def test_two_deciders_at_once_one_wins_and_the_other_is_told(
 ) -> None:
     store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
     park(store, outbox, "parked")
-    script = shutil.which("agent-session", path=os.path.dirname(sys.executable))
-    command = [script] if script else [sys.executable, "-m", "agent_session"]
     racers = [
-        subprocess.Popen(
-            [*command, verb, store, "job", "c-pay"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        start_module("agent_session", verb, store, "job", "c-pay", stdin=subprocess.DEVNULL)
         for verb in ("approve", "reject")
     ]
     finished = [(racer.wait(timeout=120), *racer.communicate()) for racer in racers]
@@ -237,7 +223,7 @@ async def test_two_deciders_at_once_one_wins_and_the_other_is_told(
     assert effects(outbox).count("pay c-pay") == (1 if won == "approve" else 0)
 
 
-def holding(store: str, outbox: Path) -> subprocess.Popen[str]:
+def holding(store: str, outbox: Path) -> Child:
     """An agent process that parked the job and stays alive, its live writer."""
     agent = started("tests.park_child", store, str(outbox), "--hold")
     assert agent.stdout is not None
@@ -245,7 +231,7 @@ def holding(store: str, outbox: Path) -> subprocess.Popen[str]:
     return agent
 
 
-def let_go(agent: subprocess.Popen[str]) -> None:
+def let_go(agent: Child) -> None:
     assert agent.stdin is not None
     agent.stdin.write("exit\n")
     agent.stdin.flush()
@@ -361,12 +347,8 @@ async def test_a_decider_killed_while_appending_leaves_one_decision_or_none(
 ) -> None:
     store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
     park(store, outbox, "parked")
-    script = shutil.which("agent-session", path=os.path.dirname(sys.executable))
-    command = [script] if script else [sys.executable, "-m", "agent_session"]
     env = {**os.environ, FAILPOINT_ENV: FAILPOINTS[kind]}
-    killed = subprocess.run(
-        [*command, "approve", store, "job", "c-pay"], env=env, capture_output=True, check=False
-    )
+    killed = run_cli("approve", store, "job", "c-pay", env=env)
     assert killed.returncode == -signal.SIGKILL
     again = cli("approve", store, "job", "c-pay", check_rc=None)
     assert again.returncode in (0, 3), again.stderr  # decided now, or the first one landed

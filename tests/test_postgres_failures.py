@@ -23,6 +23,7 @@ import pytest
 from agent_session.persistence_postgres import PostgresPersistence
 from agent_session.session import Runtime, Session, SessionCollisionError
 from tests.backends import fresh_database
+from tests.forkserver import run_cli
 from tests.pg_server import CuttingProxy, OwnServer, PgBouncer
 from tests.test_postgres_backend import live_session, stored
 
@@ -228,14 +229,7 @@ async def test_idle_session_timeout_does_not_end_the_lock_connection() -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent_session", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={k: v for k, v in os.environ.items() if k != "AGENT_SESSION_STORE"},
-    )
+    return run_cli(*args, env={k: v for k, v in os.environ.items() if k != "AGENT_SESSION_STORE"})
 
 
 @pytest.mark.process

@@ -26,7 +26,7 @@ ADAPTERS = ["openai-chat", "openai-responses", "anthropic"]
 
 
 def child(store: str, log: Path, adapter: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_module("tests.provider_child", store, str(log), adapter, *args)
+    return run_module("tests.provider_child", store, str(log), adapter, *args, server="frameworks")
 
 
 def valid_for(adapter: str, body: dict[str, Any]) -> list[Any]:

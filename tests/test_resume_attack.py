@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.forkserver import run_module
 from tests.test_cli import cli
 from tests.test_settle_crash import _visible_results, store_of
 from tests.together import let_go_together
@@ -24,19 +24,8 @@ ROOT = Path(__file__).parent.parent
 KINDS = ["jsonl", "sqlite", "postgres"]
 
 
-def command(store: str, outbox: Path, role: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "tests.resume_child", store, str(outbox), role, *extra]
-
-
 def run(store: str, outbox: Path, role: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        command(store, outbox, role, *extra),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
+    return run_module("tests.resume_child", store, str(outbox), role, *extra)
 
 
 def answer(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ from agent_session.persistence_postgres import PostgresPersistence
 from agent_session.session import Runtime
 from agent_session.session.persistence.redaction import mask_store, scrub, secrets_of
 from tests.backends import fresh_database
+from tests.forkserver import run_cli
 from tests.pg_server import OwnServer
 from tests.sweeps import sample
 
@@ -157,11 +157,7 @@ async def test_a_wrong_password_is_final_and_says_so(caplog: pytest.LogCaptureFi
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    script = shutil.which("agent-session", path=os.path.dirname(sys.executable))
-    command = [script] if script else [sys.executable, "-m", "agent_session"]
-    return subprocess.run(
-        [*command, *args], capture_output=True, text=True, timeout=300, check=False, cwd=cwd
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 def _commands(store: str, local: str) -> list[list[str]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from agent_session import open_store
 from agent_session.interchange.export import check_transcript
 from tests.backends import fresh_database
+from tests.forkserver import run_module
 
 pytestmark = pytest.mark.process
 
@@ -26,24 +26,8 @@ EFFECTS = ["read", "idempotent", "unsafe-probe", "unsafe"]
 def child(
     store: str, outbox: Path, effect: str, die: str, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.settle_child",
-            store,
-            str(outbox),
-            "--effect",
-            effect,
-            "--die",
-            die,
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=Path(__file__).parent.parent,
+    return run_module(
+        "tests.settle_child", store, str(outbox), "--effect", effect, "--die", die, *extra
     )
 
 

@@ -11,7 +11,6 @@ import re
 import sqlite3
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -30,6 +29,7 @@ from agent_session.session import (
     register_event_type,
 )
 from agent_session.session.events.eventlog import LazyRun
+from tests.forkserver import run_cli
 from tests.test_writer_lock import writer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -168,14 +168,7 @@ def test_two_processes_appending_to_one_session_never_interleave(
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent_session", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(*args, timeout=60)
 
 
 def _database(path: Path, *pragmas: str, tables: str = "") -> None:

@@ -16,6 +16,7 @@ import pytest
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_jsonl.scan import scan_log
 from agent_session.session import SessionCollisionError, register_event_type
+from tests.forkserver import Child, run_cli, start_module
 
 pytestmark = pytest.mark.process
 
@@ -23,14 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 register_event_type("plugin/write")
 
 
-def writer(root: str | Path, id: str, count: int, go: Path, *flags: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.lock_child", str(root), id, str(count), str(go), *flags],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def writer(root: str | Path, id: str, count: int, go: Path, *flags: str) -> Child:
+    return start_module("tests.lock_child", str(root), id, str(count), str(go), *flags, stdin=None)
 
 
 @pytest.mark.parametrize("round_", range(3))
@@ -80,14 +75,7 @@ async def test_readers_never_block_and_a_killed_owner_releases_the_lock(tmp_path
     assert len((await reader.inspect("held")).events) == 1
     assert (await reader.read_raw("held")) is not None
     assert [h.id for h in await reader.list_headers()] == ["held"]
-    verify = subprocess.run(
-        [sys.executable, "-m", "agent_session", "verify", str(tmp_path / "root")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    verify = run_cli("verify", str(tmp_path / "root"), timeout=60)
     assert verify.returncode == 0, verify.stderr
     event = {
         "type": "plugin/write",
@@ -123,15 +111,9 @@ async def test_ls_reports_a_turn_held_by_a_live_writer_as_open(tmp_path: Path) -
     assert holder.stdout.readline().strip() == "holding"
 
     def state() -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "agent_session", "ls", str(root), "--json"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-        return str(json.loads(out)["state"])
+        listed = run_cli("ls", str(root), "--json", timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        return str(json.loads(listed.stdout)["state"])
 
     assert state() == "open"  # the writer is alive: its turn is still running
     holder.send_signal(signal.SIGKILL)

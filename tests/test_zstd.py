@@ -30,6 +30,7 @@ from agent_session.session import (
 )
 from tests import stores
 from tests.corpus import case_bytes, cases
+from tests.forkserver import run_cli
 from tests.sweeps import sample
 
 HEADER = stores.HEADER % b"z"
@@ -348,13 +349,7 @@ async def test_convert_refuses_a_torn_log_and_a_session_another_writer_holds(
 @pytest.mark.process
 def test_the_cli_lists_converts_and_exports_compressed_sessions(tmp_path: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "agent_session", *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        return run_cli(*args, timeout=120)
 
     root = str(tmp_path / "store")
     made = cli("demo", "--root", root, "--session-id", "z", "--compression", "zstd")

@@ -4,26 +4,21 @@ what the test races (it waits for a line on stdin), and all are told ``go`` toge
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from tests.forkserver import Child, start_module
 
 __all__ = ["let_go_together", "started"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def started(module: str, *args: str) -> subprocess.Popen[str]:
-    """``python -m module args...`` in the project's root, its stdin and stdout pipes."""
-    return subprocess.Popen(
-        [sys.executable, "-m", module, *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+def started(module: str, *args: str) -> Child:
+    """``python -m module args...`` in the project's root, with stdin, stdout and stderr
+    pipes (forked from the fork server)."""
+    return start_module(module, *args)
 
 
 def let_go_together(module: str, *args: str, count: int = 2) -> list[dict[str, Any]]:
