@@ -66,13 +66,16 @@ def test_the_table_states_every_extra_s_range_and_this_environment_s_version() -
 REQUIREMENTS_MET = """
 import importlib.metadata as metadata, sys
 from packaging.requirements import Requirement
-for name in sys.argv[1:]:
-    for line in metadata.requires(name) or []:
+for pinned in sys.argv[1:]:
+    asked = Requirement(pinned)
+    for line in metadata.requires(asked.name) or []:
         need = Requirement(line)
-        if need.marker is None or need.marker.evaluate({"extra": ""}):
+        if need.marker is None or any(
+            need.marker.evaluate({"extra": extra}) for extra in ["", *asked.extras]
+        ):
             have = metadata.version(need.name)
-            assert need.specifier.contains(have, prereleases=True), (name, line, have)
-    print(name, metadata.version(name))
+            assert need.specifier.contains(have, prereleases=True), (pinned, line, have)
+    print(asked.name, metadata.version(asked.name))
 """
 """Run in the other end's environment: every package given is found at its pinned version,
 and every requirement it has is met by what that environment imports."""
@@ -84,10 +87,11 @@ def test_each_integration_passes_its_tests_at_the_other_end_of_its_range(tmp_pat
     """Longer than 20 s: it makes a virtual environment that holds the other ends in front of
     this environment's packages, and runs the integrations' tests there."""
     others = [row for row in _rows() if row["other"] != "(no other release)"]
-    pins = {}
+    pins = []  # (the package as the extra names it, with its extras; its version)
     for row in others:
-        pins[row["package"].split("[")[0]] = row["other"]
-        pins.update(dict.fromkeys(ALSO.get(row["package"], []), row["other"]))
+        pins.append((row["package"], row["other"]))
+        pins += [(also, row["other"]) for also in ALSO.get(row["package"], [])]
+    wanted = [f"{package}=={version}" for package, version in pins]
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     python = str(venv / "bin" / "python")
@@ -98,14 +102,15 @@ def test_each_integration_passes_its_tests_at_the_other_end_of_its_range(tmp_pat
         check=True,
     ).stdout.strip()
     # Behind its own packages, this environment's (the library's editable install among
-    # them): only the other ends are installed, with no dependencies, which are checked below.
+    # them): pip installs into it only the other ends and what they need that this
+    # environment lacks (it leaves alone what lies outside the new one).
     ours = sysconfig.get_paths()["purelib"]
     Path(site, "behind-the-suite-s-packages.pth").write_text(
         f"import site; site.addsitedir({ours!r})\n"
     )
-    install = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    pip = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check"]
     done = subprocess.run(
-        [*install, "--no-deps", "--target", site, *(f"{name}=={v}" for name, v in pins.items())],
+        [*pip, "install", "--quiet", *wanted],
         capture_output=True,
         text=True,
         timeout=900,
@@ -113,10 +118,10 @@ def test_each_integration_passes_its_tests_at_the_other_end_of_its_range(tmp_pat
     )
     assert done.returncode == 0, done.stdout + done.stderr
     found = subprocess.run(
-        [python, "-c", REQUIREMENTS_MET, *pins], capture_output=True, text=True, check=False
+        [python, "-c", REQUIREMENTS_MET, *wanted], capture_output=True, text=True, check=False
     )
     assert found.returncode == 0, found.stderr
-    assert found.stdout.split() == [word for pin in pins.items() for word in pin]
+    assert found.stdout.split() == [w for p, v in pins for w in (p.split("[")[0], v)]
     files = [name for row in others for name in TESTS_OF[row["package"]]]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     ran = subprocess.run(
