@@ -62,6 +62,7 @@ from agent_session.persistence_postgres.schema import check_durability, migrate
 from agent_session.persistence_postgres.statements import ROWS_PER_STATEMENT, protocol_append
 from agent_session.persistence_postgres.unreachable import (
     CONNECT_TIMEOUT_S,
+    pooled,
     translated,
     unreachable,
 )
@@ -199,7 +200,7 @@ class PostgresStorage(Storage):
                 with self._opening:  # the first calls of several workers open it once
                     if not self._opened:
                         self._open()
-            with self._pool.connection(timeout=CONNECT_TIMEOUT_S) as connection:
+            with pooled(self._pool, self.connect) as connection:
                 self._adopt(connection)
                 return work(connection)
 

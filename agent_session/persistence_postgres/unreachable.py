@@ -9,24 +9,30 @@ happened (``EACCES``: authentication refused; ``ENOENT``: no such database or ro
 ``EROFS``: the server refuses writes, a standby or ``default_transaction_read_only``;
 ``ECONNRESET``: the connection broke; ``EIO``: any other refusal of the server); its text
 holds no secret of the connection string (:func:`session.persistence.redaction.scrub`).
+A pooled connection that does not come at once is not waited for blindly (:func:`pooled`):
+a server that went away fails within :data:`PROBE_AFTER_S`, with its own reason.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-from collections.abc import Iterator
-from typing import Final
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
 import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from agent_session.session.persistence.kit import scrub
 
-__all__ = ["CONNECT_TIMEOUT_S", "classify", "translated", "unreachable"]
+__all__ = ["CONNECT_TIMEOUT_S", "PROBE_AFTER_S", "classify", "pooled", "translated", "unreachable"]
 
 CONNECT_TIMEOUT_S: Final = 5
 """The longest a connection attempt, or a wait for a pooled connection, may take before it
 fails with ``ETIMEDOUT``."""
+PROBE_AFTER_S: Final = 0.5
+"""How long a wait for a pooled connection goes on before a connection of our own checks the
+server (a stopped or refusing server then fails at once, with its reason)."""
 
 _FINAL: Final = (
     ("password authentication failed", errno.EACCES),
@@ -37,6 +43,7 @@ _FINAL: Final = (
     ("does not exist", errno.ENOENT),
     ("connection refused", errno.ECONNREFUSED),
     ("timeout expired", errno.ETIMEDOUT),
+    ("couldn't get a connection", errno.ETIMEDOUT),  # (the pool's)
     ("could not translate host name", errno.ENOENT),
     ("failed to resolve host", errno.ENOENT),
 )
@@ -81,3 +88,24 @@ def translated(shown: str) -> Iterator[None]:
         yield
     except (psycopg.Error, TimeoutError) as e:  # (the pool's wait for a connection)
         raise unreachable(shown, e) from None
+
+
+@contextlib.contextmanager
+def pooled(
+    pool: ConnectionPool[Any], probe: Callable[[], psycopg.Connection[Any]]
+) -> Iterator[Any]:
+    """A connection of ``pool``, as ``pool.connection()`` lends it. When none is free within
+    :data:`PROBE_AFTER_S` (a connection being replaced, or a server that went away), a
+    connection of our own, made by ``probe`` and closed at once, checks the server: its
+    failure is raised (the server's reason, in a few milliseconds when nothing listens);
+    else the wait goes on, up to :data:`CONNECT_TIMEOUT_S` in all."""
+    try:
+        connection = pool.getconn(timeout=PROBE_AFTER_S)
+    except PoolTimeout:
+        probe().close()
+        connection = pool.getconn(timeout=CONNECT_TIMEOUT_S - PROBE_AFTER_S)
+    try:
+        with connection:
+            yield connection
+    finally:
+        pool.putconn(connection)
