@@ -13,8 +13,10 @@ import gc
 import logging
 import os
 import select
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import psycopg
@@ -122,6 +124,53 @@ async def test_restarts_under_a_flushing_writer_lose_and_duplicate_nothing() -> 
 
 
 # --- the writer lock's connection ------------------------------------------------------------
+
+
+def _holding(dsn: str, id: str, pid: int) -> psycopg.Connection[tuple[object, ...]]:
+    """A connection holding ``id``'s writer lock, named as this library names the lock
+    connection of process ``pid`` of this host."""
+    from agent_session.persistence_postgres.locks import KEY
+
+    name = f"agent-session host={socket.gethostname()} pid={pid}"
+    holder = psycopg.connect(dsn, autocommit=True, application_name=name)
+    assert holder.execute(f"SELECT pg_try_advisory_lock({KEY})", (id,)).fetchone() == (True,)
+    return holder
+
+
+def test_a_lock_whose_holder_died_on_this_host_is_waited_for_not_refused() -> None:
+    """A writer killed here holds its lock until the server notices that its connection
+    closed: the next writer waits for that (it saw the holder), and then takes the lock; a
+    holder that is alive is refused at once."""
+    from agent_session.persistence_postgres.locks import AdvisoryLocks, writer_name
+
+    dsn = fresh_database()
+    locks = AdvisoryLocks(lambda: psycopg.connect(dsn, autocommit=True, application_name="w"))
+    alive = _holding(dsn, "live", os.getpid())
+    with pytest.raises(SessionCollisionError, match=f"pid={os.getpid()}, server pid"):
+        locks.take("live")
+    alive.close()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead = _holding(dsn, "dead", int(gone.stdout))
+    taken: list[bool] = []
+    taker = threading.Thread(target=lambda: taken.append(locks.take("dead")))
+    taker.start()
+    with psycopg.connect(dsn, autocommit=True) as watch:
+        while not watch.execute(  # (the taker asked who holds it)
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = 'w' AND query LIKE "
+            "'%pg_stat_activity%'"
+        ).fetchone():
+            assert taker.is_alive(), "the taker gave up while the holder was still there"
+    assert taker.is_alive()  # waiting, not refused
+    dead.close()  # (as the server does once it notices the killed writer's socket closed)
+    taker.join(timeout=30)
+    assert taken == [True]
+    locks.close()
+    assert writer_name().startswith(f"agent-session host={socket.gethostname()} pid=")
 
 
 def _lock_holders(dsn: str, id: str) -> list[int]:

@@ -6,6 +6,11 @@ A second writer anywhere is refused with :class:`SessionCollisionError` naming t
 connection that closes, so a holder that dies gives them back. The lock gives a clear error
 and liveness; what keeps the log correct is the check of ``next_seq`` in every append.
 
+A writer killed on this host holds its lock until the server notices that its connection
+closed (a moment later): a new writer that finds the lock held by a process of this host
+that no longer exists waits for the server to end that connection (up to
+:data:`DEAD_OWNER_WAIT_S`) instead of being refused.
+
 The server also frees them when it ends the connection (a restart, a network cut). So every
 write that relies on a lock asks first whether its connection is still there
 (:meth:`AdvisoryLocks.intact`, :meth:`AdvisoryLocks.ensure`): when it is gone the lock is
@@ -18,8 +23,12 @@ keepalives.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import select
+import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -27,7 +36,7 @@ import psycopg
 
 from agent_session.session import SessionCollisionError
 
-__all__ = ["KEY", "AdvisoryLocks", "Connection"]
+__all__ = ["DEAD_OWNER_WAIT_S", "KEY", "AdvisoryLocks", "Connection", "writer_name"]
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 """A synchronous connection, as this backend uses them."""
@@ -42,6 +51,36 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
   AND l.objid = (key.k & 4294967295)::oid
   AND l.pid <> pg_backend_pid()
 """
+DEAD_OWNER_WAIT_S: Final = 5.0
+"""How long a writer waits for the server to end the connection of a lock holder that died on
+this host before it is refused."""
+_NAME: Final = re.compile(r"agent-session host=(?P<host>\S+) pid=(?P<pid>\d+)")
+
+
+def writer_name() -> str:
+    """The ``application_name`` of this process's connections: what a refused writer is
+    told about the owner, and how a writer of this host knows the owner died."""
+    return f"agent-session host={socket.gethostname()} pid={os.getpid()}"[:63]
+
+
+def _dead_here(name: str | None) -> bool:
+    """Whether ``name`` (an owner's ``application_name``) is a process of this host that no
+    longer exists."""
+    found = _NAME.fullmatch(name or "")
+    if found is None or len(found[0]) >= 63 or found["host"] != socket.gethostname():
+        return False  # (not ours, cut to the server's 63 bytes, or another host's)
+    try:
+        os.kill(int(found["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # (alive, another user's)
+        return False
+    return False
+
+
+def _shown(holder: tuple[Any, ...]) -> str:
+    """A lock holder's row of ``_OWNER``, as a refused writer is told it."""
+    return f"{holder[0] or 'a connection'}, server pid {holder[1]}"
 
 
 class AdvisoryLocks:
@@ -126,8 +165,12 @@ class AdvisoryLocks:
         """
         self._forget_connection()
         connection = self._open()
-        if not self._try(connection, id):
-            raise SessionCollisionError(refusal(self.owner(connection, id)))
+        deadline = time.monotonic() + DEAD_OWNER_WAIT_S
+        while not self._try(connection, id):
+            holder = connection.execute(_OWNER, (id,)).fetchone()
+            if holder is None or not _dead_here(holder[0]) or time.monotonic() > deadline:
+                raise SessionCollisionError(refusal(None if holder is None else _shown(holder)))
+            time.sleep(0.01)  # (its holder died here: the server ends it when it notices)
         self._held.add(id)
         self._lost.discard(id)
 
@@ -174,7 +217,7 @@ class AdvisoryLocks:
         if not self.enabled:
             return None
         row = connection.execute(_OWNER, (id,)).fetchone()
-        return None if row is None else f"{row[0] or 'a connection'}, server pid {row[1]}"
+        return None if row is None else _shown(row)
 
     def close(self) -> None:
         """Give every lock back (closing the connection does)."""

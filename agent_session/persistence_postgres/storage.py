@@ -30,8 +30,6 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -48,7 +46,7 @@ from agent_session.persistence_postgres.appends import (
     unsent_part,
 )
 from agent_session.persistence_postgres.lines import Line, batch_lines
-from agent_session.persistence_postgres.locks import AdvisoryLocks, Connection
+from agent_session.persistence_postgres.locks import AdvisoryLocks, Connection, writer_name
 from agent_session.persistence_postgres.loop_connections import LoopConnections
 from agent_session.persistence_postgres.reads import (
     RowCut,
@@ -85,12 +83,6 @@ from agent_session.session.persistence.kit import (
 __all__ = ["PostgresStorage", "RowCut"]
 
 T = TypeVar("T")
-
-
-def writer_name() -> str:
-    """The ``application_name`` of this process's connections: what a refused writer is
-    told about the owner."""
-    return f"agent-session host={socket.gethostname()} pid={os.getpid()}"[:63]
 
 
 class PostgresStorage(Storage):
