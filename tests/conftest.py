@@ -81,6 +81,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=dropped)
         gone = set(map(id, dropped))
         items[:] = [item for item in items if id(item) not in gone]
+    # The long ones first, so that no worker is left running one after the others are done.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _id(item: pytest.Item) -> str:

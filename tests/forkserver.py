@@ -402,18 +402,23 @@ def _handle(conn: socket.socket) -> None:
 def _fresh_streams() -> None:
     """New ``sys.stdin``, ``stdout`` and ``stderr`` over the child's descriptors, as an
     interpreter starting with its environment makes them (the server's were made for its own
-    descriptors: buffering, seekability)."""
+    descriptors: buffering, seekability), ``PYTHONIOENCODING`` and ``PYTHONUNBUFFERED``
+    included."""
     given = os.environ.get("PYTHONIOENCODING", "")
     encoding, _, errors = given.partition(":")
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     for fd, name in enumerate(("stdin", "stdout", "stderr")):
         old: Any = getattr(sys, name)
         raw = io.FileIO(fd, "r" if fd == 0 else "w", closefd=False)
-        buffered = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+        buffered: Any = raw if unbuffered and fd > 0 else None  # (as ``python -u`` does)
+        if buffered is None:
+            buffered = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
         stream = io.TextIOWrapper(
             buffered,
             encoding=encoding or old.encoding,
             errors=(errors or old.errors) if fd < 2 else "backslashreplace",
             line_buffering=fd == 2 or raw.isatty(),
+            write_through=unbuffered and fd > 0,
         )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)

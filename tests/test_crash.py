@@ -10,8 +10,6 @@ result; the session resumes and a further turn runs and persists.
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from agent_session.recovery import TOOL_OUTCOME_UNKNOWN
 from agent_session.session import SessionEvent
 from agent_session.stores import parse_store
 from tests.backends import fresh_database
+from tests.forkserver import run_module
 
 pytestmark = pytest.mark.process
 
@@ -31,23 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_child(root: str, mode: str, *extra: str) -> list[tuple[int, str]]:
     """Run the crash child to its death; return its durable reports."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agent_session.demo.child",
-            str(root),
-            "crash",
-            "--mode",
-            mode,
-            *extra,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_module("agent_session.demo.child", str(root), "crash", "--mode", mode, *extra)
     if mode == "none":
         assert result.returncode == 0, result.stderr
     else:
