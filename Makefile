@@ -6,9 +6,14 @@ STAMP := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
 INTEROP := tests/interop/node_modules/.installed
 PACKAGES := agent_session bench
-PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+# (no .pyc files written for all of every package: each module is compiled when imported)
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile
+# Each module is compiled once, not in every one of the suite's thousand processes, even
+# where the environment says not to write bytecode (__pycache__ is ignored by git).
+unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: test test-fast test-exhaustive demo bench lint typecheck pytest clean venv interop wheel
+.PHONY: test test-fast test-exhaustive demo bench lint typecheck pytest clean venv interop wheel \
+	system setup
 
 venv:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version)'
@@ -32,7 +37,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict $(PACKAGES)
+	$(BIN)/mypy --strict --num-workers auto $(PACKAGES)
 
 # The TypeScript reference stack (and the Node.js it needs), pinned by its lock file, for
 # the tests that load this project's logs with it.
@@ -43,6 +48,19 @@ $(INTEROP): tests/interop/package-lock.json
 
 interop: $(INTEROP)
 
+# Debian's packages the tests use (Chromium, the PostgreSQL server, PgBouncer), installed as
+# root when missing; not as root, scripts/ensure-chromium and scripts/with-postgres say what
+# is missing, or use yours (AGENT_SESSION_CHROMIUM, AGENT_SESSION_PG_DSN).
+system:
+	@scripts/ensure-packages --if-root $(if $(AGENT_SESSION_CHROMIUM),,chromium) \
+		$(if $(AGENT_SESSION_PG_DSN),,postgresql pgbouncer)
+
+# Everything the tests need, the downloads side by side: the Python packages, the reference
+# stack and the system packages; the lint and the type check start as soon as the Python
+# packages are in.
+setup:
+	@$(MAKE) --no-print-directory -j 4 --output-sync=target lint typecheck interop system
+
 # The PostgreSQL tests run against a throwaway server (scripts/with-postgres starts it, or
 # uses yours when AGENT_SESSION_PG_DSN is set), on every core: every test has its own
 # directories, databases and child processes. On two cores the tests took 10-14.5 minutes
@@ -52,7 +70,8 @@ pytest: $(STAMP) $(INTEROP)
 	scripts/ensure-chromium
 	scripts/with-postgres $(BIN)/pytest -q -n auto
 
-test: lint typecheck pytest
+test: setup
+	@$(MAKE) --no-print-directory pytest
 
 # Every case of the exhaustive sweeps (every byte cut, every kill point, class and store),
 # of which make test runs a seeded sample (tests/sweeps.py).
