@@ -26,6 +26,7 @@ import importlib
 import io
 import os
 import runpy
+import shutil
 import signal
 import socket
 import subprocess
@@ -319,8 +320,9 @@ def command_directory(server: str = "library") -> Path:
     address = _address(server)
     with _lock:
         made = _commands.get(server)
-        if made is None:
-            made = _commands[server] = Path(tempfile.mkdtemp(prefix="agent-session-commands-"))
+        if made is None:  # (in the server's own folder, which it removes when it ends)
+            made = _commands[server] = Path(address).parent / "bin"
+            made.mkdir()
             wire = Path(__file__).with_name("fork_wire.py")
             for name in ("agent-session", "python"):
                 script = made / name
@@ -368,8 +370,7 @@ def _serve(address: str, parent: int, server: str) -> None:
             conn, _ = listener.accept()
         except TimeoutError:
             if os.getppid() != parent:  # (the test process is gone)
-                os.unlink(address)
-                os.rmdir(os.path.dirname(address))
+                shutil.rmtree(os.path.dirname(address), ignore_errors=True)
                 return
             continue
         if os.fork() == 0:  # a handler: forks the child, reports its pid and its end

@@ -37,6 +37,9 @@ async def main(
     ignorable = {} if root.startswith("sqlite:") else {"ignorable": True}
     try:
         cursor = len(await backend.read_from(id, 0))
+    except SessionCollisionError as e:  # (SQLite: the other writer kept the database busy)
+        print(f"refused {e}", flush=True)
+        return
     except SessionNotFoundError:
         cursor = 0
         try:
