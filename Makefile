@@ -79,9 +79,10 @@ test-exhaustive: $(STAMP) $(INTEROP)
 	scripts/ensure-chromium
 	AGENT_SESSION_EXHAUSTIVE=1 scripts/with-postgres $(BIN)/pytest -q -n auto
 
-# The library's tests without the long sweeps and the real child processes.
+# The library's tests without the long sweeps and the real child processes, each property
+# test trying a quarter of its examples (tests/sweeps.py).
 test-fast: $(STAMP)
-	scripts/with-postgres $(BIN)/pytest -q -n auto -m "not slow and not process"
+	AGENT_SESSION_FAST=1 scripts/with-postgres $(BIN)/pytest -q -n auto -m "not slow and not process"
 
 # The wheel and the sdist a project of its own installs (dist/).
 wheel: venv

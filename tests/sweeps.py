@@ -16,14 +16,23 @@ import secrets
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
-__all__ = ["EXHAUSTIVE", "SEED_ENV", "sample", "seed", "store_of"]
+__all__ = ["EXHAUSTIVE", "FAST", "SEED_ENV", "examples", "sample", "seed", "store_of"]
 
 T = TypeVar("T")
 
 SEED_ENV = "AGENT_SESSION_SWEEP_SEED"
 EXHAUSTIVE = os.environ.get("AGENT_SESSION_EXHAUSTIVE") == "1"
+FAST = os.environ.get("AGENT_SESSION_FAST") == "1"
+"""``make test-fast``: each sweep runs a quarter of its share, each property test a quarter
+of its examples."""
 STORES = frozenset({"jsonl", "none", "zstd", "sqlite", "postgres"})
 """The last part of a case id that names its store (``none``/``zstd``: a JSONL store)."""
+
+
+def examples(count: int) -> int:
+    """How many examples a property test (Hypothesis) tries: ``count``, or a quarter of it
+    (at least 10) in ``make test-fast``."""
+    return max(10, count // 4) if FAST else count
 
 
 def seed() -> int:
@@ -42,11 +51,14 @@ def sample(
     key: Callable[[T], Hashable] = lambda case: None,
     also: Callable[[T], Hashable] = lambda case: None,
 ) -> list[T]:
-    """Every case when exhaustive; else a seeded ``share`` of ``cases`` (``name`` tells the
-    sweeps of a run apart), in their order, always with the first and the last and at least
-    one case of each value of ``key``, and of ``also``."""
+    """Every case when exhaustive; else a seeded ``share`` of ``cases`` (a quarter of it in
+    ``make test-fast``; ``name`` tells the sweeps of a run apart), in their order, always
+    with the first and the last and at least one case of each value of ``key``, and of
+    ``also``."""
     if EXHAUSTIVE or len(cases) <= 2:
         return list(cases)
+    if FAST:
+        share /= 4
     rng = random.Random(f"{seed()}:{name}")
     chosen = {0, len(cases) - 1}
     chosen.update(rng.sample(range(len(cases)), max(1, round(share * len(cases)))))

@@ -21,6 +21,7 @@ from agent_session.recovery import closers
 from agent_session.session import Runtime, SessionError
 from agent_session.session.persistence.memory import MemoryPersistence, MemoryStore
 from tests.builders import assistant, tool_result, user
+from tests.sweeps import examples
 
 SOURCE = {"kind": "model", "provider": "p", "model": "m"}
 SHAPES: dict[str, list[Any]] = {
@@ -111,7 +112,7 @@ async def run(actions: list[tuple[str, int, str | None, bool]], backend_for: Any
     assert [json.loads(line) for line in loaded[len(written) :]] == repaired
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(action, max_size=14))
 def test_every_accepted_append_loads_again_from_jsonl(
     actions: list[tuple[str, int, str | None, bool]],
@@ -120,7 +121,7 @@ def test_every_accepted_append_loads_again_from_jsonl(
         asyncio.run(run(actions, lambda: JsonlPersistence(root)))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(action, max_size=14))
 def test_every_accepted_append_loads_again_from_sqlite(
     actions: list[tuple[str, int, str | None, bool]],
@@ -130,7 +131,7 @@ def test_every_accepted_append_loads_again_from_sqlite(
         asyncio.run(run(actions, lambda: SqlitePersistence(path)))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(action, max_size=14))
 def test_every_accepted_append_loads_again_from_memory(
     actions: list[tuple[str, int, str | None, bool]],

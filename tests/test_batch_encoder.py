@@ -18,6 +18,7 @@ from agent_session.session import Session, SessionEvent, decode_json
 from agent_session.session.events.eventlog import LazyRun
 from agent_session.session.json.codec import encode_json
 from tests.rows import expand_row_events
+from tests.sweeps import examples
 
 KINDS = ("text-delta", "reasoning-delta", "tool-call-delta")
 
@@ -115,14 +116,14 @@ def reference_lines(events: list[SessionEvent], pack: bool) -> bytes:
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(plans, st.booleans())
 def test_encode_batch_follows_the_format_rule(plan: list[tuple[Any, ...]], pack: bool) -> None:
     events = build(plan)
     assert encode_batch(events, pack) == reference_lines(events, pack)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(plans, st.lists(st.integers(0, 40), max_size=5), st.booleans())
 def test_a_live_log_encodes_as_its_events_do_in_any_split(
     plan: list[tuple[Any, ...]], cuts: list[int], pack: bool
@@ -147,7 +148,7 @@ def test_a_live_log_encodes_as_its_events_do_in_any_split(
     assert read_back(written) == [e.to_json() for e in events]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(plans)
 def test_lines_count_the_events_each_holds(plan: list[tuple[Any, ...]]) -> None:
     """``encode_lines`` (what the PostgreSQL backend stores as rows): a packed row holds a run
@@ -167,7 +168,7 @@ def test_a_delta_run_is_encoded_without_building_it() -> None:
     assert not any(isinstance(p, LazyRun) and p.built for p in batch.parts)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(plans, st.lists(st.integers(0, 40), max_size=3))
 def test_sqlite_rows_of_a_live_log_are_its_events_rows(
     plan: list[tuple[Any, ...]], cuts: list[int]

@@ -172,6 +172,7 @@ async def test_the_adk_session_figures_compare_the_same_sessions(tmp_path: Path)
     assert all(value > 0 for value in figures.values())
 
 
+@pytest.mark.process
 def test_sharded_workers_write_every_session_of_theirs(tmp_path: Path) -> None:
     """Two worker processes on one store root, 2 sessions each: every session's log holds
     its workload, none collided."""
@@ -183,6 +184,7 @@ def test_sharded_workers_write_every_session_of_theirs(tmp_path: Path) -> None:
         assert len(lines) == 1 + 1 + 3 * 4  # header, turn/start, per step 3 events and a row
 
 
+@pytest.mark.process
 def test_against_pairs_every_figure_of_each_round_and_removes_its_worktree(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,6 +15,7 @@ from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.session import Runtime, Session, SessionEvent
 from agent_session.session.events.eventlog import EventLog, LazyRun, iter_parts
 from agent_session.session.events.livelog import LiveLog
+from tests.sweeps import examples
 
 
 def flat_events(count: int) -> list[SessionEvent]:
@@ -41,7 +42,7 @@ def split(events: list[SessionEvent], cuts: list[int], lazy: list[bool], built: 
     return parts
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.integers(0, 30),
     st.lists(st.integers(0, 30), max_size=5),

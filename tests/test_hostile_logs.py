@@ -23,6 +23,7 @@ from agent_session.session import (
 )
 from agent_session.session.events.turns import brackets
 from tests.corpus import case_bytes, cases
+from tests.sweeps import examples
 
 HEADER = b'{"type":"session","version":0,"id":"h","createdAt":1,"delegationDepth":0}\n'
 VALID = next(
@@ -62,21 +63,21 @@ def header_with_id(data: bytes) -> bytes:
 SAMPLE = header_with_id(VALID)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=400))
 def test_random_bytes_after_a_header(garbage: bytes) -> None:
     kind, _ = read(HEADER + garbage)
     assert kind in ("ok", "corrupt", "unsupported")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300))
 def test_random_bytes_as_a_whole_file(garbage: bytes) -> None:
     kind, _ = read(garbage)
     assert kind in ("corrupt", "unsupported")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(min_value=len(HEADER), max_value=len(SAMPLE) - 1),
     st.binary(min_size=1, max_size=20),
@@ -164,6 +165,7 @@ def test_an_open_call_without_an_id_is_refused_and_nothing_is_written() -> None:
         assert path.read_bytes() == damaged
 
 
+@pytest.mark.slow
 def test_a_hundred_thousand_deep_line_is_read_without_recursion_errors() -> None:
     deep = b"[" * 100_000 + b"]" * 100_000
     line = b'{"type":"x/deep","seq":0,"time":1,"ignorable":true,"data":' + deep + b"}\n"
@@ -203,7 +205,7 @@ def chunked(data: bytes, sizes: list[int]) -> list[bytes]:
     return out
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(min_value=0, max_value=len(SAMPLE)),
     st.binary(max_size=20),

@@ -25,6 +25,7 @@ from agent_session.session import (
     encode_json,
 )
 from agent_session.session.json.lossless import MAX_SAFE_INTEGER, js_number_text, snapshot, thaw
+from tests.sweeps import examples
 
 DATA = Path(__file__).parent / "data"
 
@@ -100,6 +101,7 @@ def test_numbers_follow_javascript() -> None:
     assert encode_json(copied) == b"[1,2.5,100000000000000000000,-3,true]"
 
 
+@pytest.mark.slow
 def test_hundred_thousand_deep_nesting_without_recursion_error() -> None:
     deep: Any = "leaf"
     for _ in range(100_000):
@@ -180,7 +182,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(json_values)
 def test_encode_decode_encode_is_the_identity(value: Any) -> None:
     encoded = encode_json(snapshot(value))
@@ -189,7 +191,7 @@ def test_encode_decode_encode_is_the_identity(value: Any) -> None:
     assert snapshot(orjson.loads(encoded), js_numbers=True) == snapshot(value)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(json_values)
 def test_snapshot_equals_its_input(value: Any) -> None:
     assert snapshot(value) == value

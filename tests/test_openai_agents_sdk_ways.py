@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from agent_session.integrations.openai_agents import DurableRunHooks, EventLogSession
 from agent_session.session import SessionEventError
+from tests.sweeps import examples
 
 
 def _agent(model: ScriptedModel) -> Agent[Any]:
@@ -213,7 +214,9 @@ _OPS = st.lists(
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(ops=_OPS)
 async def test_the_kept_history_is_the_history_read_whole(tmp_path: Path, ops: list[str]) -> None:

@@ -260,6 +260,7 @@ def _cli(store: Path, url: str) -> subprocess.Popen[str]:
     return start_module("agent_session", "export-otel", str(store), "--endpoint", url, stdin=None)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("kill_at", "acknowledged"),
     [(1, False), (7, False), (23, False), (4, True), (19, True)],
@@ -298,6 +299,7 @@ def test_an_exporter_killed_mid_export_sends_every_span_with_its_id_on_the_next_
         }
 
 
+@pytest.mark.process
 def test_the_live_exporter_sends_the_turn_its_process_died_in_at_the_next_start(
     tmp_path: Path,
 ) -> None:

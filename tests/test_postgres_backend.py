@@ -66,6 +66,7 @@ async def stored(dsn: str, id: str, first: int = 0) -> list[SessionEvent]:
         await check.aclose()
 
 
+@pytest.mark.slow
 async def test_every_corpus_log_goes_in_and_comes_back_the_same_file(tmp_path: Path) -> None:
     """Every log of the plain corpus that loads (as the reference left it after its load):
     copied into PostgreSQL it reads back as the same events, and copied back out it is the
@@ -94,6 +95,7 @@ async def test_every_corpus_log_goes_in_and_comes_back_the_same_file(tmp_path: P
     assert checked > 150
 
 
+@pytest.mark.slow
 async def test_the_compressed_and_sqlite_corpora_go_in_and_come_back_the_same_events(
     tmp_path: Path,
 ) -> None:

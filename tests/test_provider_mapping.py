@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from agent_session.interchange.export import to_anthropic, to_openai, to_responses
 from agent_session.session.events.builders import model_message, tool_result_message, user_message
+from tests.sweeps import examples
 from tests.test_provider_crash import valid_for
 
 ids = st.text("abcdefghijklmnopqrstuvwxyz0123456789_", min_size=1, max_size=12)
@@ -92,7 +93,7 @@ def seen_by_messages(body: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(surfaces())
 def test_every_provider_sees_the_surface_s_tool_pairs(drawn: Any) -> None:
     messages, pairs = drawn

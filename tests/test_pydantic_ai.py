@@ -46,6 +46,7 @@ from agent_session.session.events.builders import (
     turn_start,
     user_message,
 )
+from tests.sweeps import examples
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -251,7 +252,7 @@ def conversations(draw: st.DrawFn) -> list[ModelMessage]:
     return messages
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations())
 def test_import_then_export_gives_back_any_conversation(messages: list[ModelMessage]) -> None:
     history = ModelMessagesTypeAdapter.dump_json(messages)

@@ -38,6 +38,7 @@ from agent_session.session import Runtime, SessionError
 from agent_session.session.persistence.service import SessionPersistence
 from agent_session.stores import parse_store
 from tests.backends import fresh_database
+from tests.sweeps import examples
 from tests.test_append_load_parity import SHAPES, action
 
 Actions = list[tuple[str, int, str | None, bool]]
@@ -79,7 +80,7 @@ async def _tails_match(make: Callable[[], SessionPersistence], id: str, actions:
         await backend.aclose()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(action, max_size=30), st.sampled_from(["none", "zstd"]))
 def test_a_jsonl_tail_is_the_end_of_a_whole_read(actions: Actions, compression: str) -> None:
     with tempfile.TemporaryDirectory() as root:
@@ -87,7 +88,7 @@ def test_a_jsonl_tail_is_the_end_of_a_whole_read(actions: Actions, compression: 
         asyncio.run(_tails_match(make, "s", actions))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(action, max_size=30))
 def test_a_sqlite_tail_is_the_end_of_a_whole_read(actions: Actions) -> None:
     with tempfile.TemporaryDirectory() as root:
@@ -98,7 +99,9 @@ def test_a_sqlite_tail_is_the_end_of_a_whole_read(actions: Actions) -> None:
 def test_a_postgres_tail_is_the_end_of_a_whole_read() -> None:
     dsn = fresh_database()
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
     @given(st.lists(action, max_size=30))
     def check(actions: Actions) -> None:
         id = f"s-{uuid.uuid4().hex[:8]}"

@@ -24,6 +24,7 @@ from agent_session import (
 from agent_session.agent_loop.effects import Applied, NotApplied, Unknown, effect_of_mcp
 from agent_session.interchange.export import check_transcript
 from agent_session.recovery import closers
+from tests.sweeps import examples
 
 
 class Crash(BaseException):
@@ -223,7 +224,7 @@ def test_a_probe_belongs_to_an_unsafe_tool_and_classes_are_checked() -> None:
 CALL_IDS = ["c-read", "c-idem", "c-pay"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     crashes=st.lists(st.tuples(st.sampled_from(CALL_IDS), st.booleans()), max_size=4),
     probe=st.sampled_from(["none", "finds", "cannot-tell"]),

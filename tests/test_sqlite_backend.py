@@ -30,6 +30,7 @@ from agent_session.session import (
 )
 from agent_session.session.events.eventlog import LazyRun
 from tests.forkserver import run_cli
+from tests.sweeps import examples
 from tests.test_writer_lock import writer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -301,7 +302,7 @@ CHUNKS = [
 ]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(0, len(CHUNKS) - 1), max_size=40), st.integers(1, 9))
 def test_streamed_deltas_load_exactly_as_written(choices: list[int], dt: int) -> None:
     """Runs of plain deltas come back as lazy runs; every event (any shape, any run length)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from agent_session.session import SessionEvent
 from agent_session.session.events.eventlog import EventLog, LazyRun
 from agent_session.session.events.turns import UNNUMBERED, bracket, brackets, next_turn_number
+from tests.sweeps import examples
 
 KINDS = ("turn/start", "turn/end", "plugin/note", "stream/delta")
 
@@ -55,7 +56,7 @@ def packed(events: list[SessionEvent]) -> EventLog[SessionEvent]:
     return EventLog(parts)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from(KINDS), max_size=40))
 def test_brackets_agree_with_a_plain_reading(kinds: list[str]) -> None:
     starts = [i for i, k in enumerate(kinds) if k == "turn/start"]
