@@ -63,8 +63,7 @@ setup:
 
 # The PostgreSQL tests run against a throwaway server (scripts/with-postgres starts it, or
 # uses yours when AGENT_SESSION_PG_DSN is set), on every core: every test has its own
-# directories, databases and child processes. On two cores the tests took 10-14.5 minutes
-# one at a time, 5.5-8 minutes in parallel.
+# directories, databases and child processes.
 # The browser tests drive Debian's Chromium (scripts/ensure-chromium installs it as root).
 pytest: $(STAMP) $(INTEROP)
 	scripts/ensure-chromium
