@@ -63,11 +63,12 @@ setup:
 
 # The PostgreSQL tests run against a throwaway server (scripts/with-postgres starts it, or
 # uses yours when AGENT_SESSION_PG_DSN is set), on every core: every test has its own
-# directories, databases and child processes.
+# directories, databases and child processes. A worker that runs out of tests takes queued
+# ones from the other (--dist worksteal), so none is left running a long queue alone.
 # The browser tests drive Debian's Chromium (scripts/ensure-chromium installs it as root).
 pytest: $(STAMP) $(INTEROP)
 	scripts/ensure-chromium
-	scripts/with-postgres $(BIN)/pytest -q -n auto
+	scripts/with-postgres $(BIN)/pytest -q -n auto --dist worksteal
 
 test: setup
 	@$(MAKE) --no-print-directory pytest
@@ -76,12 +77,12 @@ test: setup
 # of which make test runs a seeded sample (tests/sweeps.py).
 test-exhaustive: $(STAMP) $(INTEROP)
 	scripts/ensure-chromium
-	AGENT_SESSION_EXHAUSTIVE=1 scripts/with-postgres $(BIN)/pytest -q -n auto
+	AGENT_SESSION_EXHAUSTIVE=1 scripts/with-postgres $(BIN)/pytest -q -n auto --dist worksteal
 
 # The library's tests without the long sweeps and the real child processes, each property
 # test trying a quarter of its examples (tests/sweeps.py).
 test-fast: $(STAMP)
-	AGENT_SESSION_FAST=1 scripts/with-postgres $(BIN)/pytest -q -n auto -m "not slow and not process"
+	AGENT_SESSION_FAST=1 scripts/with-postgres $(BIN)/pytest -q -n auto --dist worksteal -m "not slow and not process"
 
 # The wheel and the sdist a project of its own installs (dist/).
 wheel: venv
