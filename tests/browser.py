@@ -68,7 +68,7 @@ def _endpoint() -> str:
 
 def _die_with_parent() -> None:
     """(In the child, before it runs Chromium) be killed when this test process ends, however
-    it ends (a pytest-xdist worker exits without running its atexit functions)."""
+    it ends (killed, or crashed, when its atexit functions never run)."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 

@@ -76,7 +76,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = cases[0].get_closest_marker("sweep")
         assert marker is not None
         kept = sample(cases, marker.kwargs["share"], name=name, key=lambda i: store_of(_id(i)))
-        dropped += [case for case in cases if case not in kept]
+        keep = set(map(id, kept))
+        dropped += [case for case in cases if id(case) not in keep]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         gone = set(map(id, dropped))
@@ -113,5 +114,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     outcome = yield
     docstring = getattr(getattr(item, "function", None), "__doc__", None) or ""
-    says = "longer than 20 s" in " ".join(docstring.lower().split())
+    says = f"longer than {_LONG_S:.0f} s" in " ".join(docstring.lower().split())
     outcome.get_result().user_properties.append(("says why it is long", says))

@@ -2,13 +2,13 @@
 and checks what each prints.
 
 - ```` ```python ```` runs in an interpreter of its own (forked from one that imported this
-  library and the frameworks the page uses: :mod:`tests.forkserver`); its first line ``# file: NAME`` writes it to
-  ``NAME`` instead (a later block or command runs it).
+  library and the frameworks the page uses: :mod:`tests.forkserver`); its first line
+  ``# file: NAME`` writes it to ``NAME`` instead (a later block or command runs it).
 - ```` ```output ```` right after a python block is what that block prints.
 - ```` ```console ```` holds ``$ command`` lines, each followed by what it prints (stdout and
   stderr, as a terminal shows them), run by ``bash`` with ``agent-session``, ``python FILE``
-  and ``python -m MODULE`` forked the same way; a command must exit 0 (a page shows another code with
-  ``; echo "exit $?"``).
+  and ``python -m MODULE`` forked the same way; a command must exit 0 (a page shows another
+  code with ``; echo "exit $?"``).
 - ```` ```sh ```` holds set-up commands a reader types once: ``make TARGET`` must be a target
   of the Makefile, ``pip install -e '.[EXTRA]'`` an extra of ``pyproject.toml``.
 

@@ -13,8 +13,9 @@ environment.
 
 :func:`run_module` is ``subprocess.run(capture_output=True, text=True)`` for such a child,
 :func:`start_module` is ``subprocess.Popen`` with its three pipes, and :func:`run_cli` runs
-the ``agent-session`` command. One server per test process (a pytest worker) starts on
-first use and ends with it.
+the ``agent-session`` command; :func:`command_directory` gives shells such commands. Each
+kind of server (:data:`PRELOADS`) starts in a test process (a pytest worker) on first use
+and ends with it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,15 +42,7 @@ from typing import IO, Any
 
 from tests.fork_wire import Reply, receive_request, request, send
 
-__all__ = [
-    "Child",
-    "command_directory",
-    "run_cli",
-    "run_code",
-    "run_module",
-    "start_code",
-    "start_module",
-]
+__all__ = ["Child", "command_directory", "run_cli", "run_code", "run_module", "start_module"]
 
 LIBRARY = (
     "psycopg",
@@ -66,9 +60,9 @@ PRELOADS = {
 }
 """What each server imports before it forks: this library's modules the children use, and
 for the framework children the OpenAI Agents SDK and the Anthropic client, or Google ADK,
-too (some seconds more to start, so only the tests that need them pay for them). Never a module a child runs
-as ``__main__`` (``runpy`` would warn), nor the tests' own modules, which each child imports
-afresh."""
+too (some seconds more to start, so only the tests that need them pay for them). Never a
+module a child runs as ``__main__`` (``runpy`` would warn), nor the tests' own modules,
+which each child imports afresh."""
 
 REARM = "agent_session.session.persistence.failpoints"
 """The one module that reads the environment when imported: each child reloads it."""
@@ -102,7 +96,7 @@ class Child:
             self._reply.conn.setblocking(False)
             try:
                 self._read_status()
-            except (BlockingIOError, TimeoutError):
+            except BlockingIOError:
                 pass
             finally:
                 self._reply.conn.setblocking(True)
@@ -130,14 +124,12 @@ class Child:
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
     def communicate(
         self, input: str | None = None, timeout: float | None = None
     ) -> tuple[str, str]:
-        """Write ``input``, close stdin, read stdout and stderr to their ends and wait, as
-        ``Popen.communicate`` does (called again after a timeout, it goes on reading)."""
+        """Write ``input``, close stdin, read stdout and stderr to their ends and wait, all
+        within ``timeout``, as ``Popen.communicate`` does (called again after a timeout, it
+        goes on reading)."""
         if self._readers is None:
             if self.stdin is not None:
                 with contextlib.suppress(BrokenPipeError):
@@ -150,23 +142,14 @@ class Child:
                 reader = threading.Thread(target=_drain, args=(pipe, got), daemon=True)
                 reader.start()
                 self._readers.append((reader, got))
+        deadline = None if timeout is None else time.monotonic() + timeout
         for reader, _ in self._readers:
-            reader.join(timeout)
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if reader.is_alive():
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
-        self.wait(timeout)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         out, err = ("".join(got) for _, got in self._readers)
         return out, err
-
-    def __enter__(self) -> Child:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        for pipe in (self.stdin, self.stdout, self.stderr):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
-        self.wait()
 
 
 def _drain(pipe: IO[str] | None, into: list[str]) -> None:
@@ -198,20 +181,6 @@ def start_module(
     return _start(request, [module, *args], cwd, env, (stdin, stdout, stderr), server)
 
 
-def start_code(
-    code: str,
-    *args: str,
-    cwd: Path | str = REPO,
-    env: Mapping[str, str] | None = None,
-    stdin: Stream = subprocess.PIPE,
-    stdout: Stream = subprocess.PIPE,
-    stderr: Stream = subprocess.PIPE,
-    server: str = "library",
-) -> Child:
-    """Start ``python -c code *args`` forked from the server (see :func:`start_module`)."""
-    return _start({"code": code}, ["-c", *args], cwd, env, (stdin, stdout, stderr), server)
-
-
 def run_module(
     module: str,
     *args: str,
@@ -228,9 +197,7 @@ def run_module(
     Raises:
         subprocess.TimeoutExpired: It ran longer than ``timeout`` seconds (it is killed).
     """
-    stdin = subprocess.DEVNULL if input is None else subprocess.PIPE
-    child = start_module(module, *args, cwd=cwd, env=env, stdin=stdin, server=server)
-    return _finish(child, input, timeout)
+    return _run({"module": module}, [module, *args], cwd, env, input, timeout, server)
 
 
 def run_code(
@@ -243,9 +210,7 @@ def run_code(
     server: str = "library",
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -c code *args`` forked from the server (see :func:`run_module`)."""
-    stdin = subprocess.DEVNULL if input is None else subprocess.PIPE
-    child = start_code(code, *args, cwd=cwd, env=env, stdin=stdin, server=server)
-    return _finish(child, input, timeout)
+    return _run({"code": code}, ["-c", *args], cwd, env, input, timeout, server)
 
 
 def run_cli(
@@ -262,7 +227,18 @@ def run_cli(
     )
 
 
-def _finish(child: Child, input: str | None, timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(
+    what: dict[str, str],
+    argv: list[str],
+    cwd: Path | str,
+    env: Mapping[str, str] | None,
+    input: str | None,
+    timeout: float,
+    server: str,
+) -> subprocess.CompletedProcess[str]:
+    stdin = subprocess.DEVNULL if input is None else subprocess.PIPE
+    streams = (stdin, subprocess.PIPE, subprocess.PIPE)
+    child = _start(what, argv, cwd, env, streams, server)
     try:
         out, err = child.communicate(input, timeout)
     except subprocess.TimeoutExpired:
@@ -426,7 +402,7 @@ def _fresh_streams() -> None:
 
 
 def _child(what: dict[str, Any], fds: list[int]) -> None:
-    """Become ``python -m MODULE`` (or ``python -c CODE``): never returns."""
+    """Become ``python -m MODULE``, ``python -c CODE`` or ``python FILE``: never returns."""
     code = 0
     try:
         for target, fd in enumerate(fds):
@@ -440,18 +416,15 @@ def _child(what: dict[str, Any], fds: list[int]) -> None:
         _fresh_streams()
         importlib.reload(sys.modules[REARM])
         sys.argv = list(what["argv"])
-        if "code" in what:
-            sys.path[0] = ""
-            exec(compile(what["code"], "<string>", "exec"), {"__name__": "__main__"})
-        elif "path" in what:  # (as ``python FILE`` runs it; argv[0] is the request's)
-            path = what["path"]
-            sys.path[0] = os.path.dirname(os.path.abspath(path))
-            with open(path, "rb") as source:
-                program = compile(source.read(), path, "exec")
-            exec(program, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
-        else:
+        if "module" in what:
             sys.path[0] = what["cwd"]
             runpy.run_module(what["module"], run_name="__main__", alter_sys=True)
+        else:  # ``python -c CODE`` or ``python FILE`` (whose argv[0] is the request's)
+            path = what.get("path")
+            sys.path[0] = "" if path is None else os.path.dirname(os.path.abspath(path))
+            source = what["code"] if path is None else Path(path).read_bytes()
+            main = {"__name__": "__main__", **({} if path is None else {"__file__": path})}
+            exec(compile(source, path or "<string>", "exec"), main)
     except SystemExit as exit:
         code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
         if not isinstance(exit.code, int | None):

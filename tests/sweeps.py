@@ -31,8 +31,8 @@ STORES = frozenset({"jsonl", "none", "zstd", "sqlite", "postgres"})
 
 def examples(count: int) -> int:
     """How many examples a property test (Hypothesis) tries: ``count``, or a quarter of it
-    (at least 10) in ``make test-fast``."""
-    return max(10, count // 4) if FAST else count
+    (at least 10, at most ``count``) in ``make test-fast``."""
+    return min(count, max(10, count // 4)) if FAST else count
 
 
 def seed() -> int:

@@ -137,11 +137,17 @@ def _holding(dsn: str, id: str, pid: int) -> psycopg.Connection[tuple[object, ..
     return holder
 
 
-def test_a_lock_whose_holder_died_on_this_host_is_waited_for_not_refused() -> None:
+def test_a_lock_whose_holder_died_on_this_host_is_waited_for_not_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A writer killed here holds its lock until the server notices that its connection
     closed: the next writer waits for that (it saw the holder), and then takes the lock; a
-    holder that is alive is refused at once."""
+    holder that is alive is refused at once. (The wait's bound is raised, so that a busy
+    machine's slowness cannot end it before the test lets the holder go.)"""
+    from agent_session.persistence_postgres import locks as module
     from agent_session.persistence_postgres.locks import AdvisoryLocks, writer_name
+
+    monkeypatch.setattr(module, "DEAD_OWNER_WAIT_S", 300.0)
 
     dsn = fresh_database()
     locks = AdvisoryLocks(lambda: psycopg.connect(dsn, autocommit=True, application_name="w"))

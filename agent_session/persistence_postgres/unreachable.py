@@ -97,8 +97,9 @@ def pooled(
     """A connection of ``pool``, as ``pool.connection()`` lends it. When none is free within
     :data:`PROBE_AFTER_S` (a connection being replaced, or a server that went away), a
     connection of our own, made by ``probe`` and closed at once, checks the server: its
-    failure is raised (the server's reason, in a few milliseconds when nothing listens);
-    else the wait goes on, up to :data:`CONNECT_TIMEOUT_S` in all."""
+    failure is raised (the server's reason, in a few milliseconds when nothing listens, at
+    most :data:`CONNECT_TIMEOUT_S` when nothing answers); else the wait for a pooled one goes
+    on for the rest of :data:`CONNECT_TIMEOUT_S`."""
     try:
         connection = pool.getconn(timeout=PROBE_AFTER_S)
     except PoolTimeout:
