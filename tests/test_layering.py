@@ -5,9 +5,12 @@
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = (
@@ -149,3 +152,113 @@ def test_the_front_door_keeps_its_modules_in_rooms_named_by_their_job() -> None:
         f"modules beside agent_session's rooms: {sorted(flat - FLAT)}; put each in the room "
         "of its job (cli/, demo/, see/, interchange/, beside_logs/, ...: docs/development.md)"
     )
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _loaded_at_import(path: Path, known: set[str]) -> set[str]:
+    """The library's modules that importing ``path`` executes before it finishes: its
+    module-level imports (not those under ``if TYPE_CHECKING``, nor in functions), each with
+    the packages above it."""
+    found: set[str] = set()
+    statements = list(ast.parse(path.read_text(), str(path)).body)
+    while statements:
+        node = statements.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            statements += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            statements += node.body + node.orelse + node.finalbody
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    parts = {".".join(n.split(".")[:i]) for n in found for i in range(1, n.count(".") + 2)}
+    return (parts & known) - {_module_name(path)}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected sets of two modules or more (Tarjan's, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, edges = work[-1]
+            target = next(edges, None)
+            if target is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    members = set(stack[stack.index(node) :])
+                    del stack[stack.index(node) :]
+                    if len(members) > 1:
+                        found.append(members)
+            elif target not in index:
+                index[target] = low[target] = len(index)
+                stack.append(target)
+                work.append((target, iter(sorted(graph[target]))))
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+    return found
+
+
+_FIRST = """
+import importlib, json, sys, traceback
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+failed = []
+for cycle in json.loads(sys.argv[2]):
+    for first in cycle:
+        # (the cycle and what its packages hold: a loaded module is not imported again, so
+        # neither would its package be)
+        for name in [m for m in sys.modules if any(m == c or m.startswith(c + ".") for c in cycle)]:
+            del sys.modules[name]
+        try:
+            importlib.import_module(first)
+        except Exception:
+            failed.append(first + ": " + traceback.format_exc().strip().splitlines()[-1])
+print("\\n".join(failed))
+"""
+
+
+@pytest.mark.slow  # (every module of every cycle: seconds of imports)
+def test_every_module_of_an_import_cycle_can_be_imported_first() -> None:
+    """A user may import any module first (``import agent_session.see.search``). Where the
+    modules' top-level imports form a cycle (a package's ``__init__`` re-exporting its
+    modules makes many), each module of the cycle is imported first, into an interpreter that
+    holds everything but that cycle (and the modules of its packages), and loads without
+    meeting a half-made module."""
+    paths = {_module_name(p): p for p in sorted((ROOT / FRONT).rglob("*.py"))}
+    del paths[f"{FRONT}.__main__"]
+    graph = {name: _loaded_at_import(path, set(paths)) for name, path in paths.items()}
+    cycles = _cycles(graph)
+    assert any(f"{FRONT}.session" in cycle for cycle in cycles)  # (the check sees them)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _FIRST,
+            json.dumps(list(paths)),
+            json.dumps(list(map(sorted, cycles))),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+
+
+def test_a_cycle_through_a_module_s_name_is_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert _cycles(graph) == [{"a", "b", "c"}]

@@ -7,8 +7,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from agent_session.see.search import KINDS
-
 __all__ = ["add_looking", "count", "number"]
 
 Command = Callable[[str, str, str], argparse.ArgumentParser]
@@ -35,6 +33,10 @@ def count(text: str) -> int:
 
 def add_looking(command: Command) -> None:
     """Add the five commands through ``command(name, help, description)``."""
+    # (here, not at the top: ``search`` writes through ``cli``'s exits, so importing it first
+    # would find this module's package half made)
+    from agent_session.see.search import KINDS
+
     figures = command(
         "stats",
         "a session's figures: steps, model and tool time, tokens",

@@ -168,9 +168,12 @@ class AdvisoryLocks:
         deadline = time.monotonic() + DEAD_OWNER_WAIT_S
         while not self._try(connection, id):
             holder = connection.execute(_OWNER, (id,)).fetchone()
-            if holder is None or not _dead_here(holder[0]) or time.monotonic() > deadline:
+            late = time.monotonic() > deadline
+            if late or (holder is not None and not _dead_here(holder[0])):
                 raise SessionCollisionError(refusal(None if holder is None else _shown(holder)))
-            time.sleep(0.01)  # (its holder died here: the server ends it when it notices)
+            if holder is not None:  # (it died here: the server ends it when it notices)
+                time.sleep(0.01)
+            # (no holder: it let go between the two queries, so the next try may take it)
         self._held.add(id)
         self._lost.discard(id)
 
