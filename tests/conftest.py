@@ -1,5 +1,7 @@
 """Shared pytest configuration."""
 
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,18 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "postgres":
         return fresh_database()
     return str(tmp_path) if request.param == "jsonl" else f"sqlite:///{tmp_path}/sessions.db"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_stay_in_the_run(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """What the code under test and its children put in the system's temporary directory
+    (a demo's tool folder beside a PostgreSQL store, a server's files, sockets) goes under
+    this run's pytest directory instead, which pytest rotates away: a test cannot leave it in
+    ``/tmp``. (The system's stays named in ``AGENT_SESSION_SYSTEM_TMPDIR``, for the servers
+    whose owner, the postgres user, cannot enter pytest's.)"""
+    os.environ.setdefault("AGENT_SESSION_SYSTEM_TMPDIR", tempfile.gettempdir())
+    os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("tmp", numbered=False))
+    tempfile.tempdir = None  # (read again from TMPDIR)
 
 
 @pytest.fixture

@@ -109,6 +109,13 @@ def cutting_proxy() -> Iterator[tuple[CuttingProxy, str]]:
     cutter.listener.close()
 
 
+def _directory(prefix: str) -> Path:
+    """A new directory in the system's temporary directory: pytest's, where the tests' other
+    temporary files go (``tests/conftest.py``), is closed to the postgres user."""
+    system = os.environ.get("AGENT_SESSION_SYSTEM_TMPDIR") or tempfile.gettempdir()
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=system))
+
+
 class OwnServer:
     """A PostgreSQL cluster of one test's own (the binaries ``scripts/with-postgres`` found),
     so that killing it disturbs no other test."""
@@ -117,8 +124,7 @@ class OwnServer:
         self.password = password
         self.bin = os.environ["AGENT_SESSION_PG_BIN"]
         self.prefix = shlex.split(os.environ.get("AGENT_SESSION_PG_AS", ""))
-        # (in the system's temporary directory: pytest's are closed to the postgres user)
-        directory = self.directory = Path(tempfile.mkdtemp(prefix="agent-session-pg-"))
+        directory = self.directory = _directory("agent-session-pg-")
         if self.prefix:  # (as root, the cluster belongs to the postgres user)
             shutil.chown(directory, "postgres")
         with socket.socket() as probe:
@@ -178,7 +184,7 @@ class PgBouncer:
             )
         info = psycopg.conninfo.conninfo_to_dict(dsn)
         prefix = shlex.split(os.environ.get("AGENT_SESSION_PG_AS", ""))
-        directory = self.directory = Path(tempfile.mkdtemp(prefix="agent-session-pgb-"))
+        directory = self.directory = _directory("agent-session-pgb-")
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]

@@ -13,3 +13,8 @@ class TestEveryBackend(PersistenceContract):
     @pytest.fixture(params=sorted(KITS))
     def kit(self, request: pytest.FixtureRequest) -> Kit:
         return KITS[request.param]()
+
+    # (42,000 events per store: a very large input, so make test runs it, test-fast does not)
+    test_a_checkpoint_of_tens_of_thousands_of_lines_is_stored_whole = pytest.mark.slow(
+        PersistenceContract.test_a_checkpoint_of_tens_of_thousands_of_lines_is_stored_whole
+    )
