@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     )
     from agent_session.otel.export import TraceExportError as TraceExportError
     from agent_session.otel.live import otel_exporter as otel_exporter
+    from agent_session.otel.settings import TraceSettingsError as TraceSettingsError
     from agent_session.persistence_jsonl import JsonlPersistence as JsonlPersistence
     from agent_session.persistence_postgres import PostgresPersistence as PostgresPersistence
     from agent_session.persistence_sqlite import SqlitePersistence as SqlitePersistence

@@ -55,17 +55,21 @@ class Receiver:
         self.reached = threading.Event()
         self.lock = threading.Lock()
         self.url = ""
+        self.seen: list[tuple[str, dict[str, str]]] = []
+        """Each request's path and headers (their names in lower case)."""
 
     def take(self, body: bytes) -> None:
         request = ExportTraceServiceRequest.FromString(body)
         with self.lock:
             for resource in request.resource_spans:
-                service = _attributes(resource.resource.attributes).get("service.name")
+                described = _attributes(resource.resource.attributes)
+                service = described.get("service.name")
                 for scope in resource.scope_spans:
                     for span in scope.spans:
                         self.spans.append(
                             {
                                 "service": service,
+                                "resource": described,
                                 "scope": scope.scope.name,
                                 "trace_id": span.trace_id.hex(),
                                 "span_id": span.span_id.hex(),
@@ -119,6 +123,7 @@ def receiver() -> Iterator[Receiver]:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             with state.lock:
                 state.requests += 1
+                state.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
                 answer = state.answer
                 held = state.requests == state.stop_at
             if held and not state.acknowledge_held:

@@ -97,6 +97,7 @@ EXPORTED = [
     "ToolCall",
     "ToolResult",
     "TraceExportError",
+    "TraceSettingsError",
     "Unknown",
     "approve",
     "arguments_digest",

@@ -105,14 +105,16 @@ def add_looking(command: Command) -> None:
     traces.add_argument("ids", nargs="*", metavar="ID", help="the sessions (default: all)")
     traces.add_argument(
         "--endpoint",
-        required=True,
-        help="the receiver: its traces URL, or a base URL (then /v1/traces is added)",
+        help="the receiver: its traces URL, or a base URL (then /v1/traces is added); default: "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT, else "
+        "http://localhost:4318",
     )
     traces.add_argument(
         "--headers",
         action="append",
         metavar="K=V[,K=V]",
-        help="request headers, as OTEL_EXPORTER_OTLP_HEADERS writes them (repeatable)",
+        help="request headers, as OTEL_EXPORTER_OTLP_HEADERS writes them (repeatable); "
+        "default: OTEL_EXPORTER_OTLP_TRACES_HEADERS, else OTEL_EXPORTER_OTLP_HEADERS",
     )
     traces.add_argument(
         "--since", type=_since, help="only turns that ended since: 30m, 2h, 7d or an ISO time"
@@ -131,7 +133,10 @@ def add_looking(command: Command) -> None:
         "event.type, event.seq) to /v1/logs",
     )
     traces.add_argument(
-        "--timeout", type=float, default=10.0, help="seconds per request (default 10)"
+        "--timeout",
+        type=float,
+        help="seconds per request (default: OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else "
+        "OTEL_EXPORTER_OTLP_TIMEOUT, else 10)",
     )
     traces.add_argument("--attempts", type=count, default=5, help="tries per batch (default 5)")
     traces.add_argument("--json", action="store_true", help="one JSON object")

@@ -1,4 +1,4 @@
-"""``agent-session export-otel STORE [ID...] --endpoint URL``: every closed turn of the store's
+"""``agent-session export-otel STORE [ID...] [--endpoint URL]``: every closed turn of the store's
 sessions (crashed ones included) as OpenTelemetry traces to an OTLP/HTTP receiver, at least once
 (:mod:`agent_session.otel.export`). The session logs are never written; the store gains the
 sink's cursor (:mod:`agent_session.otel.cursor`)."""
@@ -10,12 +10,11 @@ import datetime
 import re
 import time
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 from agent_session.cli.exits import OK, UserError
 from agent_session.cli.output import Progress, json_line
 
-__all__ = ["export_otel", "parse_headers", "parse_since", "traces_url"]
+__all__ = ["export_otel", "parse_headers", "parse_since"]
 
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -50,28 +49,27 @@ def parse_headers(values: list[str] | None) -> dict[str, str]:
     return headers
 
 
-def traces_url(endpoint: str, signal: str = "traces") -> str:
-    """The receiver's URL for ``signal`` (``traces`` or ``logs``): ``endpoint`` as given when
-    it names a path, else its ``/v1/<signal>`` (the OTLP/HTTP default)."""
-    parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UserError("--endpoint must be an http:// or https:// URL")
-    if parts.path in ("", "/"):
-        return endpoint.rstrip("/") + f"/v1/{signal}"
-    return endpoint
-
-
 async def export_otel(args: argparse.Namespace) -> int:
     """Export, then print what was sent (one JSON object with ``--json``)."""
     from agent_session.cli.commands import check_exists
     from agent_session.otel.export import OtlpSink, export_store
+    from agent_session.otel.settings import TraceSettingsError, otlp_settings
 
     check_exists(args.store)
+    try:
+        settings = otlp_settings(
+            "traces" if args.shape == "spans" else "logs",
+            endpoint=args.endpoint,
+            headers=parse_headers(args.headers) if args.headers else None,
+            timeout=args.timeout,
+        )
+    except TraceSettingsError as error:
+        raise UserError(str(error)) from None
     sink = OtlpSink(
-        traces_url(args.endpoint, "traces" if args.shape == "spans" else "logs"),
+        settings.url,
         shape=args.shape,
-        headers=parse_headers(args.headers),
-        timeout=args.timeout,
+        headers=settings.headers,
+        timeout=settings.timeout,
         attempts=args.attempts,
     )
     try:

@@ -97,7 +97,7 @@ class OtlpSink:
         attempts: int = 5,
         backoff: float = 0.5,
     ) -> None:
-        from opentelemetry.sdk.resources import Resource
+        from agent_session.otel.settings import resource
 
         remember_store(endpoint)  # every message that quotes it is scrubbed
         self._url = endpoint
@@ -109,7 +109,7 @@ class OtlpSink:
         self._secrets = [value for value in (headers or {}).values() if value]
         """Header values (API keys, tokens), kept out of every message."""
         self._timeout = timeout
-        self._resource = Resource.create({"service.name": "agent-session"})
+        self._resource = resource()
         self._attempts = max(1, attempts)
         self._backoff = backoff
 

@@ -81,23 +81,31 @@ class OtelExporter:
 
 def otel_exporter(
     store: str,
-    endpoint: str,
+    endpoint: str | None = None,
     *,
     headers: Mapping[str, str] | None = None,
     content: Content = "off",
     redact: Callable[[str], str] | None = None,
-    timeout: float = 10.0,
+    timeout: float | None = None,
     attempts: int = 5,
 ) -> OtelExporter:
     """A plugin exporting the sessions of ``store`` (the name given to ``open_store``) to the
-    OTLP/HTTP receiver at ``endpoint`` (its traces URL, or a base URL). With
-    ``content="full"``, every text put on a span goes through ``redact`` (after the masking of
-    the secrets this process knows of)."""
-    from agent_session.otel.command import traces_url
+    OTLP/HTTP receiver at ``endpoint`` (its traces URL, or a base URL); the receiver, its
+    headers and timeout not given are the OpenTelemetry SDK's environment's
+    (:mod:`agent_session.otel.settings`). With ``content="full"``, every text put on a span
+    goes through ``redact`` (after the masking of the secrets this process knows of).
+
+    Raises:
+        TraceSettingsError: The receiver's URL or timeout cannot be used.
+    """
     from agent_session.otel.export import OtlpSink
+    from agent_session.otel.settings import otlp_settings
     from agent_session.stores import parse_store
 
-    sink = OtlpSink(traces_url(endpoint), headers=headers, timeout=timeout, attempts=attempts)
+    settings = otlp_settings(endpoint=endpoint, headers=headers, timeout=timeout)
+    sink = OtlpSink(
+        settings.url, headers=settings.headers, timeout=settings.timeout, attempts=attempts
+    )
 
     def masked(text: str) -> str:
         text = scrub(text)
