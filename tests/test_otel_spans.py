@@ -142,3 +142,34 @@ def test_cache_and_reasoning_tokens_go_where_the_conventions_put_them() -> None:
         "gen_ai.usage.cache_creation.input_tokens": 2,
         "gen_ai.usage.reasoning.output_tokens": 4,
     }
+
+
+async def test_a_settlement_step_is_an_event_of_its_turn_not_a_model_call() -> None:
+    """A resumed turn's settlement step made no request: no ``chat`` span (the old export
+    made a 0 ms one, with the cut step's response id), but an event on the turn naming what it
+    replaced, and its calls' spans; the step after it, which asked the model, is a ``chat``."""
+    from tests.test_settle import World, crashed, resumed
+
+    world = World()
+    await crashed(world, "idempotent")
+    _, session = await resumed(world, "idempotent")
+    first, second = turn_traces("s", 1, session.events)
+    assert [s.name for s in first.spans].count("chat x") == 1
+    root, *children = second.spans
+    assert sorted(s.name for s in children) == [
+        "chat x",
+        "execute_tool notify",
+        "execute_tool pay",
+    ]
+    (chat,) = (s for s in children if s.kind == "CLIENT")
+    asked = next(e for e in session.events if e.type == "assistant/message" and e.seq > 30)
+    assert chat.attributes["gen_ai.response.id"] == asked.data["message"]["id"]
+    (settlement,) = (e for e in root.events if e[0] == "agent_session.settlement")
+    again = next(e for e in session.events if getattr(e.surface_op, "op", None) == "replace")
+    assert settlement[2] == {
+        "agent_session.step": 1,
+        "agent_session.seq": again.seq,
+        "agent_session.settlement.replaces": f"{again.surface_op.start}-{again.surface_op.end}",
+    }
+    settled = {s.name: s.events for s in children if s.name.startswith("execute_tool")}
+    assert [e[2]["how"] for e in settled["execute_tool pay"]] == ["re-run"]

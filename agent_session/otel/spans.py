@@ -5,10 +5,13 @@ selects), without importing OpenTelemetry: plain :class:`SpanRecord` values that
 
 One trace per turn: an ``invoke_agent`` span from ``turn/start`` to ``turn/end``, with a
 ``chat {model}`` span per model request of each step and an ``execute_tool {name}`` span per
-call, from ``tool/call`` to its ``tool/result``. A turn a crash cut (``turn/end`` with reason
-``interrupted``, from a durable repair or the in-memory one of an inspection) ends at its last
-durable event with status ERROR, and its repaired calls carry ``error.type``
-``TOOL_OUTCOME_UNKNOWN`` or ``TOOL_NOT_STARTED``: the trace of a run whose process died.
+call, from ``tool/call`` to its ``tool/result``. A settlement step, which makes no request
+(a resumed turn settles the calls a crash cut), is an ``agent_session.settlement`` event on the
+turn's span, never a ``chat`` span; its calls' spans say how each was settled. A turn a crash
+cut (``turn/end`` with reason ``interrupted``, from a durable repair or the in-memory one of
+an inspection) ends at its last durable event with status ERROR, and its repaired calls
+carry ``error.type`` ``TOOL_OUTCOME_UNKNOWN`` or ``TOOL_NOT_STARTED``: the trace of a run whose
+process died.
 
 Guarantees: the ids are derived from (session id, incarnation, seq) alone, so exporting a turn
 again gives every span the same ids (receivers dedupe what is re-sent), and a fork or a copy
@@ -201,6 +204,10 @@ def _turn(
     for call in calls.values():  # (never after a repair: every call has its result)
         spans.append(_tool(ids, call, None, content, redact))
     for key, step_events in steps.items():
+        settled = _settlement(step_events)
+        if settled is not None:  # (no request was made: the turn says what it settled)
+            turn_events.append(settled)
+            continue
         chat = _chat(ids, step_events, contexts[key], crash, content, redact)
         if chat is not None:
             spans.append(chat)
@@ -219,10 +226,31 @@ def _turn(
         end_ns=_ended(start.time, crash.time, attributes),
         attributes=attributes,
         error=error,
-        events=turn_events,
+        events=sorted(turn_events, key=lambda event: event[1]),
         links=links,
     )
     return TurnTrace(start.data.get("turn"), end.seq, [turn_span, *sorted(spans, key=_order)])
+
+
+def _settlement(events: list[Any]) -> tuple[str, int, dict[str, Any]] | None:
+    """A settlement step (a resumed turn's first, where the interrupted answer is recorded
+    again in place of the cut one and its calls are settled, with no model request) as an
+    event for its turn's span; ``None`` for a step that asked the model."""
+    answer = next((e for e in events if e.type == "assistant/message"), None)
+    replaced: Any = getattr(answer, "surface_op", None)
+    if answer is None or getattr(replaced, "op", None) != "replace":
+        return None
+    if any(e.type == "assistant/chunk" for e in events):
+        return None
+    return (
+        "agent_session.settlement",
+        _ns(answer.time),
+        {
+            "agent_session.step": _map(answer.data).get("step"),
+            "agent_session.seq": answer.seq,
+            "agent_session.settlement.replaces": f"{replaced.start}-{replaced.end}",
+        },
+    )
 
 
 def _chat(
