@@ -199,6 +199,8 @@ if TYPE_CHECKING:
     )
     from agent_session.session.events.parked import ParkedCall as ParkedCall
     from agent_session.session.events.parked import arguments_digest as arguments_digest
+    from agent_session.session.events.requests import LoggedRequest as LoggedRequest
+    from agent_session.session.events.requests import logged_requests as logged_requests
     from agent_session.session.events.stats import session_stats as session_stats
     from agent_session.session.persistence.memory import (
         MemoryPersistence as MemoryPersistence,

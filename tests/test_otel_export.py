@@ -4,6 +4,7 @@ the cursor that makes the export at least once, and a receiver that fails, hangs
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import signal
@@ -116,7 +117,8 @@ def test_a_completed_turn_carries_the_conventions_attributes(tmp_path: Path) -> 
     assert chat["attributes"]["gen_ai.request.model"] == "scripted-1"
     assert chat["attributes"]["gen_ai.usage.input_tokens"] == 100
     assert chat["attributes"]["gen_ai.usage.output_tokens"] == 20
-    assert chat["attributes"]["gen_ai.response.finish_reasons"] == ["tool-calls"]
+    # (the reference's "tool-calls", as the conventions name it)
+    assert chat["attributes"]["gen_ai.response.finish_reasons"] == ["tool_call"]
     assert chat["attributes"]["gen_ai.response.time_to_first_chunk"] >= 0
     tools = sorted(
         (s for s in first if s["name"].startswith("execute_tool")), key=lambda s: s["start"]
@@ -234,6 +236,55 @@ def test_content_refs_and_full_put_references_or_redacted_messages_on_the_spans(
     tool = next(s for s in full.spans if s["name"] == "execute_tool read_file")
     assert json.loads(tool["attributes"]["gen_ai.tool.call.arguments"])["path"] == "/tmp/f1.txt"
     assert "ok read_file" in tool["attributes"]["gen_ai.tool.call.result"]
+
+
+def test_full_content_puts_what_each_request_sent_in_the_conventions_shape(
+    tmp_path: Path,
+) -> None:
+    """Under ``--content full`` each ``chat`` span carries the system prompt, the tools and
+    the history its request was sent, read back from the reference's own log, and the answer
+    with its finish reason; under the default, none of it."""
+    from agent_session.session.events.requests import logged_requests
+    from agent_session.stores import open_store
+
+    session = _plant(tmp_path, "complete:2")
+    with receiver() as full:
+        assert _export(tmp_path, full.url, "--content", "full") == 0
+    chats = sorted((s for s in full.spans if s["kind"] == CLIENT), key=lambda s: s["start"])
+    loaded = asyncio.run(open_store(str(tmp_path)).load(session))
+    sent = logged_requests(loaded.events)
+    assert len(chats) == len(sent) == 4
+    system = "You are an AI agent powered by DeepSeek Harness."
+    for chat, request in zip(chats, sent, strict=True):
+        attributes = chat["attributes"]
+        assert json.loads(attributes["gen_ai.system_instructions"]) == [
+            {"type": "text", "content": system}
+        ]
+        tools = json.loads(attributes["gen_ai.tool.definitions"])
+        assert [t["name"] for t in tools] == ["read_file", "write_file"]
+        history = json.loads(attributes["gen_ai.input.messages"])
+        assert len(history) == len(request.messages)
+        assert [m["role"] for m in history] == [
+            "tool" if m["source"]["kind"] == "tool" else m["role"] for m in request.messages
+        ]
+        assert history[0]["parts"][0]["type"] == "text"
+    first, second = (json.loads(c["attributes"]["gen_ai.input.messages"]) for c in chats[:2])
+    assert second[: len(first)] == first  # (the next request sends the history so far ...)
+    assert second[len(first)]["role"] == "assistant"  # (... then the answer it got)
+    calls = [p for p in second[len(first)]["parts"] if p["type"] == "tool_call"]
+    assert calls[0]["name"] == "read_file"
+    assert calls[0]["arguments"]["path"] == "/tmp/f1.txt"  # (parsed from the streamed text)
+    response = second[len(first) + 1]
+    assert response["role"] == "tool"
+    assert response["parts"][0]["id"] == calls[0]["id"]
+    assert "ok read_file" in response["parts"][0]["response"]
+    (answer,) = json.loads(chats[0]["attributes"]["gen_ai.output.messages"])
+    assert answer["role"] == "assistant"
+    assert answer["finish_reason"] == "tool_call"
+    with receiver() as default:
+        assert _export(tmp_path, default.url) == 0
+    for span in default.spans:
+        assert not {"gen_ai.input.messages", "gen_ai.system_instructions"} & set(span["attributes"])
 
 
 def _many(root: Path, count: int) -> list[str]:

@@ -28,6 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent_session.otel.genai_messages import (
+    FINISH_REASONS,
+    input_messages,
+    output_messages,
+    system_instructions,
+)
 from agent_session.recovery import (
     TOOL_NOT_STARTED,
     TOOL_OUTCOME_UNKNOWN,
@@ -35,6 +41,7 @@ from agent_session.recovery import (
     is_repair_result,
 )
 from agent_session.session.events.outcomes import SETTLEMENT
+from agent_session.session.events.requests import LoggedRequest, logged_requests
 from agent_session.session.json.codec import encode_json
 
 __all__ = ["Content", "SpanRecord", "TurnTrace", "is_error_result", "trace_id", "turn_traces"]
@@ -123,6 +130,7 @@ def turn_traces(
     fork's own first turn is not yet sent). ``redact`` sees every text that ``content="full"``
     puts on a span."""
     traces: list[TurnTrace] = []
+    sent = {(r.turn, r.step): r for r in logged_requests(events)} if content == "full" else {}
     turn: list[Any] = []
     context: Mapping[str, Any] = {}  # the request context in force (written when it changes)
     before: Mapping[str, Any] = {}
@@ -137,7 +145,7 @@ def turn_traces(
                 if event.seq > after_seq:
                     link = parent if not traces else None
                     traces.append(
-                        _turn(session_id, incarnation, turn, before, content, redact, link)
+                        _turn(session_id, incarnation, turn, before, content, redact, link, sent)
                     )
                 turn = []
     return traces
@@ -151,6 +159,7 @@ def _turn(
     content: Content,
     redact: Callable[[str], str],
     parent: tuple[str, int, int] | None,
+    sent: Mapping[tuple[Any, Any], LoggedRequest],
 ) -> TurnTrace:
     start, end = events[0], events[-1]
     trace = trace_id(session_id, incarnation, start.seq)
@@ -208,7 +217,8 @@ def _turn(
         if settled is not None:  # (no request was made: the turn says what it settled)
             turn_events.append(settled)
             continue
-        chat = _chat(ids, step_events, contexts[key], crash, content, redact)
+        request = sent.get((start.data.get("turn"), key))
+        chat = _chat(ids, step_events, contexts[key], crash, content, redact, request)
         if chat is not None:
             spans.append(chat)
     links: list[tuple[int, int, dict[str, Any]]] = []
@@ -260,10 +270,12 @@ def _chat(
     crash: Any,
     content: Content,
     redact: Callable[[str], str],
+    sent: LoggedRequest | None = None,
 ) -> SpanRecord | None:
     """The model request of a step, under the request context in force (``request``): from
     its ``step/start`` to its ``assistant/message``; cut by a crash, it ends there with status
-    ERROR."""
+    ERROR. With ``content="full"``, what was sent (``sent``, read back from the log) and
+    what came back, in the conventions' message shape."""
     start = next((e for e in events if e.type == "step/start"), None)
     if start is None:
         return None
@@ -287,7 +299,7 @@ def _chat(
         elif chunk.get("type") == "finish":
             kind = _map(chunk.get("reason")).get("kind")
             if isinstance(kind, str):
-                attributes["gen_ai.response.finish_reasons"] = [kind]
+                attributes["gen_ai.response.finish_reasons"] = [FINISH_REASONS.get(kind, kind)]
     if chunks:
         first = max(0, chunks[0].time - start.time)
         attributes["gen_ai.response.time_to_first_chunk"] = first / 1000
@@ -304,7 +316,14 @@ def _chat(
         if content == "refs":
             attributes["agent_session.cli.output.ref"] = f"{ids[0]}#{answer.seq}"
         elif content == "full":
-            attributes["gen_ai.output.messages"] = redact(_json([message]))
+            reasons = attributes.get("gen_ai.response.finish_reasons") or [None]
+            attributes["gen_ai.output.messages"] = redact(output_messages(message, reasons[0]))
+    if content == "full" and sent is not None:
+        attributes["gen_ai.input.messages"] = redact(input_messages(sent.messages))
+        if sent.system:
+            attributes["gen_ai.system_instructions"] = redact(system_instructions(sent.system))
+        if sent.tools:
+            attributes["gen_ai.tool.definitions"] = redact(_json(list(sent.tools)))
     name = f"chat {model}" if isinstance(model, str) and model else "chat"
     return _child(ids, "chat", name, "CLIENT", start, end, attributes, error)
 

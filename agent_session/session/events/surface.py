@@ -30,6 +30,7 @@ __all__ = [
     "SurfaceReplace",
     "SurfaceView",
     "parse_surface_metadata",
+    "projected_message",
 ]
 
 SURFACE_EVENT_TYPES: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
@@ -234,3 +235,20 @@ class Surface:
         end_at = self._nodes.index(op.end)
         self._nodes[start_at : end_at + 1] = [seq]
         self._replace_generation += 1
+
+
+def projected_message(event: SessionEvent) -> Any:
+    """The message a surface event projects into the model's history, or ``None``:
+    ``user/message`` its data, ``assistant/message`` and ``tool/result`` their
+    ``data.message``; an assistant message with empty content projects nothing."""
+    data = event.data
+    if event.type == USER_MESSAGE:
+        return data
+    if event.type in (ASSISTANT_MESSAGE, TOOL_RESULT) and isinstance(data, Mapping):
+        message = data.get("message")
+        if event.type == ASSISTANT_MESSAGE and isinstance(message, Mapping):
+            content = message.get("content")
+            if isinstance(content, Sequence) and len(content) == 0:
+                return None
+        return message
+    return None

@@ -34,13 +34,11 @@ from agent_session.session.events.surface import (
     SurfaceReplace,
     SurfaceView,
     parse_surface_metadata,
+    projected_message,
 )
 from agent_session.session.events.types import (
     ASSISTANT_CHUNK,
-    ASSISTANT_MESSAGE,
     END_SEED,
-    TOOL_RESULT,
-    USER_MESSAGE,
 )
 from agent_session.session.events.wire import WireModel
 from agent_session.session.json.lossless import JsonValue, is_safe_int, is_text, snapshot
@@ -233,18 +231,8 @@ class Session:
 
     @staticmethod
     def derive_event_message(event: SessionEvent) -> Any:
-        """The message a surface event projects, or ``None``."""
-        data = event.data
-        if event.type == USER_MESSAGE:
-            return data
-        if event.type in (ASSISTANT_MESSAGE, TOOL_RESULT) and isinstance(data, Mapping):
-            message = data.get("message")
-            if event.type == ASSISTANT_MESSAGE and isinstance(message, Mapping):
-                content = message.get("content")
-                if isinstance(content, Sequence) and len(content) == 0:
-                    return None
-            return message
-        return None
+        """The message a surface event projects, or ``None`` (:func:`projected_message`)."""
+        return projected_message(event)
 
     # --- write side -------------------------------------------------------------------------
 
