@@ -163,7 +163,8 @@ async def test_a_settlement_step_is_an_event_of_its_turn_not_a_model_call() -> N
     ]
     (chat,) = (s for s in children if s.kind == "CLIENT")
     asked = next(e for e in session.events if e.type == "assistant/message" and e.seq > 30)
-    assert chat.attributes["gen_ai.response.id"] == asked.data["message"]["id"]
+    assert chat.attributes["agent_session.message.id"] == asked.data["message"]["id"]
+    assert "gen_ai.response.id" not in chat.attributes  # (a scripted model names none)
     (settlement,) = (e for e in root.events if e[0] == "agent_session.settlement")
     again = next(e for e in session.events if getattr(e.surface_op, "op", None) == "replace")
     assert settlement[2] == {

@@ -128,7 +128,15 @@ async def test_text_is_one_answer_and_the_request_is_the_surface() -> None:
         {"type": "text-delta", "index": 0, "text": "lo."},
         {"type": "block-end", "index": 0, "block": {"type": "text", "text": "Hello."}},
         {"type": "usage", "usage": {"inputTokens": 12, "outputTokens": 3, "cacheReadTokens": 8}},
-        {"type": "finish", "reason": {"kind": "stop"}},
+        {
+            "type": "finish",
+            "reason": {"kind": "stop"},
+            # (the provider's own id and finish reason, which traces report)
+            "replayState": {
+                "provider": "anthropic",
+                "response": {"id": "msg_1", "finishReason": "end_turn"},
+            },
+        },
     ]
 
 
@@ -183,7 +191,11 @@ async def test_thinking_and_tool_uses_run_and_the_signature_goes_back_verbatim()
         {"type": "thinking", "thinking": "Two lookups.", "signature": "EqQBCgIYAhIM"},
         {"type": "redacted_thinking", "data": "EmwKAhgBEgy"},
     ]
-    assert message["source"]["replayState"] == {"provider": "anthropic", "blocks": replayed}
+    assert message["source"]["replayState"] == {
+        "provider": "anthropic",
+        "blocks": replayed,
+        "response": {"id": "msg_1", "finishReason": "tool_use"},
+    }
     assert served.requests[1]["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Find x and y."}]},
         {
@@ -295,3 +307,19 @@ def test_a_missing_key_says_which_variable(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     with pytest.raises(ValueError, match="ANTHROPIC_API_KEY"):
         AnthropicModel()
+
+
+async def test_the_trace_names_the_provider_s_response_id_and_finish_reason() -> None:
+    """The chat span of a turn run against the real client says what Anthropic said: its
+    message id and its own stop reason, not the log's message id nor the reference's kind."""
+    from agent_session.otel.spans import turn_traces
+
+    served = Served([Reply([start(), *text(0, "Hi."), *end("end_turn", 2)], done=False)])
+    session, agent, _ = stack(served)
+    await agent.run_turn("Say hi.")
+    (trace,) = turn_traces("s", 1, session.events)
+    (chat,) = [span for span in trace.spans if span.kind == "CLIENT"]
+    assert chat.attributes["gen_ai.response.id"] == "msg_1"
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+    (answer,) = logged(session, "assistant/message")
+    assert chat.attributes["agent_session.message.id"] == answer["message"]["id"] != "msg_1"

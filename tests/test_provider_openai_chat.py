@@ -133,7 +133,15 @@ async def test_text_with_usage_is_one_answer_and_the_request_is_the_surface() ->
         {"type": "text-delta", "index": 0, "text": "lo."},
         {"type": "block-end", "index": 0, "block": {"type": "text", "text": "Hello."}},
         {"type": "usage", "usage": {"inputTokens": 12, "outputTokens": 3, "cacheReadTokens": 8}},
-        {"type": "finish", "reason": {"kind": "stop"}},
+        {
+            "type": "finish",
+            "reason": {"kind": "stop"},
+            # (the provider's own id and finish reason, which traces report)
+            "replayState": {
+                "provider": "openai-chat",
+                "response": {"id": "chatcmpl-1", "finishReason": "stop"},
+            },
+        },
     ]
     [answer] = logged(session, "assistant/message")
     assert answer["message"]["content"] == [{"type": "text", "text": "Hello."}]

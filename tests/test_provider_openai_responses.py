@@ -188,7 +188,15 @@ async def test_text_with_usage_and_the_request_body() -> None:
         {"type": "text-delta", "index": 0, "text": "lo."},
         {"type": "block-end", "index": 0, "block": {"type": "text", "text": "Hello."}},
         {"type": "usage", "usage": {"inputTokens": 12, "outputTokens": 3, "cacheReadTokens": 8}},
-        {"type": "finish", "reason": {"kind": "stop"}},
+        {
+            "type": "finish",
+            "reason": {"kind": "stop"},
+            # (the provider's own id and finish reason, which traces report)
+            "replayState": {
+                "provider": "openai-responses",
+                "response": {"id": "resp_1", "finishReason": "completed"},
+            },
+        },
     ]
 
 

@@ -243,24 +243,17 @@ def _turn(
 
 
 def _settlement(events: list[Any]) -> tuple[str, int, dict[str, Any]] | None:
-    """A settlement step (a resumed turn's first, where the interrupted answer is recorded
-    again in place of the cut one and its calls are settled, with no model request) as an
-    event for its turn's span; ``None`` for a step that asked the model."""
+    """A settlement step (it records the cut answer again and settles its calls, with no
+    model request) as an event for its turn's span; ``None`` for a step that asked."""
     answer = next((e for e in events if e.type == "assistant/message"), None)
     replaced: Any = getattr(answer, "surface_op", None)
     if answer is None or getattr(replaced, "op", None) != "replace":
         return None
     if any(e.type == "assistant/chunk" for e in events):
         return None
-    return (
-        "agent_session.settlement",
-        _ns(answer.time),
-        {
-            "agent_session.step": _map(answer.data).get("step"),
-            "agent_session.seq": answer.seq,
-            "agent_session.settlement.replaces": f"{replaced.start}-{replaced.end}",
-        },
-    )
+    said = {"step": _map(answer.data).get("step"), "seq": answer.seq}
+    said["settlement.replaces"] = f"{replaced.start}-{replaced.end}"
+    return "agent_session.settlement", _ns(answer.time), _flat(said, "agent_session")
 
 
 def _chat(
@@ -282,6 +275,7 @@ def _chat(
     answer = next((e for e in events if e.type == "assistant/message"), None)
     chunks = [e for e in events if e.type == "assistant/chunk"]
     model = request.get("model")
+    finished: str | None = None  # (the conventions' name for how it ended)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "agent_session.step": _map(start.data).get("step"),
@@ -299,7 +293,8 @@ def _chat(
         elif chunk.get("type") == "finish":
             kind = _map(chunk.get("reason")).get("kind")
             if isinstance(kind, str):
-                attributes["gen_ai.response.finish_reasons"] = [FINISH_REASONS.get(kind, kind)]
+                finished = FINISH_REASONS.get(kind, kind)
+                attributes["gen_ai.response.finish_reasons"] = [finished]
     if chunks:
         first = max(0, chunks[0].time - start.time)
         attributes["gen_ai.response.time_to_first_chunk"] = first / 1000
@@ -311,13 +306,18 @@ def _chat(
     else:
         message = _map(_map(answer.data).get("message"))
         _put(attributes, "gen_ai.response.model", _map(message.get("source")).get("model"))
-        _put(attributes, "gen_ai.response.id", message.get("id"))
+        # (what the provider said of its response, as the adapters keep it: its id, and its
+        # own name for why it ended; the log's message id is the log's, not the provider's)
+        said = _map(_map(_map(message.get("source")).get("replayState")).get("response"))
+        _put(attributes, "gen_ai.response.id", said.get("id"))
+        if isinstance(said.get("finishReason"), str):
+            attributes["gen_ai.response.finish_reasons"] = [said["finishReason"]]
+        _put(attributes, "agent_session.message.id", message.get("id"))
         attributes["agent_session.seq.last"] = answer.seq
         if content == "refs":
             attributes["agent_session.cli.output.ref"] = f"{ids[0]}#{answer.seq}"
         elif content == "full":
-            reasons = attributes.get("gen_ai.response.finish_reasons") or [None]
-            attributes["gen_ai.output.messages"] = redact(output_messages(message, reasons[0]))
+            attributes["gen_ai.output.messages"] = redact(output_messages(message, finished))
     if content == "full" and sent is not None:
         attributes["gen_ai.input.messages"] = redact(input_messages(sent.messages))
         if sent.system:

@@ -29,7 +29,7 @@ from agent_session.providers.base import (
     sdk_failure,
     without_retries,
 )
-from agent_session.providers.blocks import Blocks, failure, finish, usage
+from agent_session.providers.blocks import Blocks, answered, failure, finish, usage
 from agent_session.session.json.lossless import thaw
 
 __all__ = ["AnthropicModel", "messages_request"]
@@ -101,10 +101,12 @@ class AnthropicModel(ProviderModel):
         kinds: dict[int, str] = {}
         counts: dict[str, int | None] = {}
         stop: str | None = None
+        answer_id: Any = None
         async for event in stream:
             kind = event.type
             if kind == "message_start":
                 counts.update(_counts(event.message.usage))
+                answer_id = getattr(event.message, "id", None)
             elif kind == "content_block_start":
                 out, block = _started(blocks, event.index, event.content_block, replay)
                 kinds[event.index] = block
@@ -136,7 +138,7 @@ class AnthropicModel(ProviderModel):
                 "provider": "anthropic",
                 "blocks": [replay[index] for index in sorted(replay)],
             }
-        yield end
+        yield answered(end, "anthropic", answer_id, stop)
 
     def _classify(self, error: Exception) -> ProviderFailure:
         import anthropic

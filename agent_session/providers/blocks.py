@@ -154,3 +154,17 @@ def finish(kind: str, failed: Mapping[str, Any] | None = None) -> Chunk:
     if failed is not None:
         reason["failure"] = dict(failed)
     return {"type": "finish", "reason": reason}
+
+
+def answered(end: Chunk, provider: str, response_id: Any, reason: Any) -> Chunk:
+    """The ``finish`` chunk ``end`` with the provider's own account of the response in its
+    ``replayState``'s ``response``: the id the provider gave it and its finish reason as the
+    provider named it (what a trace reports as ``gen_ai.response.id`` and
+    ``gen_ai.response.finish_reasons``). The replayed blocks, if any, are kept."""
+    said = {"id": response_id, "finishReason": reason}
+    kept = {key: value for key, value in said.items() if isinstance(value, str) and value}
+    if not kept:
+        return end
+    state = dict(end.get("replayState") or {"provider": provider})
+    state["response"] = kept
+    return {**end, "replayState": state}

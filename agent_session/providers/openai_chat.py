@@ -28,7 +28,7 @@ from agent_session.providers.base import (
     sdk_failure,
     without_retries,
 )
-from agent_session.providers.blocks import Blocks, failure, finish, usage
+from agent_session.providers.blocks import Blocks, answered, failure, finish, usage
 from agent_session.session.json.lossless import thaw
 
 __all__ = ["OpenAIChatModel", "chat_request"]
@@ -97,7 +97,9 @@ class OpenAIChatModel(ProviderModel):
         stream = await self.client.chat.completions.create(**body)
         reason: str | None = None
         counted: Any = None
+        answer_id: Any = None
         async for chunk in stream:
+            answer_id = getattr(chunk, "id", None) or answer_id
             if getattr(chunk, "usage", None) is not None:
                 counted = chunk.usage
             for choice in chunk.choices or ():
@@ -126,7 +128,7 @@ class OpenAIChatModel(ProviderModel):
             yield out
         if counted is not None:
             yield _usage(counted)
-        yield _finish(reason, blocks)
+        yield answered(_finish(reason, blocks), "openai-chat", answer_id, reason)
 
     def _classify(self, error: Exception) -> ProviderFailure:
         import openai

@@ -24,7 +24,7 @@ from typing import Any
 from agent_session.agent_loop.models import ModelRequest
 from agent_session.interchange.export import to_responses
 from agent_session.providers.base import ProviderFailure
-from agent_session.providers.blocks import Blocks, failure, finish, usage
+from agent_session.providers.blocks import Blocks, answered, failure, finish, usage
 from agent_session.providers.openai_chat import OpenAIChatModel
 from agent_session.session.json.lossless import thaw
 
@@ -65,6 +65,8 @@ class OpenAIResponsesModel(OpenAIChatModel):
         replay: dict[int, dict[str, Any]] = {}
         ended: dict[str, Any] | None = None
         counted: Any = None
+        answer_id: Any = None
+        reason: Any = None
         async for event in stream:
             kind = event.type
             if kind == "response.output_item.added":
@@ -94,6 +96,7 @@ class OpenAIResponsesModel(OpenAIChatModel):
             elif kind in ("response.completed", "response.incomplete", "response.failed"):
                 counted = event.response.usage
                 ended = _ending(event.response)
+                answer_id, reason = event.response.id, _reason(event.response)
             elif kind == "error":
                 problem = failure(f"{event.code or 'error'}: {event.message}", "STREAM_ERROR")
                 raise ProviderFailure(problem, retryable=False)
@@ -109,7 +112,13 @@ class OpenAIResponsesModel(OpenAIChatModel):
         if replay:
             items = [replay[index] for index in sorted(replay)]
             end["replayState"] = {"provider": "openai-responses", "blocks": items}
-        yield end
+        yield answered(end, "openai-responses", answer_id, reason)
+
+
+def _reason(response: Any) -> Any:
+    """Why the provider says the response ended: its status, or why it is incomplete."""
+    details = getattr(response, "incomplete_details", None)
+    return getattr(details, "reason", None) or response.status
 
 
 def _ending(response: Any) -> dict[str, Any]:
