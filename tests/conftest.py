@@ -45,7 +45,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def _temporary_files_stay_in_the_run(tmp_path_factory: pytest.TempPathFactory) -> None:
     """What the code under test and its children put in the system's temporary directory
     (a demo's tool folder beside a PostgreSQL store, a server's files, sockets) goes under
-    this run's pytest directory instead, which pytest rotates away: a test cannot leave it in
+    this run's pytest directory instead, which pytest rotates away, rather than piling up in
     ``/tmp``. (The system's stays named in ``AGENT_SESSION_SYSTEM_TMPDIR``, for the servers
     whose owner, the postgres user, cannot enter pytest's.)"""
     os.environ.setdefault("AGENT_SESSION_SYSTEM_TMPDIR", tempfile.gettempdir())

@@ -106,8 +106,8 @@ def add_looking(command: Command) -> None:
     traces.add_argument(
         "--endpoint",
         help="the receiver: its traces URL, or a base URL (then /v1/traces is added); default: "
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT, else "
-        "http://localhost:4318",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (_LOGS_ with --shape records), else "
+        "OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318",
     )
     traces.add_argument(
         "--headers",

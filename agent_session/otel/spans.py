@@ -41,7 +41,11 @@ from agent_session.recovery import (
     is_repair_result,
 )
 from agent_session.session.events.outcomes import SETTLEMENT
-from agent_session.session.events.requests import LoggedRequest, logged_requests
+from agent_session.session.events.requests import (
+    LoggedRequest,
+    logged_requests,
+    recorded_again,
+)
 from agent_session.session.json.codec import encode_json
 
 __all__ = ["Content", "SpanRecord", "TurnTrace", "is_error_result", "trace_id", "turn_traces"]
@@ -245,12 +249,10 @@ def _turn(
 def _settlement(events: list[Any]) -> tuple[str, int, dict[str, Any]] | None:
     """A settlement step (it records the cut answer again and settles its calls, with no
     model request) as an event for its turn's span; ``None`` for a step that asked."""
-    answer = next((e for e in events if e.type == "assistant/message"), None)
-    replaced: Any = getattr(answer, "surface_op", None)
-    if answer is None or getattr(replaced, "op", None) != "replace":
+    first = next((e for e in events if e.type in ("assistant/chunk", "assistant/message")), None)
+    if first is None or not recorded_again(first):
         return None
-    if any(e.type == "assistant/chunk" for e in events):
-        return None
+    answer, replaced = first, first.surface_op
     said = {"step": _map(answer.data).get("step"), "seq": answer.seq}
     said["settlement.replaces"] = f"{replaced.start}-{replaced.end}"
     return "agent_session.settlement", _ns(answer.time), _flat(said, "agent_session")

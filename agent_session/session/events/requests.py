@@ -29,7 +29,7 @@ from agent_session.session.events.types import (
     STEP_START,
 )
 
-__all__ = ["LoggedRequest", "logged_requests"]
+__all__ = ["LoggedRequest", "logged_requests", "recorded_again"]
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,21 @@ def logged_requests(events: Sequence[Any]) -> list[LoggedRequest]:
         elif event.type == STEP_END:
             step = None
         elif event.type in (ASSISTANT_CHUNK, ASSISTANT_MESSAGE) and step is not None:
-            replaced = isinstance(getattr(event, "surface_op", None), SurfaceReplace)
-            if not asked and not (event.type == ASSISTANT_MESSAGE and replaced):
+            if not asked and not recorded_again(event):
                 requests.append(_request(step, event.seq, header, surface, events))
             asked = True
         op = getattr(event, "surface_op", None)
         if op is not None:
             surface.apply(event.seq, op)
     return requests
+
+
+def recorded_again(event: Any) -> bool:
+    """Whether ``event`` is an answer recorded again in place of a cut one (a settlement
+    step's ``assistant/message``, a surface replace): no model request made it. Asked of a
+    step's first answer or chunk, this tells a settlement step from one that asked."""
+    op = getattr(event, "surface_op", None)
+    return event.type == ASSISTANT_MESSAGE and isinstance(op, SurfaceReplace)
 
 
 def _request(
