@@ -113,7 +113,7 @@ async def test_the_list_and_a_timeline_follow_the_store_and_nothing_is_written(
             errors: list[str] = []
             tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             await tab.goto(f"{base}/")
-            await tab.click("text=crashed")
+            await tab.click("tr[data-id='crashed'] a")
             await tab.wait_for_selector("body[data-ready='1']")
             assert await tab.locator(".row.crash").count() == 1
             await tab.goto(f"{base}/session/done")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["add_looking", "count", "number"]
 
@@ -77,6 +78,7 @@ def add_looking(command: Command) -> None:
     )
     page.add_argument("id", help="the session id")
     page.add_argument("-o", "--output", help="the file to write (default: ID.html here)")
+    page.add_argument("--prices", type=_prices, metavar="FILE", help=_PRICES_HELP)
 
     web = command(
         "serve",
@@ -91,6 +93,7 @@ def add_looking(command: Command) -> None:
     web.add_argument(
         "--allow-remote", action="store_true", help="allow an address other hosts can reach"
     )
+    web.add_argument("--prices", type=_prices, metavar="FILE", help=_PRICES_HELP)
 
     traces = command(
         "export-otel",
@@ -139,7 +142,23 @@ def add_looking(command: Command) -> None:
         "OTEL_EXPORTER_OTLP_TIMEOUT, else 10)",
     )
     traces.add_argument("--attempts", type=count, default=5, help="tries per batch (default 5)")
+    traces.add_argument("--prices", type=_prices, metavar="FILE", help=_PRICES_HELP)
     traces.add_argument("--json", action="store_true", help="one JSON object")
+
+
+_PRICES_HELP = (
+    "a JSON price table (per million tokens, by model) to show what each step cost; "
+    "nothing is priced without one"
+)
+
+
+def _prices(path: str) -> Any:
+    from agent_session.see.prices import PriceTableError, read_prices
+
+    try:
+        return read_prices(path)
+    except PriceTableError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _since(text: str) -> int:

@@ -19,29 +19,55 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_session.cli.exits import OK
+
+if TYPE_CHECKING:
+    from agent_session.see.prices import PriceTable
+    from agent_session.see.steps import Sent
 
 __all__ = ["csp_hash", "page", "rows", "timeline", "view"]
 
 
-def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
-    """The timeline's rows (see the module docstring), times relative to the first event."""
+def rows(
+    events: Sequence[Any], prices: PriceTable | None = None, asked: Sent | None = None
+) -> list[dict[str, Any]]:
+    """The timeline's rows (see the module docstring), times relative to the first event.
+
+    A step row holds its model, its usage and cost (with ``prices``), its answer
+    (:func:`~agent_session.see.steps.render`), the provider's response id and finish reason,
+    and ``sent``: the first event its request caused, a key of ``asked``'s ``requests``
+    (:func:`~agent_session.see.steps.sent`, worked out when not given; none for a settlement
+    step, which asked nothing). A turn row holds its
+    totals: wall time, model time, tool time, tokens in and out, and cost."""
     from agent_session.see.stats import beyond
+    from agent_session.see.steps import render, sent
     from agent_session.session.events.eventlog import is_run, iter_parts
+
+    asked = sent(events) if asked is None else asked
 
     out: list[dict[str, Any]] = []
     origin = events[0].time if len(events) else 0
     step: dict[str, Any] | None = None
+    turn: dict[str, Any] = {}
     calls: dict[Any, dict[str, Any]] = {}
     cut = {c["lastDurableSeq"]: c for c in beyond(events)["crashes"]}
+    headers = {seq: request["h"] for seq, request in asked["requests"].items()}
+    models = [header["model"] for header in asked["headers"]]
     for event in iter_parts(events):
+        first = event[0] if is_run(event) else event
+        if step is not None and "sent" not in step and first.seq in headers:
+            step["sent"] = first.seq
+            step["model"] = models[headers[first.seq]] or None
+        if turn:
+            turn["dur"] = first.time - origin - turn["t"]
         if is_run(event):
             if step is not None and step.get("firstToken") is None:
                 step["firstToken"] = event[0].time - origin
@@ -49,7 +75,9 @@ def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
         data = event.data if isinstance(event.data, Mapping) else {}
         t, kind = event.time - origin, event.type
         if kind == "turn/start":
-            out.append({"k": "turn", "turn": data.get("turn"), "t": t, "at": event.time})
+            turn = {"k": "turn", "turn": data.get("turn"), "t": t, "at": event.time, "dur": 0}
+            turn.update(modelMs=0, toolMs=0, tokensIn=0, tokensOut=0, cost=None)
+            out.append(turn)
         elif kind == "step/start":
             step = {"k": "step", "turn": data.get("turn"), "step": data.get("step"), "t": t}
             out.append(step)
@@ -60,10 +88,10 @@ def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
         elif kind == "user/message":
             out.append({"k": "user", "t": t, "text": _text(data.get("content"))})
         elif kind == "assistant/message":
-            if step is not None:
-                step["modelMs"] = t - step["t"]
-                step["usage"] = data.get("usage")
             message = _mapping(data.get("message"))
+            if step is not None:
+                _answered(step, turn, message, data.get("usage"), t, prices)
+                step["answer"] = render(message)["text"]
             for block in message.get("content") or ():
                 if isinstance(block, Mapping) and block.get("type") in ("text", "reasoning"):
                     out.append({"k": block["type"], "t": t, "text": str(block.get("text", ""))})
@@ -73,7 +101,9 @@ def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
             calls[data.get("callId")] = call
             out.append(call)
         elif kind == "tool/result":
-            _result(out, calls, data, t)
+            done = _result(out, calls, data, t)
+            if turn and "end" in done:
+                turn["toolMs"] += done["end"] - done["t"]
         elif kind in ("approval/asked", "approval/decided"):
             what = data.get("toolName") if kind == "approval/asked" else data.get("outcome")
             out.append({"k": kind.split("/")[1], "t": t, "text": str(what)})
@@ -88,9 +118,43 @@ def rows(events: Sequence[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _answered(
+    step: dict[str, Any],
+    turn: dict[str, Any],
+    message: Mapping[str, Any],
+    usage: Any,
+    t: int,
+    prices: PriceTable | None,
+) -> None:
+    """A step's answer: model time, usage, the model that answered, the provider's account,
+    the cost; and what they add to the turn's totals."""
+    source = _mapping(message.get("source"))
+    response = _mapping(_mapping(source.get("replayState")).get("response"))
+    step["modelMs"] = t - step["t"]
+    step["usage"] = usage
+    if isinstance(source.get("model"), str) and source["model"]:
+        step["model"] = source["model"]
+    for key, name in (("responseId", "id"), ("finish", "finishReason")):
+        if isinstance(response.get(name), str):
+            step[key] = response[name]
+    cost = prices.cost(step.get("model"), usage) if prices else None
+    if cost is not None:
+        step["cost"] = cost
+    if not turn:
+        return
+    turn["modelMs"] += step["modelMs"]
+    counts = _mapping(usage)
+    for key, name in (("tokensIn", "inputTokens"), ("tokensOut", "outputTokens")):
+        value = counts.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            turn[key] += value
+    if cost is not None:
+        turn["cost"] = (turn["cost"] or 0) + cost
+
+
 def _result(
     out: list[dict[str, Any]], calls: dict[Any, dict[str, Any]], data: Mapping[str, Any], t: int
-) -> None:
+) -> dict[str, Any]:
     message = _mapping(data.get("message"))
     source = _mapping(message.get("source"))
     call_id = source.get("callId")
@@ -107,6 +171,7 @@ def _result(
         call["repaired"] = code
     if isinstance(how, str):
         call["settled"] = how
+    return call
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -118,24 +183,98 @@ def _text(content: Any) -> str:
     return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, Mapping))
 
 
-def timeline(header: Mapping[str, Any], events: Sequence[Any]) -> dict[str, Any]:
-    """What the page shows of a session, as JSON (``agent-session serve`` serves it too)."""
+def timeline(
+    header: Mapping[str, Any],
+    events: Sequence[Any],
+    *,
+    prices: PriceTable | None = None,
+    store: str | None = None,
+) -> dict[str, Any]:
+    """What the page shows of a session, as JSON (``agent-session serve`` serves it too):
+    its rows, what each step was sent (:func:`~agent_session.see.steps.sent`), the session's
+    totals, and the calls it waits on (``parked``) with the commands that decide them on
+    ``store`` (as the user named it)."""
+    from agent_session.see.steps import sent
+
+    asked = sent(events)
+    shown = rows(events, prices, asked)
+    turns = [row for row in shown if row["k"] == "turn"]
+    priced = [row["cost"] for row in turns if row["cost"] is not None]
+    totals = {
+        "dur": events[-1].time - events[0].time if len(events) else 0,
+        "turns": len(turns),
+        "steps": sum(1 for row in shown if row["k"] == "step"),
+        "calls": sum(1 for row in shown if row["k"] == "call"),
+        **{k: sum(row[k] for row in turns) for k in ("modelMs", "toolMs", "tokensIn", "tokensOut")},
+        "cost": sum(priced) if priced else None,
+    }
     return {
         "id": header.get("id"),
         "parent": header.get("parentSession"),
         "createdAt": header.get("createdAt"),
         "events": len(events),
-        "rows": rows(events),
+        "rows": shown,
+        "headers": asked["headers"],
+        "messages": asked["messages"],
+        "requests": {str(seq): request for seq, request in asked["requests"].items()},
+        "totals": totals,
+        "currency": prices.currency if prices else None,
+        "parked": _parked(str(header.get("id", "")), events, store),
     }
 
 
-def page(header: Mapping[str, Any], events: Sequence[Any], *, live: str | None = None) -> str:
+def _parked(id: str, events: Sequence[Any], store: str | None) -> list[dict[str, Any]]:
+    """The calls the session waits on: what, why, the arguments an approver is asked to allow,
+    and the commands that decide each (on ``store``; ``STORE`` where it is not known)."""
+    import shlex
+
+    from agent_session.agent_loop.parking import DIGEST_PREFIX
+    from agent_session.session.events.parked import parked_calls
+
+    out = []
+    where = shlex.quote(store) if store else "STORE"
+    for call in parked_calls(events):
+        arguments = call.arguments
+        if isinstance(arguments, str):
+            with contextlib.suppress(ValueError):  # (shown as JSON when they are JSON)
+                arguments = json.loads(arguments)
+        named = f"{where} {shlex.quote(id)} {shlex.quote(call.call_id)}"
+        digest = call.arguments_digest[:DIGEST_PREFIX]
+        decision = call.decision
+        out.append(
+            {
+                "callId": call.call_id,
+                "tool": call.tool_name,
+                "arguments": json.dumps(arguments, ensure_ascii=False, indent=2, default=str),
+                "digest": call.arguments_digest,
+                "reason": call.reason,
+                "askedAt": call.asked_at,
+                "expiresAt": call.expires_at,
+                "decided": None if decision is None else decision.outcome,
+                "approve": f"agent-session approve {named} --digest {shlex.quote(digest)}",
+                "reject": f"agent-session reject {named} --reason ...",
+            }
+        )
+    return out
+
+
+def page(
+    header: Mapping[str, Any],
+    events: Sequence[Any],
+    *,
+    live: str | None = None,
+    back: str | None = None,
+    prices: PriceTable | None = None,
+    store: str | None = None,
+) -> str:
     """The HTML of the session's timeline (see the module docstring); ``live``: the URL path of
-    its :func:`timeline` JSON, which the page then polls to follow a session being written."""
+    its :func:`timeline` JSON, which the page then polls to follow a session being written;
+    ``back``: the URL of the list it was opened from; ``prices`` and ``store`` as
+    :func:`timeline` takes them."""
     assets = resources.files("agent_session.see") / "assets"
     style = (assets / "view.css").read_text(encoding="utf-8")
     script = (assets / "view.js").read_text(encoding="utf-8")
-    data = {**timeline(header, events), "live": live}
+    data = {**timeline(header, events, prices=prices, store=store), "live": live, "back": back}
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     for char, escaped in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e")):
         payload = payload.replace(char, escaped)
@@ -150,8 +289,10 @@ def page(header: Mapping[str, Any], events: Sequence[Any], *, live: str | None =
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n'
         f"<title>session {title}</title>\n<style>{style}</style></head>\n<body>\n"
-        '<header id="head"></header><main><div id="list" tabindex="0"><div id="rows"></div>'
-        '</div><aside id="detail" hidden><pre id="detail-text"></pre></aside></main>\n'
+        '<header id="head"></header><section id="parked" hidden></section>\n'
+        '<main><div id="list" tabindex="0" role="listbox" aria-label="what happened, in order">'
+        '<div id="rows"></div></div><aside id="detail" hidden><div id="detail-body"></div>'
+        '<p class="hint">Esc closes · ↑↓ or j/k move · Enter opens</p></aside></main>\n'
         f'<script type="application/json" id="data">{payload}</script>\n'
         f"<script>{script}</script>\n</body></html>\n"
     )
@@ -170,6 +311,7 @@ async def view(args: argparse.Namespace) -> int:
     header = session.header.to_json()
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.id).lstrip(".")
     target = Path(args.output or f"{safe or 'session'}.html")
-    target.write_text(page(header, session.events), encoding="utf-8")
+    html = page(header, session.events, prices=args.prices, store=args.store.shown)
+    target.write_text(html, encoding="utf-8")
     print(f"wrote {target} ({target.stat().st_size:,} bytes); open it in a browser")
     return OK

@@ -16,7 +16,7 @@ records none) gives requests with an empty config.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ from agent_session.session.events.types import (
     STEP_START,
 )
 
-__all__ = ["LoggedRequest", "logged_requests", "recorded_again"]
+__all__ = ["LoggedRequest", "logged_requests", "recorded_again", "request_points"]
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,21 @@ class LoggedRequest:
 
 def logged_requests(events: Sequence[Any]) -> list[LoggedRequest]:
     """Every model request of ``events`` (a whole log, from seq 0), in order."""
+    return [
+        _request(step, seq, header, surface, events)
+        for step, seq, header, surface in request_points(events)
+    ]
+
+
+def request_points(
+    events: Sequence[Any],
+) -> Iterator[tuple[tuple[Any, Any], int, Mapping[str, Any], Surface]]:
+    """Where each model request of ``events`` was made, lazily: ``((turn, step), seq of the
+    first event it caused, the header in force, the surface as the request saw it)``. The
+    surface is live: read it before asking for the next point (what :func:`logged_requests`
+    copies; the pages read only what changed since the last point)."""
     surface = Surface()
     header: Mapping[str, Any] = {}
-    requests: list[LoggedRequest] = []
     step: tuple[Any, Any] | None = None
     asked = False
     for event in events:
@@ -67,12 +79,11 @@ def logged_requests(events: Sequence[Any]) -> list[LoggedRequest]:
             step = None
         elif event.type in (ASSISTANT_CHUNK, ASSISTANT_MESSAGE) and step is not None:
             if not asked and not recorded_again(event):
-                requests.append(_request(step, event.seq, header, surface, events))
+                yield step, event.seq, header, surface
             asked = True
         op = getattr(event, "surface_op", None)
         if op is not None:
             surface.apply(event.seq, op)
-    return requests
 
 
 def recorded_again(event: Any) -> bool:
