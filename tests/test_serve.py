@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,6 +74,16 @@ def get(url: str) -> str:
         return str(response.read().decode())
 
 
+def listed(base: str, query: str = "") -> str:
+    """The list page once the server has read the whole store (until then it says it is still
+    reading, a fact to wait on: each request waits a moment for the pass it started)."""
+    deadline = time.monotonic() + 120
+    while True:
+        page = get(f"{base}/{query}")
+        if 'id="pending"' not in page or time.monotonic() > deadline:
+            return page
+
+
 WRITER = """
 import asyncio, sys
 from agent_session import open_store
@@ -100,10 +111,10 @@ async def test_the_list_and_a_timeline_follow_the_store_and_nothing_is_written(
     cli("demo", "--store", str(store), "--session-id", "crashed", "--crash", "tool", "--no-recover")
     cli("demo", "--store", str(store), "--session-id", "done", "--crash", "none", "--turns", "1")
     with serving(store, audit) as base:
-        listed = get(f"{base}/")
-        assert "crashed" in listed
-        assert "done" in listed
-        only = get(f"{base}/?state=interrupted")
+        shown = listed(base)
+        assert "crashed" in shown
+        assert "done" in shown
+        only = listed(base, "?state=interrupted")
         assert "crashed" in only
         assert ">done<" not in only
         data = json.loads(get(f"{base}/api/session/crashed"))
@@ -175,10 +186,10 @@ async def test_the_corpus_sessions_are_served_without_errors(tmp_path: Path) -> 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(case_bytes(case))
     with serving(store, audit) as base:
-        listed = get(f"{base}/")
+        shown = listed(base)
         async with chromium() as browser:
             for id in chosen:
-                assert id in listed
+                assert id in shown
                 tab = await browser.new_page()
                 errors: list[str] = []
                 tab.on(
@@ -197,10 +208,10 @@ def test_the_list_page_has_a_strict_policy_and_no_script(tmp_path: Path) -> None
     store, audit = tmp_path / "s", tmp_path / "audit.log"
     cli("demo", "--store", str(store), "--crash", "none", "--turns", "1")
     with serving(store, audit) as base:
-        listed = get(f"{base}/")
-    assert "<script" not in listed
-    assert "default-src 'none'; style-src 'sha256-" in listed
-    assert "unsafe-inline" not in listed
+        shown = listed(base)
+    assert "<script" not in shown
+    assert "default-src 'none'; style-src 'sha256-" in shown
+    assert "unsafe-inline" not in shown
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
@@ -214,13 +225,13 @@ def test_a_database_store_is_served_too(tmp_path: Path, kind: str) -> None:
     files = [f for f in (tmp_path / "sessions.db", tmp_path / "sessions.db-wal") if f.exists()]
     before = [(f.name, f.read_bytes(), f.stat().st_mtime_ns) for f in files]
     with serving(store, audit) as base:
-        listed = get(f"{base}/")
+        front = listed(base)
         data = json.loads(get(f"{base}/api/session/crashed"))
         shown = get(f"{base}/session/crashed")
     after = [(f.name, f.read_bytes(), f.stat().st_mtime_ns) for f in files]
     assert after == before
-    assert "crashed" in listed
-    assert "interrupted" in listed
+    assert "crashed" in front
+    assert "interrupted" in front
     assert any(row["k"] == "crash" for row in data["rows"])
     assert "Content-Security-Policy" in shown
     assert not audit.exists() or audit.read_text() == ""

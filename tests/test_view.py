@@ -56,7 +56,7 @@ async def test_a_crashed_and_repaired_session_is_marked_and_its_calls_open(tmp_p
         assert await bars.count() == 4  # turn 1: read and write; 2: write; 3: read
         for index in range(await bars.count()):  # every tool bar opens its call
             await bars.nth(index).click()
-            assert "arguments" == await tab.locator("#detail-body h3").first.text_content()
+            assert await tab.locator("#detail-body h3").first.text_content() == "arguments"
         await repaired.click()
         shown = await tab.locator("#detail-body").text_content() or ""
         assert "write_file(" in shown

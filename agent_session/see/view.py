@@ -252,7 +252,7 @@ def _parked(id: str, events: Sequence[Any], store: str | None) -> list[dict[str,
                 "expiresAt": call.expires_at,
                 "decided": None if decision is None else decision.outcome,
                 "approve": f"agent-session approve {named} --digest {shlex.quote(digest)}",
-                "reject": f"agent-session reject {named} --reason ...",
+                "reject": f"agent-session reject {named} --reason 'say why'",
             }
         )
     return out
