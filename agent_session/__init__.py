@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from agent_session.recovery import (
         TOOL_NOT_STARTED as TOOL_NOT_STARTED,
     )
+    from agent_session.see.prices import PriceTableError as PriceTableError
     from agent_session.recovery import (
         TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN,
     )

@@ -197,3 +197,37 @@ def test_the_bytes_written_are_the_ones_events_one_by_one_write(
     assert columns == events
     assert b'"type":"text-chunks"' in columns
     assert b'"type":"reasoning-chunks"' in columns
+
+
+@pytest.mark.parametrize("where", ["live", "jsonl", "sqlite"])
+async def test_a_run_s_first_time_is_read_without_building_it(tmp_path: Path, where: str) -> None:
+    from agent_session.persistence_sqlite import SqlitePersistence
+
+    ticks = itertools.count(1_000, 7)
+    session = Session.create("s", clock=lambda: next(ticks))
+    for step in (1, 2):
+        session.append("step/start", {"turn": 1, "step": step})
+        for i in range(5):
+            session.append_delta(1, step, f"t{i}")
+        session.append("step/end", {"turn": 1, "step": step})
+    events: Any = session.events
+    if where != "live":
+        backend: Any = (
+            JsonlPersistence(tmp_path / "j")
+            if where == "jsonl"
+            else SqlitePersistence(tmp_path / "s.db")
+        )
+        runtime = Runtime()
+        runtime.install(backend)
+        runtime.sessions.create("s", seed=list(session.events))
+        await runtime.sessions.flush(runtime.sessions.get("s"))
+        await backend.aclose()
+        backend = type(backend)(tmp_path / ("j" if where == "jsonl" else "s.db"))
+        events = (await backend.load("s")).events
+        await backend.aclose()
+    runs = [p for p in events.parts if isinstance(p, LazyRun)]
+    assert len(runs) == 2
+    firsts = [run.time0 for run in runs]
+    assert not any(run.built for run in runs)
+    assert firsts == [run[0].time for run in runs]
+    assert firsts == [e.time for e in events if e.type == "assistant/chunk"][::5]

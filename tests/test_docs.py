@@ -84,6 +84,7 @@ def test_the_error_tree_is_the_code_s() -> None:
     import agent_session.agent_loop
     import agent_session.otel.export  # (TraceExportError)
     import agent_session.otel.settings  # (TraceSettingsError)
+    import agent_session.see.prices  # (PriceTableError)
     import agent_session.testing  # noqa: F401
     from agent_session import SessionError
 

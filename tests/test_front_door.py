@@ -62,6 +62,7 @@ EXPORTED = [
     "ParkedCall",
     "PendingApproval",
     "PostgresPersistence",
+    "PriceTableError",
     "Runtime",
     "STORE_ENV",
     "ScriptedCall",

@@ -208,7 +208,7 @@ def lazy_row_events(raw: Mapping[str, Any]) -> LazyRun:
         )
     else:
         build = functools.partial(_text_members, delta, seq0, time0, dt, payload, turn, step, index)
-    return LazyRun(ASSISTANT_CHUNK, seq0, len(payload), build)
+    return LazyRun(ASSISTANT_CHUNK, seq0, len(payload), build, time0)
 
 
 def _check_times(time0: int, dt: list[int], bad: Callable[[str], MalformedRowError]) -> None:

@@ -59,7 +59,7 @@ def _run(events: Sequence[Mapping[str, Any]], key: tuple[Any, ...]) -> LazyRun:
     times = [event["time"] for event in events]
     texts = [event["data"]["chunk"]["text"] for event in events]
     build = functools.partial(_members, key, seq0, times, texts)
-    return LazyRun(ASSISTANT_CHUNK, seq0, len(events), build)
+    return LazyRun(ASSISTANT_CHUNK, seq0, len(events), build, times[0])
 
 
 def _members(key: tuple[Any, ...], seq0: int, times: list[int], texts: list[str]) -> list[Any]:

@@ -62,7 +62,7 @@ class Summary:
 
 def summarize(row: SessionRow, events: Sequence[Any], prices: PriceTable | None) -> Summary:
     """The summary of a listed session from its events (one pass, and the crash points)."""
-    from agent_session.see.stats import beyond
+    from agent_session.see.stats import crashes
     from agent_session.session.events.types import (
         ASSISTANT_MESSAGE,
         REQUEST_HEADER,
@@ -102,7 +102,7 @@ def summarize(row: SessionRow, events: Sequence[Any], prices: PriceTable | None)
                 found.errors += 1
     found.models, found.turns, found.cost, found.read = tuple(models), turns, cost, True
     found.duration_ms = events[-1].time - events[0].time if len(events) else None
-    found.crashes = len(beyond(events)["crashes"])
+    found.crashes = len(crashes(events))
     return found
 
 

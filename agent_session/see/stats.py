@@ -13,14 +13,44 @@ from typing import Any
 from agent_session.cli.exits import OK
 from agent_session.cli.output import json_line
 
-__all__ = ["beyond", "checkpoints", "stats"]
+__all__ = ["beyond", "checkpoints", "crashes", "stats"]
 
 
 def beyond(events: Sequence[Any]) -> dict[str, Any]:
-    """What the reference's figures do not say: ``crashes`` (per turn a crash cut: the turn,
-    the seq and time of its last durable event, and the calls repair answered, by code),
-    ``settled`` (calls settled on resume, by how), ``approvals`` (asked, decided by outcome,
-    and still parked), ``checkpoints`` (:func:`checkpoints`)."""
+    """What the reference's figures do not say: ``crashes`` (:func:`crashes`), ``settled``
+    (calls settled on resume, by how), ``approvals`` (asked, decided by outcome, and still
+    parked), ``checkpoints`` (:func:`checkpoints`)."""
+    from agent_session.session.events.eventlog import is_run, iter_parts
+    from agent_session.session.events.outcomes import SETTLEMENT
+    from agent_session.session.events.parked import parked_calls
+
+    cut = crashes(events)
+    settled: Counter[str] = Counter()
+    asked, decided = 0, Counter[str]()
+    for event in iter_parts(events):
+        if is_run(event):
+            continue  # packed streamed deltas: none of these figures is in them
+        data = event.data if isinstance(event.data, Mapping) else {}
+        if event.type == "tool/result":
+            how = (data.get("meta") or {}).get(SETTLEMENT)
+            if isinstance(how, str):
+                settled[how] += 1
+        elif event.type == "approval/asked":
+            asked += 1
+        elif event.type == "approval/decided":
+            decided[str(data.get("outcome"))] += 1
+    approvals = {"asked": asked, "decided": dict(decided), "parked": len(parked_calls(events))}
+    return {
+        "crashes": cut,
+        "settled": dict(settled),
+        "approvals": approvals,
+        "checkpoints": checkpoints(events, [c["lastDurableSeq"] for c in cut]),
+    }
+
+
+def crashes(events: Sequence[Any]) -> list[dict[str, Any]]:
+    """Per turn a crash cut: the turn, the seq and time of its last durable event, and the
+    calls repair answered, by code (``outcomeUnknown``, ``notStarted``)."""
     from agent_session.recovery import (
         TOOL_NOT_STARTED,
         TOOL_OUTCOME_UNKNOWN,
@@ -28,29 +58,24 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
         is_repair_result,
     )
     from agent_session.session.events.eventlog import is_run, iter_parts
-    from agent_session.session.events.outcomes import SETTLEMENT
-    from agent_session.session.events.parked import parked_calls
 
     repaired = (TOOL_OUTCOME_UNKNOWN, TOOL_NOT_STARTED)
-
-    crashes: list[dict[str, Any]] = []
-    settled: Counter[str] = Counter()
-    asked, decided = 0, Counter[str]()
+    out: list[dict[str, Any]] = []
     answered: dict[str, list[str]] = {code: [] for code in repaired}
     for event in iter_parts(events):
         if is_run(event):
-            continue  # packed streamed deltas: none of these figures is in them
+            continue
+        kind = event.type
+        if kind != "tool/result" and kind != "turn/end":
+            continue
         data = event.data if isinstance(event.data, Mapping) else {}
-        if event.type == "tool/result":
+        if kind == "tool/result":
             code = (data.get("error") or {}).get("code")
             if code in answered and is_repair_result(event):
                 answered[code].append(data["message"]["source"]["callId"])
-            how = (data.get("meta") or {}).get(SETTLEMENT)
-            if isinstance(how, str):
-                settled[how] += 1
-        elif event.type == "turn/end" and (data.get("reason") or {}).get("kind") == "interrupted":
+        elif (data.get("reason") or {}).get("kind") == "interrupted":
             last = crash_point(events, event.seq)
-            crashes.append(
+            out.append(
                 {
                     "turn": data.get("turn"),
                     "lastDurableSeq": last.seq,
@@ -60,17 +85,7 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
                 }
             )
             answered = {code: [] for code in repaired}
-        elif event.type == "approval/asked":
-            asked += 1
-        elif event.type == "approval/decided":
-            decided[str(data.get("outcome"))] += 1
-    approvals = {"asked": asked, "decided": dict(decided), "parked": len(parked_calls(events))}
-    return {
-        "crashes": crashes,
-        "settled": dict(settled),
-        "approvals": approvals,
-        "checkpoints": checkpoints(events, [c["lastDurableSeq"] for c in crashes]),
-    }
+    return out
 
 
 def checkpoints(events: Sequence[Any], cut: Sequence[int] = ()) -> dict[str, int]:

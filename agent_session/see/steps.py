@@ -26,13 +26,14 @@ Sent = dict[str, Any]
 
 def sent(events: Sequence[Any]) -> Sent:
     """Every request of ``events`` (see the module docstring)."""
+    from agent_session.session.events.eventlog import is_run, iter_parts
     from agent_session.session.events.requests import request_points
     from agent_session.session.events.surface import projected_message
 
     messages: list[dict[str, Any]] = []
     index: dict[int, int] = {}
-    for event in events:
-        if getattr(event, "surface_op", None) is None:
+    for event in iter_parts(events):
+        if is_run(event) or event.surface_op is None:
             continue
         message = projected_message(event)
         if message is not None:

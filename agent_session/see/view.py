@@ -47,7 +47,7 @@ def rows(
     (:func:`~agent_session.see.steps.sent`, worked out when not given; none for a settlement
     step, which asked nothing). A turn row holds its
     totals: wall time, model time, tool time, tokens in and out, and cost."""
-    from agent_session.see.stats import beyond
+    from agent_session.see.stats import crashes
     from agent_session.see.steps import render, sent
     from agent_session.session.events.eventlog import is_run, iter_parts
 
@@ -58,19 +58,19 @@ def rows(
     step: dict[str, Any] | None = None
     turn: dict[str, Any] = {}
     calls: dict[Any, dict[str, Any]] = {}
-    cut = {c["lastDurableSeq"]: c for c in beyond(events)["crashes"]}
+    cut = {c["lastDurableSeq"]: c for c in crashes(events)}
     headers = {seq: request["h"] for seq, request in asked["requests"].items()}
     models = [header["model"] for header in asked["headers"]]
     for event in iter_parts(events):
-        first = event[0] if is_run(event) else event
-        if step is not None and "sent" not in step and first.seq in headers:
-            step["sent"] = first.seq
-            step["model"] = models[headers[first.seq]] or None
+        seq, time = (event.seq0, event.time0) if is_run(event) else (event.seq, event.time)
+        if step is not None and "sent" not in step and seq in headers:
+            step["sent"] = seq
+            step["model"] = models[headers[seq]] or None
         if turn:
-            turn["dur"] = first.time - origin - turn["t"]
-        if is_run(event):
+            turn["dur"] = time - origin - turn["t"]
+        if is_run(event):  # (read by its bounds, never built: a long log's runs stay packed)
             if step is not None and step.get("firstToken") is None:
-                step["firstToken"] = event[0].time - origin
+                step["firstToken"] = time - origin
             continue
         data = event.data if isinstance(event.data, Mapping) else {}
         t, kind = event.time - origin, event.type
@@ -231,7 +231,11 @@ def _parked(id: str, events: Sequence[Any], store: str | None) -> list[dict[str,
     from agent_session.agent_loop.parking import DIGEST_PREFIX
     from agent_session.session.events.parked import parked_calls
 
-    out = []
+    from agent_session.session.events.eventlog import is_run, iter_parts
+
+    out: list[dict[str, Any]] = []
+    if not any(not is_run(e) and e.type == "approval/asked" for e in iter_parts(events)):
+        return out  # (nothing was ever asked: no need to find the open turn)
     where = shlex.quote(store) if store else "STORE"
     for call in parked_calls(events):
         arguments = call.arguments

@@ -68,15 +68,21 @@ class LazyRun(Sequence[SessionEvent]):
         super().__init_subclass__(**kwargs)
         _RUN_TYPES.add(cls)
 
-    __slots__ = ("_build", "_count", "_events", "seq0", "type")
+    __slots__ = ("_build", "_count", "_events", "_time0", "seq0", "type")
 
     def __init__(
-        self, type: str, seq0: int, count: int, build: Callable[[], list[SessionEvent]] | None
+        self,
+        type: str,
+        seq0: int,
+        count: int,
+        build: Callable[[], list[SessionEvent]] | None,
+        time0: int | None = None,
     ) -> None:
         self.type = type
         """The type of every member."""
         self.seq0 = seq0
         """The first member's seq; the others follow without gaps."""
+        self._time0 = time0
         self._count = count
         self._build: Callable[[], list[SessionEvent]] | None = build
         self._events: tuple[SessionEvent, ...] | None = None
@@ -86,6 +92,12 @@ class LazyRun(Sequence[SessionEvent]):
     def built(self) -> bool:
         """Whether the members exist as objects yet."""
         return self._events is not None
+
+    @property
+    def time0(self) -> int:
+        """The first member's time: read without building the run where its maker knew it
+        (every store's reader does), else from the built first member."""
+        return self._time0 if self._time0 is not None else int(self.events()[0].time)
 
     def events(self) -> tuple[SessionEvent, ...]:
         """The members (built now if they were not); the same tuple on every call."""

@@ -108,7 +108,7 @@ class DeltaRun(LazyRun):
     __slots__ = ("offset", "source")
 
     def __init__(self, source: OpenRun, offset: int, count: int) -> None:
-        super().__init__(ASSISTANT_CHUNK, source.seq0 + offset, count, None)
+        super().__init__(ASSISTANT_CHUNK, source.seq0 + offset, count, None, source.times[offset])
         self.source = source
         self.offset = offset
 

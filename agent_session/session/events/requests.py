@@ -65,11 +65,18 @@ def request_points(
     first event it caused, the header in force, the surface as the request saw it)``. The
     surface is live: read it before asking for the next point (what :func:`logged_requests`
     copies; the pages read only what changed since the last point)."""
+    from agent_session.session.events.eventlog import is_run, iter_parts
+
     surface = Surface()
     header: Mapping[str, Any] = {}
     step: tuple[Any, Any] | None = None
     asked = False
-    for event in events:
+    for event in iter_parts(events):
+        if is_run(event):  # (streamed deltas, read by their bounds: never built here)
+            if step is not None and not asked:
+                yield step, event.seq0, header, surface
+            asked = True
+            continue
         data = event.data if isinstance(event.data, Mapping) else {}
         if event.type == REQUEST_HEADER and isinstance(data.get("header"), Mapping):
             header = data["header"]
