@@ -75,10 +75,10 @@ if TYPE_CHECKING:
     from agent_session.recovery import (
         TOOL_NOT_STARTED as TOOL_NOT_STARTED,
     )
-    from agent_session.see.prices import PriceTableError as PriceTableError
     from agent_session.recovery import (
         TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN,
     )
+    from agent_session.see.prices import PriceTableError as PriceTableError
     from agent_session.session import ApprovalError as ApprovalError
     from agent_session.session import ApprovalExpiredError as ApprovalExpiredError
     from agent_session.session import ApprovalMismatchError as ApprovalMismatchError

@@ -26,6 +26,7 @@ from agent_session.session.persistence.service import SessionPersistence
 from bench.listing import ls_10k_sessions
 from bench.many import Many, many_sessions
 from bench.memory import load_peak_rss
+from bench.pages import page_figures
 from bench.postgres import DSN_ENV, bare_insert_commit, bare_insert_commit_async
 from bench.reference import reference_figures, reference_installed
 from bench.resume import resume_100k
@@ -320,6 +321,7 @@ async def collect(runs: int) -> dict[str, list[float]]:
     listing = await repeat(1, ls_10k_sessions)
     figures["jsonl_ls_10k_sessions_s"] = [ls[0] for ls in listing]
     figures["sqlite_ls_10k_sessions_s"] = [ls[1] for ls in listing]
+    await keyed(1, page_figures, figures)
     if os.environ.get(DSN_ENV):
         await postgres_figures(runs, figures)
     else:
@@ -378,6 +380,18 @@ async def postgres_figures(runs: int, figures: dict[str, list[float]]) -> None:
     )
 
 
+async def keyed(
+    runs: int,
+    measure: Callable[[str], Any],
+    figures: dict[str, list[float]],
+) -> dict[str, list[float]]:
+    """``figures`` with each key of what ``measure`` returns (a dict), over ``runs`` runs."""
+    found = await repeat(runs, measure)
+    for key in found[0]:
+        figures[key] = [one[key] for one in found]
+    return figures
+
+
 async def adk_figures(runs: int, figures: dict[str, list[float]]) -> dict[str, list[float]]:
     """Google ADK's session service against its own SQLite one (``bench.adk_sessions``)."""
     from bench.adk_sessions import adk_session_figures
@@ -398,6 +412,9 @@ def main() -> int:
     parser.add_argument(
         "--adk", action="store_true", help="print only the Google ADK session figures"
     )
+    parser.add_argument(
+        "--pages", action="store_true", help="print only the figures of view and serve"
+    )
     args = parser.parse_args()
     if args.scale:
         from bench.scale import main as scale
@@ -406,6 +423,8 @@ def main() -> int:
         return 0
     if args.adk:
         figures = asyncio.run(adk_figures(args.runs, {}))
+    elif args.pages:
+        figures = asyncio.run(keyed(args.runs, page_figures, {}))
     else:
         figures = asyncio.run(collect(args.runs))
     medians = {k: statistics.median(v) for k, v in figures.items()}

@@ -18,10 +18,10 @@ from agent_session.session import Runtime
 from agent_session.session.persistence.service import SessionPersistence
 from bench.workload import run_steps
 
-__all__ = ["ls_10k_sessions"]
+__all__ = ["ls_10k_sessions", "one_session", "plant_directories", "plant_rows"]
 
 
-async def _one_session(backend: SessionPersistence) -> None:
+async def one_session(backend: SessionPersistence) -> None:
     """Session ``s0``: one complete turn of four steps of 20 streamed deltas (about 100
     events)."""
     runtime = Runtime()
@@ -32,7 +32,7 @@ async def _one_session(backend: SessionPersistence) -> None:
     await backend.aclose()
 
 
-def _plant_directories(root: str, count: int) -> None:
+def plant_directories(root: str, count: int) -> None:
     project = os.path.join(root, "_no-cwd")
     with open(os.path.join(project, "s0", "session.jsonl"), "rb") as f:
         first, rest = f.read().split(b"\n", 1)
@@ -45,7 +45,7 @@ def _plant_directories(root: str, count: int) -> None:
     shutil.rmtree(os.path.join(project, "s0", "session.lock"), ignore_errors=True)
 
 
-def _plant_rows(path: str, count: int) -> None:
+def plant_rows(path: str, count: int) -> None:
     with sqlite3.connect(path) as db:
         for n in range(1, count):
             db.execute(
@@ -64,10 +64,10 @@ def _plant_rows(path: str, count: int) -> None:
 async def ls_10k_sessions(root: str, count: int = 10_000) -> tuple[float, float]:
     """(seconds to list ``count`` JSONL sessions, seconds to list them in SQLite)."""
     directory, database = os.path.join(root, "jsonl"), os.path.join(root, "sessions.db")
-    await _one_session(JsonlPersistence(directory))
-    await _one_session(SqlitePersistence(database))
-    _plant_directories(directory, count)
-    _plant_rows(database, count)
+    await one_session(JsonlPersistence(directory))
+    await one_session(SqlitePersistence(database))
+    plant_directories(directory, count)
+    plant_rows(database, count)
     start = time.perf_counter()
     logs = list(survey_directory(directory))
     jsonl_seconds = time.perf_counter() - start

@@ -3,11 +3,12 @@ times, turns, tokens, cost, crashes, errors, state) kept in memory and brought u
 one background pass at a time, so a page of a 10,000-session store is sorted, filtered and
 drawn from memory instead of reading the store again for every request.
 
-A pass surveys the store (what ``ls`` reads) and reads again only the sessions whose listing
-changed (last write, event count, size) since they were summarized. A list request starts a
-pass when none is running and waits for it a short while (:data:`FRESH_WAIT`): a small store
-is then shown as it is now; a large one is shown as the last pass left it, marked as still
-being read, with the sessions the running pass has reached already updated.
+A pass surveys the store (what ``ls`` reads; each session is listed as soon as it is found)
+and reads again only the sessions whose listing changed (last write, event count, size) since
+they were summarized. A list request starts a pass when none is running and waits for it a
+short while (:data:`FRESH_WAIT`) unless the last pass took longer: a small store is then shown
+as it is now; a large one as the last pass left it, with what the running pass has reached
+already updated. Until every session has been read once, the list says it is still reading.
 
 Guarantees: nothing is written; a session that cannot be read keeps its listing row with its
 problem as its state; a session removed from the store leaves the list at the end of the pass
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -141,29 +143,37 @@ class Catalog:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._running = False
+        self._took: float | None = None
         self.passes = 0
         """How many passes have ended."""
 
     def current(self, wait: float = FRESH_WAIT) -> tuple[list[Summary], bool]:
-        """(every session's summary, whether the list is complete): starts a pass unless one
-        is running and waits up to ``wait`` seconds for it to end."""
+        """(every session's summary, whether each was read): starts a pass unless one is
+        running, and waits up to ``wait`` seconds for it to end unless the last pass took
+        longer than that (a large store's page is then drawn at once from the last pass,
+        while the next one runs)."""
         with self._lock:
             if not self._running:
                 self._running = True
                 self._done.clear()
                 threading.Thread(target=self._pass, name="catalog", daemon=True).start()
-        complete = self._done.wait(wait)
+            slow = self._took is not None and self._took > wait
+        if not slow:
+            self._done.wait(wait)
         with self._lock:
             found = list(self._summaries.values())
-        return found, complete
+            complete = self.passes > 0 or self._done.is_set()
+        return found, complete and all(s.read or s.problem for s in found)
 
     def _pass(self) -> None:
+        start = time.monotonic()
         try:
             asyncio.run(self._read())
         finally:
             with self._lock:
                 self._running = False
                 self.passes += 1
+                self._took = time.monotonic() - start
             self._done.set()
 
     async def _read(self) -> None:
@@ -173,10 +183,11 @@ class Catalog:
 
         reader = open_backend(self.store, read_only=True)
         try:
-            listed = list(rows(self.store, max_log_bytes()))
-            with self._lock:  # (the listing first: every session is on the page at once)
-                known = self._summaries
-                for row in listed:
+            listed = []
+            known = self._summaries
+            for row in rows(self.store, max_log_bytes()):  # (each on the page as it is found)
+                listed.append(row)
+                with self._lock:
                     summary = known.get(row.id)
                     if summary is None:
                         known[row.id] = _listed(row)
@@ -184,6 +195,7 @@ class Catalog:
                     elif summary.key != _key(row):  # (shown as it was until read again)
                         summary.state, summary.events = row.state, row.events
                         summary.updated_at, summary.problem = row.updated_at, row.problem
+            with self._lock:
                 for gone in set(known) - {row.id for row in listed}:
                     del known[gone]
             for row in listed:

@@ -229,9 +229,8 @@ def _parked(id: str, events: Sequence[Any], store: str | None) -> list[dict[str,
     import shlex
 
     from agent_session.agent_loop.parking import DIGEST_PREFIX
-    from agent_session.session.events.parked import parked_calls
-
     from agent_session.session.events.eventlog import is_run, iter_parts
+    from agent_session.session.events.parked import parked_calls
 
     out: list[dict[str, Any]] = []
     if not any(not is_run(e) and e.type == "approval/asked" for e in iter_parts(events)):
