@@ -82,7 +82,13 @@ async def export_otel(args: argparse.Namespace) -> int:
             progress.step(done)
 
         exported = await export_store(
-            args.store, sink, args.ids, content=args.content, since=args.since, on_session=step
+            args.store,
+            sink,
+            args.ids,
+            content=args.content,
+            since=args.since,
+            on_session=step,
+            prices=args.prices,
         )
         if progress is not None:
             progress.clear()

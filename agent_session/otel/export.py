@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
     from agent_session.otel.cursor import Cursors
+    from agent_session.see.prices import PriceTable
     from agent_session.stores import StoreSpec
 
 __all__ = [
@@ -242,11 +243,13 @@ async def export_store(
     since: int | None = None,
     on_session: Callable[[int, int], None] | None = None,
     cursors: Cursors | None = None,
+    prices: PriceTable | None = None,
 ) -> Exported:
     """Send every turn of the store's sessions (all, or ``ids``) the sink has not
     acknowledged, session by session; ``since`` (Unix ms) leaves out turns that ended
     before it; ``on_session(done, total)`` hears of each session sent; ``cursors``, when
-    given, are used (and left open) instead of opening the store's. Raises
+    given, are used (and left open) instead of opening the store's; with ``prices``, each
+    model request's span has its cost. Raises
     :class:`TraceExportError` (what was acknowledged before stays recorded)."""
     import asyncio
 
@@ -279,7 +282,7 @@ async def export_store(
                     headers = {h.id: h for h in await reader.list_headers()}
                 parent = headers.get(header.parent_session)
             link = fork_link(header, events, cursor, parent.created_at if parent else None)
-            turns = _turns_of(sink, header, events, cursor, content, redact, link)
+            turns = _turns_of(sink, header, events, cursor, (content, redact, prices), link)
             if since is not None:
                 turns = [t for t in turns if t[2] >= since * 1_000_000]
             await asyncio.to_thread(
@@ -306,11 +309,11 @@ def _turns_of(
     header: Any,
     events: Sequence[Any],
     cursor: int,
-    content: Content,
-    redact: Callable[[str], str],
+    shown: tuple[Content, Callable[[str], str], PriceTable | None],
     link: tuple[str, int, int] | None,
 ) -> list[tuple[int, Sequence[Any], int]]:
     """Each turn still to send as (end seq, what the sink takes, end time in ns)."""
+    content, redact, prices = shown
     after = first_unsent(cursor, header)
     if sink.shape == "spans":
         traces = turn_traces(
@@ -321,6 +324,7 @@ def _turns_of(
             content=content,
             redact=redact,
             parent=link,
+            prices=prices,
         )
         return [(t.end_seq, t.spans, t.spans[0].end_ns) for t in traces]
     from agent_session.otel.records import turn_records

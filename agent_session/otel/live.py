@@ -22,6 +22,7 @@ from agent_session.session.persistence.redaction import scrub
 
 if TYPE_CHECKING:
     from agent_session.otel.spans import Content
+    from agent_session.see.prices import PriceTable
     from agent_session.session.live.runtime import PluginScope
 
 __all__ = ["OtelExporter", "otel_exporter"]
@@ -33,12 +34,16 @@ class OtelExporter:
     """The plugin :func:`otel_exporter` makes (install it with ``runtime.install``)."""
 
     def __init__(
-        self, spec: Any, sink: Any, content: Content, redact: Callable[[str], str]
+        self,
+        spec: Any,
+        sink: Any,
+        content: Content,
+        redact: Callable[[str], str],
+        prices: PriceTable | None = None,
     ) -> None:
         self._spec = spec
         self._sink = sink
-        self._content = content
-        self._redact = redact
+        self._shown = (content, redact, prices)
         self._queue: asyncio.Queue[Any] | None = None
         self._worker: asyncio.Task[None] | None = None
 
@@ -69,7 +74,7 @@ class OtelExporter:
             self._queue = asyncio.Queue()
             self._queue.put_nowait(None)  # the catch-up of everything not acknowledged
             self._worker = loop.create_task(
-                _work(self._spec, self._sink, self._queue, self._content, self._redact, scope)
+                _work(self._spec, self._sink, self._queue, self._shown, scope)
             )
         return self._queue
 
@@ -88,12 +93,15 @@ def otel_exporter(
     redact: Callable[[str], str] | None = None,
     timeout: float | None = None,
     attempts: int = 5,
+    prices: PriceTable | None = None,
 ) -> OtelExporter:
     """A plugin exporting the sessions of ``store`` (the name given to ``open_store``) to the
     OTLP/HTTP receiver at ``endpoint`` (its traces URL, or a base URL); the receiver, its
     headers and timeout not given are the OpenTelemetry SDK's environment's
     (:mod:`agent_session.otel.settings`). With ``content="full"``, every text put on a span
-    goes through ``redact`` (after the masking of the secrets this process knows of).
+    goes through ``redact`` (after the masking of the secrets this process knows of). With
+    ``prices`` (:func:`agent_session.see.prices.read_prices`), each model request's span has
+    its cost.
 
     Raises:
         TraceSettingsError: The receiver's URL or timeout cannot be used.
@@ -111,15 +119,14 @@ def otel_exporter(
         text = scrub(text)
         return redact(text) if redact is not None else text
 
-    return OtelExporter(parse_store(store), sink, content, masked)
+    return OtelExporter(parse_store(store), sink, content, masked, prices)
 
 
 async def _work(
     spec: Any,
     sink: Any,
     queue: asyncio.Queue[Any],
-    content: Content,
-    redact: Callable[[str], str],
+    shown: tuple[Content, Callable[[str], str], PriceTable | None],
     scope: PluginScope,
 ) -> None:
     """Export what the queue names, one at a time: ``None`` the whole store, a session its
@@ -137,6 +144,7 @@ async def _work(
     )
     from agent_session.otel.spans import turn_traces
 
+    content, redact, prices = shown
     cursors: Cursors | None = None
     try:
         while True:
@@ -152,7 +160,9 @@ async def _work(
                         continue  # nothing stored yet: nothing to send
                     cursors = cursors_for(spec)
                 if item is None:
-                    await export_store(spec, sink, content=content, redact=redact, cursors=cursors)
+                    await export_store(
+                        spec, sink, content=content, redact=redact, cursors=cursors, prices=prices
+                    )
                     continue
                 header = item.header
                 cursor = cursors.position(sink.name, item.id, header.created_at)
@@ -167,6 +177,7 @@ async def _work(
                     content=content,
                     redact=redact,
                     parent=fork_link(header, item.events, cursor, incarnation),
+                    prices=prices,
                 )
                 turns = [(t.end_seq, t.spans) for t in traces]
                 await asyncio.to_thread(

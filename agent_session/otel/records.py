@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_session.otel.spans import is_error_result, trace_id
+from agent_session.otel.ids import trace_id
+from agent_session.otel.spans import is_error_result
 
 __all__ = ["EventRecord", "TurnRecords", "sdk_log_record", "turn_records"]
 

@@ -22,18 +22,18 @@ start (a clock that went back is clamped, and the span says so in
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from agent_session.otel.attribution import agent_name, cost_attributes
 from agent_session.otel.genai_messages import (
     FINISH_REASONS,
     input_messages,
     output_messages,
     system_instructions,
 )
+from agent_session.otel.ids import span_id, trace_id
 from agent_session.recovery import (
     TOOL_NOT_STARTED,
     TOOL_OUTCOME_UNKNOWN,
@@ -47,6 +47,9 @@ from agent_session.session.events.requests import (
     recorded_again,
 )
 from agent_session.session.json.codec import encode_json
+
+if TYPE_CHECKING:
+    from agent_session.see.prices import PriceTable
 
 __all__ = ["Content", "SpanRecord", "TurnTrace", "is_error_result", "trace_id", "turn_traces"]
 
@@ -94,21 +97,6 @@ class TurnTrace:
     spans: list[SpanRecord]
 
 
-def _digest(session_id: str, incarnation: int, *key: object) -> bytes:
-    """The digest the ids of one log's spans are cut from (32 bytes)."""
-    text = json.dumps([session_id, incarnation, *key], ensure_ascii=False)
-    return hashlib.sha256(text.encode()).digest()
-
-
-def trace_id(session_id: str, incarnation: int, seq: int) -> int:
-    """The trace id of the turn that starts at ``seq`` (never 0)."""
-    return int.from_bytes(_digest(session_id, incarnation, "trace", seq)[:16], "big") or 1
-
-
-def _span_id(session_id: str, incarnation: int, role: str, seq: int) -> int:
-    return int.from_bytes(_digest(session_id, incarnation, role, seq)[:8], "big") or 1
-
-
 def is_error_result(data: Any) -> bool:
     """Whether a ``tool/result``'s data answers with an error (a result block says so)."""
     blocks: Any = _map(_map(data).get("message")).get("content")
@@ -124,6 +112,7 @@ def turn_traces(
     content: Content = "off",
     redact: Callable[[str], str] = lambda text: text,
     parent: tuple[str, int, int] | None = None,
+    prices: PriceTable | None = None,
 ) -> list[TurnTrace]:
     """The traces of the closed turns whose ``turn/end`` comes after ``after_seq``.
 
@@ -132,7 +121,7 @@ def turn_traces(
     ``parent``, for a fork, is (parent id, its incarnation, seq of the parent's turn/start the
     fork continues): the first trace returned links to that turn (pass it only while the
     fork's own first turn is not yet sent). ``redact`` sees every text that ``content="full"``
-    puts on a span."""
+    puts on a span; with ``prices``, each request's cost is on its span."""
     traces: list[TurnTrace] = []
     sent = {(r.turn, r.step): r for r in logged_requests(events)} if content == "full" else {}
     turn: list[Any] = []
@@ -149,25 +138,31 @@ def turn_traces(
                 if event.seq > after_seq:
                     link = parent if not traces else None
                     traces.append(
-                        _turn(session_id, incarnation, turn, before, content, redact, link, sent)
+                        _turn(
+                            (session_id, incarnation),
+                            turn,
+                            before,
+                            (content, redact, prices),
+                            link,
+                            sent,
+                        )
                     )
                 turn = []
     return traces
 
 
 def _turn(
-    session_id: str,
-    incarnation: int,
+    session: tuple[str, int],
     events: list[Any],
     context: Mapping[str, Any],
-    content: Content,
-    redact: Callable[[str], str],
+    shown: tuple[Content, Callable[[str], str], PriceTable | None],
     parent: tuple[str, int, int] | None,
     sent: Mapping[tuple[Any, Any], LoggedRequest],
 ) -> TurnTrace:
+    (session_id, incarnation), (content, redact, _) = session, shown
     start, end = events[0], events[-1]
     trace = trace_id(session_id, incarnation, start.seq)
-    root = _span_id(session_id, incarnation, "turn", start.seq)
+    root = span_id(session_id, incarnation, "turn", start.seq)
     ids = (session_id, incarnation, trace, root)
     reason = _map(end.data.get("reason")).get("kind", "completed")
     interrupted = reason == "interrupted"
@@ -180,6 +175,7 @@ def _turn(
         "agent_session.seq.first": start.seq,
         "agent_session.seq.last": end.seq,
     }
+    _put(attributes, "gen_ai.agent.name", agent_name(events))
     error = None
     if reason != "completed":
         attributes["error.type"] = reason
@@ -222,13 +218,13 @@ def _turn(
             turn_events.append(settled)
             continue
         request = sent.get((start.data.get("turn"), key))
-        chat = _chat(ids, step_events, contexts[key], crash, content, redact, request)
+        chat = _chat(ids, step_events, contexts[key], crash, shown, request)
         if chat is not None:
             spans.append(chat)
     links: list[tuple[int, int, dict[str, Any]]] = []
     if parent is not None:
         parent_id, parent_incarnation, parent_seq = parent
-        parent_root = _span_id(parent_id, parent_incarnation, "turn", parent_seq)
+        parent_root = span_id(parent_id, parent_incarnation, "turn", parent_seq)
         links.append((trace_id(*parent), parent_root, {}))
     turn_span = SpanRecord(
         trace_id=trace,
@@ -263,14 +259,14 @@ def _chat(
     events: list[Any],
     request: Mapping[str, Any],
     crash: Any,
-    content: Content,
-    redact: Callable[[str], str],
+    shown: tuple[Content, Callable[[str], str], PriceTable | None],
     sent: LoggedRequest | None = None,
 ) -> SpanRecord | None:
     """The model request of a step, under the request context in force (``request``): from
     its ``step/start`` to its ``assistant/message``; cut by a crash, it ends there with status
     ERROR. With ``content="full"``, what was sent (``sent``, read back from the log) and
     what came back, in the conventions' message shape."""
+    content, redact, prices = shown
     start = next((e for e in events if e.type == "step/start"), None)
     if start is None:
         return None
@@ -292,6 +288,7 @@ def _chat(
             _put(attributes, "gen_ai.usage.output_tokens", usage.get("outputTokens"))
             for key, name in _USAGE.items():  # the reference's TokenUsage, optional fields
                 _put(attributes, name, usage.get(key))
+            attributes.update(cost_attributes(prices, model, usage))
         elif chunk.get("type") == "finish":
             kind = _map(chunk.get("reason")).get("kind")
             if isinstance(kind, str):
@@ -397,7 +394,7 @@ def _child(
     session_id, incarnation, trace, root = ids
     return SpanRecord(
         trace_id=trace,
-        span_id=_span_id(session_id, incarnation, role, first.seq),
+        span_id=span_id(session_id, incarnation, role, first.seq),
         parent_id=root,
         name=name,
         kind=kind,

@@ -132,8 +132,8 @@ def _answered(
     response = _mapping(_mapping(source.get("replayState")).get("response"))
     step["modelMs"] = t - step["t"]
     step["usage"] = usage
-    if isinstance(source.get("model"), str) and source["model"]:
-        step["model"] = source["model"]
+    if not step.get("model") and isinstance(source.get("model"), str) and source["model"]:
+        step["model"] = source["model"]  # (where no header named the model asked)
     for key, name in (("responseId", "id"), ("finish", "finishReason")):
         if isinstance(response.get(name), str):
             step[key] = response[name]
