@@ -64,6 +64,11 @@ async def test_a_crashed_and_repaired_session_is_marked_and_its_calls_open(tmp_p
         assert '"path":"notes-2-1.txt"' in shown
         assert "Its outcome is unknown" in shown
         assert "crashes: 1" in await tab.locator("#head").inner_text()
+        await tab.locator(".row.step", has_text="step 2").first.click()  # (the picture's)
+        assert "system prompt" in (await tab.locator("#detail-body").text_content() or "")
+        said = tab.locator("#detail-body h3", has_text="response")
+        response = await said.locator("xpath=following-sibling::pre[1]").text_content()
+        assert response == "input tokens 120 · output tokens 8"  # (the demo's scripted usage)
         picture = await tab.screenshot()
         assert errors == []
     assert distinct_pixels(picture) > 20  # a rendered page, not a blank one

@@ -78,7 +78,7 @@ def _header(header: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "model": str(config.get("model", "")),
         "provider": str(config.get("provider", "")),
-        "config": _json(config),
+        "config": _json({k: v for k, v in config.items() if k not in ("provider", "model")}),
         "system": system if isinstance(system, str) else "",
         "tools": [
             {

@@ -54,7 +54,14 @@
     return `${value < 0.01 ? value.toFixed(4) : value.toFixed(2)} ${data.currency}`;
   }
   function tokens(input, output) { return `${input ?? 0} in / ${output ?? 0} out tokens`; }
-  function joined(parts) { return parts.filter((p) => p !== "" && p !== null).join(" · "); }
+  function joined(parts) {  // (a part that is not there: "", null, undefined or false)
+    return parts.filter((p) => p !== "" && p !== null && p !== undefined && p !== false)
+      .join(" · ");
+  }
+  function counts(usage) {  // {"inputTokens": 120} as "input tokens 120"
+    return Object.entries(usage).map(([key, value]) =>
+      `${key.replace(/[A-Z]/g, (c) => ` ${c.toLowerCase()}`)} ${JSON.stringify(value)}`);
+  }
 
   const title = (() => {
     const user = rows.find((r) => r.k === "user" && r.text);
@@ -203,7 +210,7 @@
       section("came back", r.answer ?? "(no answer: the step was cut)");
       section("response", joined([
         r.finish && `finish reason ${r.finish}`, r.responseId && `id ${r.responseId}`,
-        r.usage ? JSON.stringify(r.usage) : "", r.cost !== undefined ? money(r.cost) : "",
+        ...(r.usage ? counts(r.usage) : []), r.cost !== undefined ? money(r.cost) : "",
       ]) || "(the provider said nothing more)");
     } else if (r.k === "call") {
       section("arguments", r.args);
