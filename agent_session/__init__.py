@@ -30,6 +30,9 @@ if TYPE_CHECKING:
         ModelUnavailableError as ModelUnavailableError,
     )
     from agent_session.agent_loop import (
+        RequestSettings as RequestSettings,
+    )
+    from agent_session.agent_loop import (
         ScriptedCall as ScriptedCall,
     )
     from agent_session.agent_loop import (

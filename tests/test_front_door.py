@@ -63,6 +63,7 @@ EXPORTED = [
     "PendingApproval",
     "PostgresPersistence",
     "PriceTableError",
+    "RequestSettings",
     "Runtime",
     "STORE_ENV",
     "ScriptedCall",

@@ -16,6 +16,7 @@ from agent_session.agent_loop.models import (
     ModelRequest,
     ModelService,
     ModelUnavailableError,
+    RequestSettings,
 )
 from agent_session.agent_loop.runtime import AgentRuntime
 from agent_session.agent_loop.scripted import ScriptedCall, ScriptedModel, ScriptedStep
@@ -43,6 +44,7 @@ __all__ = [
     "ModelRequest",
     "ModelService",
     "ModelUnavailableError",
+    "RequestSettings",
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedStep",

@@ -333,7 +333,11 @@ class Agent:
         when the stream finished with an error or abort."""
         session = self.session
         tools = self.runtime.tools.definitions()
-        header: dict[str, Any] = {"config": {"provider": self.provider, "model": self.model}}
+        settings = self.runtime.models.settings(self.provider)
+        config = {"provider": self.provider, "model": self.model, **settings.config}
+        header: dict[str, Any] = {"config": config}
+        if settings.defaults:
+            header["adapterDefaults"] = dict.fromkeys(sorted(settings.defaults), True)
         if self.system:
             header["system"] = self.system
         if tools:

@@ -26,6 +26,7 @@ __all__ = [
     "ModelRequest",
     "ModelService",
     "ModelUnavailableError",
+    "RequestSettings",
 ]
 
 
@@ -70,11 +71,40 @@ class ModelRequest:
     """Cancellation of the turn the request belongs to."""
 
 
+@dataclass(frozen=True, slots=True)
+class RequestSettings:
+    """What an adapter sends with every request beyond the request itself, as the loop's
+    ``request/header`` records it, so the log says what each request was sent."""
+
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """Header config fields besides ``provider`` and ``model``: the reference's names where
+    it has one (``temperature``, ``maxTokens``, ``stop``, ``reasoningEffort``), then
+    ``adapter`` (which request mapping, and its version) and ``extraBody`` (every other field
+    sent as is)."""
+    defaults: frozenset[str] = frozenset()
+    """Which of ``maxTokens`` and ``reasoningEffort`` are the adapter's defaults rather than
+    the caller's (the header's ``adapterDefaults``)."""
+
+    def __post_init__(self) -> None:
+        named = sorted({"provider", "model"} & set(self.config))
+        if named:
+            raise ValueError(f"request settings cannot name {', '.join(named)}: the loop's do")
+        allowed = {"maxTokens", "reasoningEffort"} & set(self.config)
+        wrong = sorted(self.defaults - allowed)
+        if wrong:
+            raise ValueError(
+                f"request settings' defaults must be config fields among maxTokens and "
+                f"reasoningEffort, not {', '.join(wrong)}"
+            )
+
+
 class ModelAdapter(Protocol):
     """A provider: one method that streams the reference chunks for a request. An adapter
     may also have ``check(model: str) -> None``, which raises
     :class:`ModelUnavailableError` when it can tell at once, without a request, that it
-    cannot serve ``model`` (the loop asks before a turn writes anything)."""
+    cannot serve ``model`` (the loop asks before a turn writes anything), and
+    ``request_settings() -> RequestSettings``, what it sends with every request (recorded in
+    the request header; an adapter without it records none)."""
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]: ...
 
@@ -113,6 +143,13 @@ class ModelService:
         check = getattr(self.adapter(provider), "check", None)
         if callable(check):
             check(model)
+
+    def settings(self, provider: str) -> RequestSettings:
+        """What the adapter of ``provider`` sends with every request (none when it does not
+        say); no I/O."""
+        settings = getattr(self.adapter(provider), "request_settings", None)
+        made = settings() if callable(settings) else None
+        return made if isinstance(made, RequestSettings) else RequestSettings()
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """The request's chunks through the ``llm/stream`` middleware chain. The adapter's

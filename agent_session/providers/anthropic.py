@@ -17,7 +17,7 @@ so multi-turn reasoning with tools works.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 from agent_session.agent_loop.models import ModelRequest
 from agent_session.interchange.export import to_anthropic
@@ -32,7 +32,10 @@ from agent_session.providers.base import (
 from agent_session.providers.blocks import Blocks, answered, failure, finish, usage
 from agent_session.session.json.lossless import thaw
 
-__all__ = ["AnthropicModel", "messages_request"]
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel", "messages_request"]
+
+DEFAULT_MAX_TOKENS: Final = 4096
+"""The ``max_tokens`` sent when none is given (the API requires one)."""
 
 
 def messages_request(
@@ -59,18 +62,20 @@ def messages_request(
 
 class AnthropicModel(ProviderModel):
     """Messages over an ``anthropic.AsyncAnthropic`` client (one is made from the environment
-    when none is given: ``ANTHROPIC_API_KEY``). ``max_tokens`` is required by the API;
-    ``extra_body`` adds fields (``{"thinking": {"type": "enabled", "budget_tokens": 2048}}``).
-    Retries are this adapter's (the client's own are turned off); ``timeout`` (seconds)
-    bounds each attempt."""
+    when none is given: ``ANTHROPIC_API_KEY``). ``max_tokens`` is required by the API
+    (:data:`DEFAULT_MAX_TOKENS` when not given, which the header records as the adapter's
+    default); ``extra_body`` adds fields
+    (``{"thinking": {"type": "enabled", "budget_tokens": 2048}}``). Retries are this
+    adapter's (the client's own are turned off); ``timeout`` (seconds) bounds each attempt."""
 
     provider = "anthropic"
+    mapping = "anthropic-messages/1"
 
     def __init__(
         self,
         client: Any = None,
         *,
-        max_tokens: int = 4096,
+        max_tokens: int | None = None,
         extra_body: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         **retries: Any,
@@ -89,14 +94,22 @@ class AnthropicModel(ProviderModel):
             keyless=lambda made: made.api_key is None and made.auth_token is None,
         )
         self.client = without_retries(client, timeout)
-        self.max_tokens = max_tokens
+        self.max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
         self.extra_body = dict(extra_body or {})
+        self._chosen = max_tokens is not None or "max_tokens" in self.extra_body
+
+    def _sent(self) -> Mapping[str, Any]:
+        return {"max_tokens": self.max_tokens, **self.extra_body}
+
+    def _defaults(self) -> frozenset[str]:
+        return frozenset() if self._chosen else frozenset({"maxTokens"})
 
     async def _attempt(
         self, request: ModelRequest, blocks: Blocks
     ) -> AsyncIterator[dict[str, Any]]:
-        body = messages_request(request, self.max_tokens, self.extra_body)
-        stream = await self.client.messages.create(**body)
+        # (extra fields go as the SDK's extra_body: its keyword arguments are not every field)
+        body = messages_request(request, self.max_tokens)
+        stream = await self.client.messages.create(**body, extra_body=self.extra_body or None)
         replay: dict[int, dict[str, Any]] = {}
         kinds: dict[int, str] = {}
         counts: dict[str, int | None] = {}

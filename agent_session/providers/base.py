@@ -19,8 +19,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
-from agent_session.agent_loop.models import ModelRequest
+from agent_session.agent_loop.models import ModelRequest, RequestSettings
 from agent_session.providers.blocks import Blocks, finish
+from agent_session.providers.settings import header_settings
 
 __all__ = [
     "RETRY",
@@ -69,6 +70,10 @@ class ProviderModel:
     :meth:`_attempt` and :meth:`_classify`."""
 
     provider: str = "provider"
+    mapping: str = "provider/1"
+    """Which request mapping this adapter is, and its version (``anthropic-messages/1``):
+    recorded in each request header as config ``adapter``, so a log says how its requests
+    were built from it."""
 
     def __init__(
         self,
@@ -124,6 +129,19 @@ class ProviderModel:
             return int(min(retry_after_ms, cap))
         ceiling = min(cap, self.base_delay * 1000 * 2 ** (retry - 1))
         return int(random.uniform(ceiling / 2, ceiling))
+
+    def request_settings(self) -> RequestSettings:
+        """What this adapter sends with every request beyond the request itself (its
+        settings and ``extra_body``), as the loop records it in the request header."""
+        return header_settings(self.mapping, self._sent(), self._defaults())
+
+    def _sent(self) -> Mapping[str, Any]:
+        """The fields this adapter adds to every request body, by the provider's names."""
+        return {}
+
+    def _defaults(self) -> frozenset[str]:
+        """The header config fields the adapter chose rather than the caller."""
+        return frozenset()
 
     def _attempt(self, request: ModelRequest, blocks: Blocks) -> AsyncIterator[dict[str, Any]]:
         raise NotImplementedError

@@ -66,6 +66,7 @@ class OpenAIChatModel(ProviderModel):
     bounds each attempt; ``extra_body`` adds request fields."""
 
     provider = "openai"
+    mapping = "openai-chat-completions/1"
 
     def __init__(
         self,
@@ -90,11 +91,16 @@ class OpenAIChatModel(ProviderModel):
         self.client = without_retries(client, timeout)
         self.extra_body = dict(extra_body or {})
 
+    def _sent(self) -> Mapping[str, Any]:
+        return self.extra_body
+
     async def _attempt(
         self, request: ModelRequest, blocks: Blocks
     ) -> AsyncIterator[dict[str, Any]]:
-        body = {**chat_request(request), **self.extra_body}
-        stream = await self.client.chat.completions.create(**body)
+        # (extra fields go as the SDK's extra_body: its keyword arguments are not every field)
+        body = chat_request(request)
+        extra = self.extra_body or None
+        stream = await self.client.chat.completions.create(**body, extra_body=extra)
         reason: str | None = None
         counted: Any = None
         answer_id: Any = None

@@ -57,11 +57,13 @@ class OpenAIResponsesModel(OpenAIChatModel):
     """Responses over an ``openai.AsyncOpenAI`` client (see :class:`OpenAIChatModel` for the
     client, the key and the retries)."""
 
+    mapping = "openai-responses/1"
+
     async def _attempt(
         self, request: ModelRequest, blocks: Blocks
     ) -> AsyncIterator[dict[str, Any]]:
-        body = {**responses_request(request), **self.extra_body}
-        stream = await self.client.responses.create(**body)
+        body = responses_request(request)  # (extra fields: as in OpenAIChatModel)
+        stream = await self.client.responses.create(**body, extra_body=self.extra_body or None)
         replay: dict[int, dict[str, Any]] = {}
         ended: dict[str, Any] | None = None
         counted: Any = None

@@ -3,7 +3,9 @@ call and before every local tool body, which the SDK's own sessions do not (they
 turn's ``function_call`` only after its body ran).
 
 - ``on_llm_start``: the run's input is recorded (a streamed run saves it only later), a step
-  opens, and the log is flushed before the model is called.
+  opens, the request header is logged when it changed (the system prompt, the model, its
+  settings and the tools: :mod:`~agent_session.integrations.openai_agents.requests`), and
+  the log is flushed before the model is called.
 - ``on_llm_end``: the response's items are recorded as the SDK will add them (the following
   ``add_items`` finds them there and writes nothing twice).
 - ``on_tool_start`` (awaited by the SDK before the body, in the call's own task): the
@@ -25,6 +27,7 @@ from agents.run_context import RunContextWrapper
 from agents.tool import Tool
 from agents.tool_context import ToolContext
 
+from agent_session.integrations.openai_agents.requests import request_header
 from agent_session.integrations.openai_agents.session import EventLogSession
 
 __all__ = ["DurableRunHooks"]
@@ -53,7 +56,8 @@ class DurableRunHooks(RunHooks[Any]):
         input_items: list[TResponseInputItem],
     ) -> None:
         self.session.model = model_name(agent)
-        await self.session.before_model_call(input_items)
+        header = request_header(agent, self.session.model, system_prompt)
+        await self.session.before_model_call(input_items, header)
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse

@@ -37,6 +37,7 @@ import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from agent_session.integrations.headers import HeaderLog
 from agent_session.integrations.home_loop import HomeLoop
 from agent_session.integrations.openai_agents.approvals import decided_in_process, parked_calls
 from agent_session.integrations.openai_agents.history import HistoryIndex, history
@@ -141,6 +142,7 @@ class EventLogSession(ItemWriter):
         self._pending: list[dict[str, Any]] = []
         self._brackets = BracketCursor()
         self._index = HistoryIndex()  # what the hooks wrote that add_items will repeat
+        self._headers = HeaderLog()
 
     @classmethod
     async def open(
@@ -335,12 +337,17 @@ class EventLogSession(ItemWriter):
 
     # --- what DurableRunHooks call ----------------------------------------------------------
 
-    async def before_model_call(self, input_items: Sequence[Any]) -> None:
+    async def before_model_call(
+        self, input_items: Sequence[Any], header: Mapping[str, Any] | None = None
+    ) -> None:
         """Record the run's input if no ``add_items`` did yet (a streamed run saves it after
-        the first request started), open the step, and make the log durable."""
-        return await self._call(self._before_model_call(input_items))
+        the first request started), open the step, log the request ``header`` if it is not
+        the last one logged, and make the log durable."""
+        return await self._call(self._before_model_call(input_items, header))
 
-    async def _before_model_call(self, input_items: Sequence[Any]) -> None:
+    async def _before_model_call(
+        self, input_items: Sequence[Any], header: Mapping[str, Any] | None
+    ) -> None:
         self._hooked = True
         async with self._lock:
             session = await self._live()
@@ -363,6 +370,8 @@ class EventLogSession(ItemWriter):
                     self._user(session, item)
                     self._pending.append(item)
             next_step(session, self._turn(session), marks=self._brackets.marks(session))
+            if header is not None:
+                self._headers.log(session, header)
             await self.runtime.sessions.flush(session)
 
     async def model_responded(self, items: Sequence[Any]) -> None:
