@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError as AdkNotFound
 from google.adk.events.event import Event
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.sessions.base_session_service import (
     BaseSessionService,
     GetSessionConfig,
@@ -48,7 +49,7 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session as AdkSession
 
 from agent_session.integrations.google_adk.catalog import Catalog, Row, Touch, catalog_for
-from agent_session.integrations.google_adk.mapping import log_id, stripped
+from agent_session.integrations.google_adk.mapping import kind_of, log_id, stripped
 from agent_session.integrations.google_adk.pages import page_of
 from agent_session.integrations.google_adk.recent import recent_view
 from agent_session.integrations.google_adk.state import View, merged, split_state
@@ -98,6 +99,7 @@ class EventLogSessionService(BaseSessionService):
         self._starting: asyncio.Future[tuple[Runtime, Catalog]] | None = None
         self._home_lock = threading.Lock()
         self._touched: dict[str, dict[tuple[str, str], Touch]] = {}
+        self._asked: dict[str, dict[str, Any]] = {}  # (each session's last request header)
 
     # --- where the work runs ----------------------------------------------------------------
 
@@ -289,8 +291,9 @@ class EventLogSessionService(BaseSessionService):
         if view.session is None:
             assert view.held is not None
             raise view.held
+        asked = self._asked.pop(log_id(app, user, sid), None) if kind_of(event) == "model" else None
         try:
-            write_event(view.session, view.brackets, event)
+            write_event(view.session, view.brackets, event, asked, view.headers)
             await runtime.sessions.flush(view.session)
         except BaseException:
             # what this call appended must never reach the log later: forget the live
@@ -309,6 +312,18 @@ class EventLogSessionService(BaseSessionService):
         if app_delta or user_delta:
             await self._record(app, user, app_delta, user_delta)
         return True
+
+    def request_recorder(self) -> BasePlugin:
+        """An ADK plugin (``Runner(..., plugins=[service.request_recorder()])``) that has
+        the log record what each model request was sent: its system instruction, tools,
+        model and config, in the step of the response that answers it
+        (:mod:`~agent_session.integrations.google_adk.requests`)."""
+        from agent_session.integrations.google_adk.requests import RequestRecorder
+
+        def asked(app: str, user: str, sid: str, header: dict[str, Any]) -> None:
+            self._asked[log_id(app, user, sid)] = header
+
+        return RequestRecorder(asked)
 
     async def flush(self) -> None:
         """Record every session's update time and state in the catalog (the events are
@@ -406,26 +421,8 @@ class EventLogSessionService(BaseSessionService):
 
     async def _session(self, app: str, view: View, config: GetSessionConfig | None) -> AdkSession:
         _, catalog = await self._started()
-        chosen = [event for _, event in view.events]
-        if config is not None:
-            if config.num_recent_events is not None:
-                count = config.num_recent_events
-                chosen = chosen[-count:] if count else []
-            if config.after_timestamp is not None:
-                since = config.after_timestamp
-                chosen = [e for e in chosen if float(e.get("timestamp", 0)) >= since]
-        events = [Event.model_validate(event) for event in chosen]
         app_state, user_state = await self._catalog_call(catalog.shared, app, view.row.user)
-        # as ADK's services: the last event's time (whenever it was stamped), else the creation
-        updated = float(view.events[-1][1].get("timestamp", 0.0)) if view.events else None
-        return AdkSession(
-            id=view.row.id,
-            app_name=app,
-            user_id=view.row.user,
-            state=merged(view.state, app_state, user_state),
-            events=events,
-            last_update_time=view.row.updated if updated is None else updated,
-        )
+        return view.adk_session(app, config, app_state, user_state)
 
     async def _record(
         self,

@@ -7,8 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.adk.events.event import Event
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.sessions.session import Session as AdkSession
+
 from agent_session.integrations.google_adk.catalog import Row
 from agent_session.integrations.google_adk.mapping import project
+from agent_session.integrations.headers import HeaderLog
 from agent_session.integrations.turns import BracketCursor
 from agent_session.session.errors import SessionCollisionError
 from agent_session.session.live.session import Session
@@ -40,6 +45,7 @@ class View:
     read: int = 0
     asked: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     brackets: BracketCursor = field(default_factory=BracketCursor)
+    headers: HeaderLog = field(default_factory=HeaderLog)
 
     ids: dict[Any, list[dict[str, Any]]] = field(default_factory=dict)
 
@@ -56,6 +62,34 @@ class View:
             if delta:
                 self.state.update(split_state(delta)[2])
         self.read = len(log)
+
+    def adk_session(
+        self,
+        app: str,
+        config: GetSessionConfig | None,
+        app_state: Mapping[str, Any],
+        user_state: Mapping[str, Any],
+    ) -> AdkSession:
+        """The ADK session this view holds, with the events ``config`` selects and its state
+        merged with the shared ``app_state`` and ``user_state``."""
+        chosen = [event for _, event in self.events]
+        if config is not None:
+            if config.num_recent_events is not None:
+                count = config.num_recent_events
+                chosen = chosen[-count:] if count else []
+            if config.after_timestamp is not None:
+                since = config.after_timestamp
+                chosen = [e for e in chosen if float(e.get("timestamp", 0)) >= since]
+        # as ADK's services: the last event's time (whenever it was stamped), else the creation
+        updated = float(self.events[-1][1].get("timestamp", 0.0)) if self.events else None
+        return AdkSession(
+            id=self.row.id,
+            app_name=app,
+            user_id=self.row.user,
+            state=merged(self.state, app_state, user_state),
+            events=[Event.model_validate(event) for event in chosen],
+            last_update_time=self.row.updated if updated is None else updated,
+        )
 
 
 def merged(

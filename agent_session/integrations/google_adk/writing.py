@@ -23,6 +23,7 @@ from agent_session.integrations.google_adk.mapping import (
     tool_result_data,
     user_data,
 )
+from agent_session.integrations.headers import HeaderLog
 from agent_session.integrations.turns import (
     BracketCursor,
     end_turn,
@@ -42,8 +43,16 @@ from agent_session.session.live.session import Session
 __all__ = ["write_event"]
 
 
-def write_event(session: Session, brackets: BracketCursor, event: Mapping[str, Any]) -> None:
-    """Append the events of one ADK event (its JSON) to ``session``; nothing is flushed."""
+def write_event(
+    session: Session,
+    brackets: BracketCursor,
+    event: Mapping[str, Any],
+    header: Mapping[str, Any] | None = None,
+    headers: HeaderLog | None = None,
+) -> None:
+    """Append the events of one ADK event (its JSON) to ``session``; nothing is flushed.
+    A model response is preceded, in its step, by the header of the request it answers
+    (``header``) when ``headers`` says the log does not hold it last."""
     kind = kind_of(event)
     kept = encode(event)  # (refused before anything is appended)
     turn = open_turn(session.events, brackets.marks(session))
@@ -60,6 +69,8 @@ def write_event(session: Session, brackets: BracketCursor, event: Mapping[str, A
         session.append(USER_MESSAGE, user_data(event, kept, str(uuid.uuid4())), surface_op="append")
     elif kind == "model":
         turn = next_step(session, turn, marks=brackets.marks(session))
+        if header is not None and headers is not None:
+            headers.log(session, header)
         data = assistant_data(event, kept, turn.number, turn.last_step)
         session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=[])
         turn.step_answered = turn.answered_any = True
