@@ -6,14 +6,57 @@ name no cost attribute, and this is the one cost-aware backends read)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from agent_session.integrations.google_adk.mapping import PROVIDER as ADK
 
 if TYPE_CHECKING:
     from agent_session.see.prices import PriceTable
 
-__all__ = ["agent_name", "cost_attributes"]
+__all__ = ["agent_name", "context_after", "cost_attributes", "request_attributes"]
+
+_REQUEST: Final = {
+    "temperature": "gen_ai.request.temperature",
+    "maxTokens": "gen_ai.request.max_tokens",
+    "stop": "gen_ai.request.stop_sequences",
+}
+"""The request header's config fields that are the conventions' request attributes."""
+_SENT_AS: Final = {
+    "top_p": "gen_ai.request.top_p",
+    "top_k": "gen_ai.request.top_k",
+    "seed": "gen_ai.request.seed",
+    "frequency_penalty": "gen_ai.request.frequency_penalty",
+    "presence_penalty": "gen_ai.request.presence_penalty",
+}
+"""Fields an adapter sent as is (the config's ``extraBody``) that are request attributes too."""
+
+
+def context_after(context: Mapping[str, Any], event: Any) -> Mapping[str, Any]:
+    """The request context in force after ``event``: a ``request/context`` names the route
+    (provider, model), a ``request/header`` the route and the config (``config``) the requests
+    are sent with; anything else changes nothing."""
+    data = event.data if isinstance(event.data, Mapping) else {}
+    if event.type == "request/context":
+        return {**context, **data}
+    if event.type == "request/header":
+        header = data.get("header")
+        config = header.get("config") if isinstance(header, Mapping) else None
+        if isinstance(config, Mapping):
+            route = {k: config[k] for k in ("provider", "model") if k in config}
+            return {**context, **route, "config": config}
+    return context
+
+
+def request_attributes(config: Any) -> dict[str, Any]:
+    """The conventions' ``gen_ai.request.*`` attributes of a request header's config: its
+    temperature, max tokens and stop sequences, and the sampling fields sent as is."""
+    if not isinstance(config, Mapping):
+        return {}
+    out = {name: config[key] for key, name in _REQUEST.items() if key in config}
+    extra = config.get("extraBody")
+    if isinstance(extra, Mapping):
+        out.update({name: extra[key] for key, name in _SENT_AS.items() if key in extra})
+    return {k: list(v) if isinstance(v, list | tuple) else v for k, v in out.items()}
 
 
 def agent_name(events: Sequence[Any]) -> str | None:

@@ -26,7 +26,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent_session.otel.attribution import agent_name, cost_attributes
+from agent_session.otel.attribution import (
+    agent_name,
+    context_after,
+    cost_attributes,
+    request_attributes,
+)
 from agent_session.otel.genai_messages import (
     FINISH_REASONS,
     input_messages,
@@ -128,8 +133,7 @@ def turn_traces(
     context: Mapping[str, Any] = {}  # the request context in force (written when it changes)
     before: Mapping[str, Any] = {}
     for event in events:
-        if event.type == "request/context":
-            context = _map(event.data)
+        context = context_after(context, event)
         if event.type == "turn/start":
             turn, before = [event], context
         elif turn:
@@ -192,8 +196,7 @@ def _turn(
     step: Any = None
     for event in events[1:-1]:
         data = _map(event.data)
-        if event.type == "request/context":
-            context = data
+        context = context_after(context, event)
         if event.type == "step/start":
             step = data.get("step")
         if step is not None:
@@ -281,6 +284,7 @@ def _chat(
     }
     _put(attributes, "gen_ai.provider.name", request.get("provider"))
     _put(attributes, "gen_ai.request.model", model)
+    attributes.update(request_attributes(request.get("config")))
     for chunk in (_map(_map(e.data).get("chunk")) for e in chunks):
         if chunk.get("type") == "usage":
             usage = _map(chunk.get("usage"))
@@ -304,7 +308,8 @@ def _chat(
         error = f"no answer: the process died after seq {crash.seq}"
     else:
         message = _map(_map(answer.data).get("message"))
-        _put(attributes, "gen_ai.response.model", _map(message.get("source")).get("model"))
+        if agent_name([answer]) is None:  # (an ADK answer names its agent, not its model)
+            _put(attributes, "gen_ai.response.model", _map(message.get("source")).get("model"))
         # (what the provider said of its response, as the adapters keep it: its id, and its
         # own name for why it ended; the log's message id is the log's, not the provider's)
         said = _map(_map(_map(message.get("source")).get("replayState")).get("response"))
