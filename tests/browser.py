@@ -92,9 +92,9 @@ async def chromium() -> AsyncIterator[Any]:
             await browser.close()
 
 
-def distinct_pixels(png: bytes) -> int:
-    """How many distinct RGB(A) pixel values a PNG screenshot holds (a blank page has one or
-    two)."""
+def _image(png: bytes) -> tuple[int, int, int, bytes]:
+    """A PNG screenshot's width, height, bytes per pixel (3 or 4: 8-bit RGB or RGBA) and its
+    inflated rows (each led by its filter byte)."""
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     at, idat, width, height, depth = 8, b"", 0, 0, 4
     while at < len(png):
@@ -102,14 +102,61 @@ def distinct_pixels(png: bytes) -> int:
         kind, body = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
         if kind == b"IHDR":
             width, height = struct.unpack(">II", body[:8])
+            assert body[8] == 8, "8 bits a channel"
+            assert body[12] == 0, "not interlaced"
             depth = {6: 4, 2: 3}[body[9]]
         elif kind == b"IDAT":
             idat += body
         at += 12 + length
-    raw = zlib.decompress(idat)
+    return width, height, depth, zlib.decompress(idat)
+
+
+def distinct_pixels(png: bytes) -> int:
+    """How many distinct RGB(A) pixel values a PNG screenshot holds (a blank page has one or
+    two)."""
+    width, height, depth, raw = _image(png)
     stride = width * depth + 1
     seen = set()
     for row in range(0, height, max(1, height // 64)):  # (filtered bytes: enough to tell)
         line = raw[row * stride + 1 : (row + 1) * stride]
         seen.update(line[i : i + depth] for i in range(0, len(line), depth * 7))
     return len(seen)
+
+
+def _paeth(left: int, up: int, corner: int) -> int:
+    guess = left + up - corner
+    near = min(
+        (abs(guess - left), 0, left), (abs(guess - up), 1, up), (abs(guess - corner), 2, corner)
+    )
+    return near[2]
+
+
+def pixels(png: bytes) -> list[tuple[int, int, int]]:
+    """Every pixel of a (small: a clip of) PNG screenshot as ``(r, g, b)``, row by row, its
+    filters undone as the PNG specification says."""
+    width, height, depth, raw = _image(png)
+    stride = width * depth
+    prior, out = bytearray(stride), []
+    for row in range(height):
+        kind = raw[row * (stride + 1)]
+        line = bytearray(raw[row * (stride + 1) + 1 : (row + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - depth] if i >= depth else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 255
+            elif kind == 2:
+                line[i] = (line[i] + prior[i]) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (left + prior[i]) // 2) & 255
+            elif kind == 4:
+                corner = prior[i - depth] if i >= depth else 0
+                line[i] = (line[i] + _paeth(left, prior[i], corner)) & 255
+        out += [tuple(line[i : i + 3]) for i in range(0, stride, depth)]
+        prior = line
+    return out  # type: ignore[return-value]
+
+
+def share(png: bytes, test: Any) -> float:
+    """The share of a screenshot's pixels whose ``(r, g, b)`` passes ``test``."""
+    seen = pixels(png)
+    return sum(1 for p in seen if test(p)) / len(seen)

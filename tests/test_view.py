@@ -18,7 +18,7 @@ from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.see.view import page
 from agent_session.session import Runtime, Session
 from bench.workload import append_step
-from tests.browser import chromium, distinct_pixels
+from tests.browser import chromium, distinct_pixels, share
 from tests.corpus import case_bytes, cases
 from tests.test_cli import cli
 
@@ -49,6 +49,13 @@ async def test_a_crashed_and_repaired_session_is_marked_and_its_calls_open(tmp_p
         crash = tab.locator(".row.crash")
         assert await crash.count() == 1
         assert "CRASH — turn 2 cut after seq 71" in await crash.inner_text()
+        # the picture, compared by its structure (regions and their colours), not its pixels
+        await crash.scroll_into_view_if_needed()
+        drawn = await tab.screenshot(clip=await crash.bounding_box())
+        assert share(drawn, lambda p: p[0] > 150 and p[1] < 90 and p[2] < 90) > 0.6  # red
+        head = await tab.screenshot(clip=await tab.locator("#head").bounding_box())
+        assert share(head, lambda p: min(p) > 200) > 0.7  # a light head with dark text
+        assert share(head, lambda p: max(p) < 120) > 0.01
         repaired = tab.locator(".row.call.repaired")
         assert await repaired.count() == 1
         assert "REPAIRED: TOOL_OUTCOME_UNKNOWN" in await repaired.inner_text()
@@ -66,6 +73,9 @@ async def test_a_crashed_and_repaired_session_is_marked_and_its_calls_open(tmp_p
         assert "crashes: 1" in await tab.locator("#head").inner_text()
         await tab.locator(".row.step", has_text="step 2").first.click()  # (the picture's)
         assert "system prompt" in (await tab.locator("#detail-body").text_content() or "")
+        shown_list = await tab.locator("#list").bounding_box()
+        panel = await tab.locator("#detail").bounding_box()
+        assert panel["x"] >= shown_list["x"] + shown_list["width"] - 1  # side by side
         said = tab.locator("#detail-body h3", has_text="response")
         response = await said.locator("xpath=following-sibling::pre[1]").text_content()
         assert response == "input tokens 120 · output tokens 8"  # (the demo's scripted usage)

@@ -72,7 +72,8 @@ async def test_a_step_opens_to_show_what_it_was_sent_and_what_came_back(tmp_path
         await tab.locator(".row.step", has_text="step 2").first.click()
         detail = tab.locator("#detail-body")
         sections = await detail.locator("h3").all_text_contents()
-        assert sections[:5] == ["sent to", "parameters", "system prompt", "tools", "messages"]
+        # (no parameters: the scripted model sends none besides the model, named above)
+        assert sections[:4] == ["sent to", "system prompt", "tools", "messages"]
         text = await detail.text_content() or ""
         assert second.system
         assert second.system in text
@@ -86,6 +87,44 @@ async def test_a_step_opens_to_show_what_it_was_sent_and_what_came_back(tmp_path
         answer = next(e for e in events if e.seq >= second.at_seq and e.type == "assistant/message")
         came = detail.locator("h3", has_text="came back").locator("xpath=following-sibling::pre[1]")
         assert await came.text_content() == answer.data["message"]["content"][0]["text"]
+        assert errors == []
+
+
+async def test_a_step_shows_the_parameters_its_adapter_sent(tmp_path: Path) -> None:
+    from agent_session import (
+        AgentRuntime,
+        JsonlPersistence,
+        RequestSettings,
+        ScriptedModel,
+        ScriptedStep,
+    )
+    from agent_session.see.view import page
+
+    class Tuned(ScriptedModel):  # an adapter that says what it sends besides the history
+        def request_settings(self) -> RequestSettings:
+            return RequestSettings({"temperature": 0.5, "maxTokens": 64}, frozenset({"maxTokens"}))
+
+    async with AgentRuntime() as runtime:
+        runtime.install(JsonlPersistence(tmp_path / "s"))
+        runtime.models.register("m", Tuned([ScriptedStep(text=["Hi."])]))
+        session = runtime.sessions.create("tuned")
+        await runtime.agent(session, model="m/small").run_turn("Hello.")
+        header = next(e.data for e in session.events if e.type == "request/header")["header"]
+        assert header["config"] == {
+            "provider": "m",
+            "model": "small",
+            "temperature": 0.5,
+            "maxTokens": 64,
+        }
+        assert header["adapterDefaults"] == {"maxTokens": True}
+        out = tmp_path / "tuned.html"
+        out.write_text(page(session.header.to_json(), session.events), encoding="utf-8")
+    async with chromium() as browser:
+        tab, errors = await opened(browser, out)
+        await tab.locator(".row.step").first.click()
+        said = tab.locator("#detail-body h3", has_text="parameters")
+        shown = await said.locator("xpath=following-sibling::pre[1]").text_content()
+        assert json.loads(shown or "") == {"temperature": 0.5, "maxTokens": 64}
         assert errors == []
 
 
