@@ -17,9 +17,8 @@ import urllib.request
 from pathlib import Path
 
 from agent_session.persistence_jsonl import JsonlPersistence
-from agent_session.session import Runtime
 from bench.listing import one_session, plant_directories
-from bench.workload import append_step
+from bench.workload import write_long_log
 
 __all__ = ["page_figures", "serve_10k", "view_100k"]
 
@@ -27,16 +26,7 @@ __all__ = ["page_figures", "serve_10k", "view_100k"]
 async def view_100k(root: str) -> tuple[float, float]:
     """(seconds of ``agent-session view`` of a 100,000-event session, seconds to load it)."""
     store = os.path.join(root, "view")
-    backend = JsonlPersistence(store)
-    async with Runtime() as runtime:
-        runtime.install(backend)
-        session = runtime.sessions.create("big")
-        session.append("turn/start", {"turn": 1})
-        step = 0
-        while len(session.events) < 100_000:
-            step += 1
-            append_step(session, step, 20)
-        await runtime.sessions.flush(session)
+    await write_long_log(store, "big", 100_000)
     reader = JsonlPersistence(store)
     start = time.perf_counter()
     await reader.inspect("big")

@@ -7,6 +7,7 @@ A session runs ``turn/start``, then S steps; each step appends ``step/start``, C
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -62,3 +63,19 @@ async def run_steps(
         await flush(session)
         flushes.append(time.perf_counter() - before)
     return time.perf_counter() - start, flushes
+
+
+async def write_long_log(root: str | os.PathLike[str], id: str, events: int) -> None:
+    """Write session ``id`` to the JSONL store ``root``: one open turn of streamed steps (20
+    chunks each) until it holds at least ``events`` events, flushed once at the end."""
+    from agent_session.persistence_jsonl import JsonlPersistence
+
+    async with Runtime() as runtime:
+        runtime.install(JsonlPersistence(root))
+        session = runtime.sessions.create(id)
+        session.append("turn/start", {"turn": 1})
+        step = 0
+        while len(session.events) < events:
+            step += 1
+            append_step(session, step, 20)
+        await runtime.sessions.flush(session)

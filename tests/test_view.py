@@ -17,7 +17,7 @@ import pytest
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.see.view import page
 from agent_session.session import Runtime, Session
-from bench.workload import append_step
+from bench.workload import write_long_log
 from tests.browser import chromium, distinct_pixels, share
 from tests.corpus import case_bytes, cases
 from tests.test_cli import cli
@@ -125,16 +125,7 @@ async def test_hostile_content_runs_nothing_and_shows_as_text(tmp_path: Path) ->
 
 
 async def test_a_100k_event_log_renders_only_the_rows_in_view(tmp_path: Path) -> None:
-    backend = JsonlPersistence(tmp_path / "s")
-    async with Runtime() as runtime:
-        runtime.install(backend)
-        session = runtime.sessions.create("big")
-        session.append("turn/start", {"turn": 1})
-        step = 0
-        while len(session.events) < 100_000:
-            step += 1
-            append_step(session, step, 20)
-        await runtime.sessions.flush(session)
+    await write_long_log(tmp_path / "s", "big", 100_000)
     log = next((tmp_path / "s").rglob("session.jsonl"))
     out = tmp_path / "big.html"
     cli("view", str(tmp_path / "s"), "big", "-o", str(out))
