@@ -168,6 +168,10 @@ if TYPE_CHECKING:
     from agent_session.session import (
         SessionStoreEntryError as SessionStoreEntryError,
     )
+    from agent_session.lineage.fork import Forked as Forked
+    from agent_session.lineage.fork import fork_session as fork_session
+    from agent_session.lineage.rewind import current_branch as current_branch
+    from agent_session.lineage.rewind import rewind_session as rewind_session
     from agent_session.session.events.builders import (
         assistant_message as assistant_message,
     )

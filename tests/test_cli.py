@@ -125,10 +125,10 @@ def test_ls_rows_flags_and_json(tmp_path: Path) -> None:
     assert problems.splitlines()[0] == "2 problem entries:"
     assert "junk: corrupt — corrupt session log" in problems
     assert "future: unsupported — " in problems
-    assert table[0].split()[:2] == ["ID", "CWD"]
+    assert table[0].split()[:3] == ["ID", "PARENT", "CWD"]
     rows = {line.split()[0]: line for line in table[1:]}
     assert "interrupted" in rows["s1"]
-    assert rows["clean"].split()[7:9] == ["torn", "tail"]  # the state, as verify words it
+    assert rows["clean"].split()[8:10] == ["torn", "tail"]  # the state, as verify words it
     assert "corrupt" in rows["junk"]
     assert "unsupported" in rows["future"]
     lines = [json.loads(x) for x in cli("ls", str(root), "--json", check_rc=2).stdout.splitlines()]
@@ -147,6 +147,8 @@ def test_ls_rows_flags_and_json(tmp_path: Path) -> None:
         "backend",
         "compression",
         "turns",
+        "parentSession",
+        "seedLength",
     }  # camelCase, as the wire format
     assert by_id["s1"]["state"] == "interrupted"
     assert by_id["s1"]["turns"] == 2  # the demo's two turns, the second killed

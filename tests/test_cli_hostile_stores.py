@@ -256,7 +256,7 @@ def test_no_content_of_a_store_reaches_a_terminal_as_a_control(tmp_path: Path) -
         assert not any(c in out for c in "\x1b\x07\r\u202e\x9b"), out
     assert "evil\\x1b[2J" in outputs[0]
     header, row = outputs[0].splitlines()[:2]  # the columns stay aligned
-    assert row.index(" -  ") == header.index("CWD") - 1
+    assert row.index(" -  ") == header.index("PARENT") - 1
     assert "ok\\x1b[2J\\x1b]0;owned\\x07\\x0d\\u202e\\x9b31m" in outputs[2]
     listed = json.loads(cli("ls", store, "--json").stdout.splitlines()[0])
     assert listed["id"] == id

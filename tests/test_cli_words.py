@@ -35,6 +35,8 @@ COMMANDS = [
     "import",
     "rm",
     "copy",
+    "fork",
+    "rewind",
 ]
 
 
@@ -83,8 +85,9 @@ def test_ls_filters_sorts_and_limits(tmp_path: Path) -> None:
     by_id = cli("ls", str(root), "--json", "--sort", "id", "--limit", "1").stdout.splitlines()
     assert [json.loads(line)["id"] for line in by_id] == ["a-crashed"]
     crashed = cli("ls", str(root), "--state", "interrupted").stdout.splitlines()
-    assert crashed[0].split()[:8] == [
+    assert crashed[0].split()[:9] == [
         "ID",
+        "PARENT",
         "CWD",
         "CREATED",
         "(UTC)",
@@ -94,7 +97,7 @@ def test_ls_filters_sorts_and_limits(tmp_path: Path) -> None:
         "STATE",
     ]
     assert [line.split()[0] for line in crashed[1:]] == ["a-crashed"]
-    assert crashed[1].split()[7:9] == ["interrupted", "jsonl"]
+    assert crashed[1].split()[8:10] == ["interrupted", "jsonl"]
     assert cli("ls", str(root), "--state", "open").stdout == "no sessions\n"
     assert "must be at least 1" in cli("ls", str(root), "--limit", "0", check_rc=4).stderr
 

@@ -11,12 +11,16 @@ when it returns (``synchronous = FULL``).
 from __future__ import annotations
 
 import contextlib
+import pathlib
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["SideDatabase"]
+if TYPE_CHECKING:
+    from agent_session.stores import StoreSpec
+
+__all__ = ["SideDatabase", "side_database"]
 
 
 class SideDatabase:
@@ -100,3 +104,18 @@ class SideDatabase:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def side_database(store: StoreSpec) -> SideDatabase:
+    """A connection to the database of the SQLite or PostgreSQL store ``store`` names. A
+    SQLite file must exist (``mode=rw``: a missing file is an error, never an empty database
+    the store would then refuse as foreign).
+
+    Raises:
+        OSError: The database cannot be opened or reached (no password in the message).
+    """
+    if store.kind == "sqlite":
+        uri = pathlib.Path(store.path).resolve().as_uri() + "?mode=rw"
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        return SideDatabase.sqlite(db)
+    return SideDatabase.postgres(store.path)

@@ -9,6 +9,7 @@ import os
 import sys
 from typing import NoReturn
 
+from agent_session.cli.arguments_branching import BRANCHING, BRANCHING_EXAMPLES, add_branching
 from agent_session.cli.arguments_looking import add_looking, count, number
 from agent_session.cli.exits import USAGE
 
@@ -79,6 +80,7 @@ STORE_COMMANDS = (
     "export",
     "import",
     "rm",
+    *BRANCHING,
 )
 _EXITS = (
     "Exit codes: 0 healthy, 1 needs recovery, 2 corrupt/unsupported/invalid, 3 not found, "
@@ -103,6 +105,7 @@ EXAMPLES = {
     "import": "agent-session import ./agent-sessions chat-2 history.json --format pydantic-ai",
     "rm": "agent-session rm ./agent-sessions chat-1",
     "copy": "agent-session copy ./agent-sessions sqlite:///sessions.db",
+    **BRANCHING_EXAMPLES,
 }
 """One example per command, shown at the end of its ``--help``."""
 
@@ -208,10 +211,14 @@ def parser() -> argparse.ArgumentParser:
     ls = command(
         "ls",
         "list the sessions of a store",
-        "One row per session: id, cwd, created, events, last turn state, size, and flags. "
+        "One row per session: id, parent (a fork's, with how many of its events it was "
+        "seeded with), cwd, created, events, last turn state, size, and flags. "
         "An entry that is not a readable session is listed with its reason.",
     )
     ls.add_argument("--json", action="store_true", help="one JSON object per line, as read")
+    ls.add_argument(
+        "--tree", action="store_true", help="each fork under the session it was forked from"
+    )
     ls.add_argument(
         "--state",
         action="append",
@@ -354,6 +361,12 @@ def parser() -> argparse.ArgumentParser:
         "(JSONL: another process holds its writer lock) is refused.",
     )
     rm.add_argument("id", help="the session id")
+    rm.add_argument(
+        "--force",
+        action="store_true",
+        help="delete it although forks of it are stored (each keeps its own copy of what it "
+        "was seeded with)",
+    )
 
     copy = command(
         "copy",
@@ -367,6 +380,7 @@ def parser() -> argparse.ArgumentParser:
     copy.add_argument("target", metavar="DST", help="the store to copy into (created if missing)")
     copy.add_argument("ids", nargs="*", metavar="ID", help="sessions to copy (default: all)")
     copy.add_argument("--json", action="store_true", help="one JSON object per session")
+    add_branching(command)
     return parser
 
 

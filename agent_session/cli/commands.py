@@ -1,5 +1,5 @@
-"""The read-only commands of ``agent-session`` (``ls``, ``show``, ``verify``, ``export``) and
-``convert``, over any store (:mod:`agent_session.stores`).
+"""The read-only commands of ``agent-session`` (``show``, ``verify``, ``export``), ``convert``,
+``import`` and ``rm``, over any store (:mod:`agent_session.stores`).
 
 Each returns its exit code from the table in :mod:`agent_session.cli.exits`. The read-only ones
 never write to the store (the tests compare bytes and modification times)."""
@@ -7,21 +7,19 @@ never write to the store (the tests compare bytes and modification times)."""
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib
 import json
 import os
+import shlex
 import stat
 import sys
 from typing import TYPE_CHECKING, Any
 
 from agent_session.cli.exits import CORRUPT, OK, STATUS_CODES, NotFound, UserError
-from agent_session.cli.output import Progress, json_line, print_table
+from agent_session.cli.output import Progress, json_line
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
-
-    from agent_session.see.inventory import SessionRow, Verdict
+    from agent_session.see.inventory import Verdict
     from agent_session.session.persistence.api import Diagnosis
     from agent_session.session.persistence.service import SessionPersistence
     from agent_session.stores import StoreSpec
@@ -34,7 +32,6 @@ __all__ = [
     "diagnose",
     "examined",
     "export",
-    "ls",
     "max_log_bytes",
     "open_backend",
     "rm",
@@ -93,117 +90,6 @@ def check_exists(store: StoreSpec) -> None:
         raise UserError(f'session database "{store.path}" is not a regular file')
 
 
-def _created(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-async def _listed(
-    found: Iterable[SessionRow], args: argparse.Namespace, reader: _Reader
-) -> AsyncIterator[SessionRow]:
-    """The rows ``ls`` shows: each with an open last turn read to say more of it
-    (:func:`agent_session.see.inventory.refine`), those in ``--state``, in ``--sort`` order (as
-    the store reads them without one, so they stream), at most ``--limit``."""
-    from agent_session.see.inventory import refine
-
-    async def chosen() -> AsyncIterator[SessionRow]:
-        for row in found:
-            if row.state in ("interrupted", "open"):
-                await refine(await reader.open(), row)
-            if not args.state or row.state in args.state:
-                yield row
-
-    rows: AsyncIterator[SessionRow] = chosen()
-    if args.sort is not None:
-        if args.sort == "id":
-            key: Any = lambda row: row.id  # noqa: E731
-        else:  # created or updated, newest first; unknown times last
-            field = "created_at" if args.sort == "created" else "updated_at"
-            key = lambda row: -(getattr(row, field) or -1)  # noqa: E731
-        ordered = sorted([row async for row in rows], key=key)
-
-        async def replay() -> AsyncIterator[SessionRow]:
-            for row in ordered:
-                yield row
-
-        rows = replay()
-    count = 0
-    async for row in rows:
-        if args.limit is not None and count >= args.limit:
-            return
-        count += 1
-        yield row
-
-
-class _Reader:
-    """A read-only backend opened on first use (only sessions with an open turn need it)."""
-
-    def __init__(self, store: StoreSpec) -> None:
-        self.store = store
-        self.backend: SessionPersistence | None = None
-
-    async def open(self) -> SessionPersistence:
-        if self.backend is None:
-            self.backend = open_backend(self.store, read_only=True)
-        return self.backend
-
-    async def aclose(self) -> None:
-        if self.backend is not None:
-            await self.backend.aclose()
-
-
-async def ls(args: argparse.Namespace) -> int:
-    """One row per entry of the store; a problem entry (corrupt, unsupported, unreadable) is
-    listed with its reason, and sets the exit code."""
-    from agent_session.see.inventory import rows
-
-    worst = OK
-    table: list[list[str]] = []
-    problems: list[str] = []
-    check_exists(args.store)
-    reader = _Reader(args.store)
-    try:
-        async for row in _listed(rows(args.store, max_log_bytes()), args, reader):
-            bad = row.problem_flag
-            if bad is not None:
-                worst = max(worst, STATUS_CODES.get(bad, CORRUPT))
-                problems.append(f"{row.id}: {bad} — {row.problem}")
-            if args.json:
-                print(json_line(row.to_json()), flush=True)  # as read, where the store streams
-                continue
-            created, updated = _created(row.created_at), _created(row.updated_at)
-            cells = [row.id, row.cwd or "-", created, updated, str(row.events), row.state]
-            backend = row.backend if row.compression in (None, "none") else "jsonl+zstd"
-            size = "-" if row.size is None else str(row.size)
-            table.append([*cells, backend, size, ", ".join(row.flags)])
-    finally:
-        await reader.aclose()
-    if args.json:
-        return worst
-    if not table:
-        print("no sessions")
-        return OK
-    header = [
-        "ID",
-        "CWD",
-        "CREATED (UTC)",
-        "UPDATED (UTC)",
-        "EVENTS",
-        "STATE",
-        "BACKEND",
-        "BYTES",
-        "FLAGS",
-    ]
-    print_table([header, *table])
-    if problems:
-        print(f"\n{len(problems)} problem entr{'y' if len(problems) == 1 else 'ies'}:")
-        for problem in problems:
-            print(f"  {problem}")
-    return worst
-
-
 async def diagnose(store: SessionPersistence, where: StoreSpec, id: str) -> Diagnosis:
     """What ``store.examine`` says of a session (raises :class:`NotFound` naming the
     store)."""
@@ -244,6 +130,13 @@ async def show(args: argparse.Namespace) -> int:
         for event in inspected.events:
             print(event.encode().decode())
         return OK
+    parent = inspected.header.parent_session
+    if parent is not None:
+        print(
+            f"(session {args.id} is a fork of {parent}: its first {inspected.header.seed_length} "
+            f"events are {parent}'s; `agent-session show {shlex.quote(args.store.shown)} "
+            f"{shlex.quote(parent)}` shows it)\n"
+        )
     pending = stored if len(inspected.events) > stored else None
     if pending is not None and examined.writer_elsewhere:
         print(render(inspected.events[:stored]))
@@ -435,10 +328,37 @@ async def import_history(args: argparse.Namespace) -> int:
     return OK
 
 
+def _kept_for(store: StoreSpec, id: str, force: bool) -> None:
+    """Refuse to delete ``id`` while it is a conversation's current branch, or (unless
+    ``force``) while forks of it are stored, naming them."""
+    from agent_session.lineage.current import branches_for
+    from agent_session.see.inventory import rows
+
+    pointers = branches_for(store)
+    try:
+        of = [c for c, branch in pointers.all().items() if branch == id]
+    finally:
+        pointers.close()
+    if of:
+        raise UserError(
+            f"{id} is the current branch of {', '.join(of)} in {store.shown}: rewind it to "
+            "another branch first; nothing was deleted"
+        )
+    forks = [row.id for row in rows(store, max_log_bytes()) if row.parent == id]
+    if forks and not force:
+        raise UserError(
+            f"{id} has {len(forks)} fork(s) in {store.shown} ({', '.join(sorted(forks)[:5])}"
+            f"{', ...' if len(forks) > 5 else ''}); nothing was deleted. --force deletes it "
+            "anyway: each fork keeps its own copy of what it was seeded with"
+        )
+
+
 async def rm(args: argparse.Namespace) -> int:
-    """Delete a stopped session durably (refused while a writer holds it)."""
+    """Delete a stopped session durably (refused while a writer holds it, while it is a
+    conversation's current branch, and, unless ``--force``, while forks of it are stored)."""
     from agent_session.session import SessionNotFoundError
 
+    _kept_for(args.store, args.id, args.force)
     store = backend(args.store)
     try:
         await store.delete(args.id)

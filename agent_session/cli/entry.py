@@ -133,7 +133,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from agent_session.cli.copy import copy
 
         return await copy(args)
-    from agent_session.cli import approval_commands
+    from agent_session.cli import approval_commands, branch_commands, listing
     from agent_session.see import search, serve, stats, view
 
     handlers = {
@@ -145,8 +145,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "approve": approval_commands.decide,
         "reject": approval_commands.decide,
         "rm": commands.rm,
+        "fork": branch_commands.fork,
+        "rewind": branch_commands.rewind,
         "convert": commands.convert,
-        "ls": commands.ls,
+        "ls": listing.ls,
         "show": commands.show,
         "verify": commands.verify,
         "export": commands.export,

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
-import sqlite3
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_session.beside_logs.replace_file import replace_durably
-from agent_session.beside_logs.side_tables import SideDatabase
+from agent_session.beside_logs.side_tables import SideDatabase, side_database
 
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec
@@ -52,9 +50,7 @@ def cursors_for(store: StoreSpec) -> Cursors:
     """The cursors of the store ``store`` names."""
     if store.kind == "jsonl":
         return _FileCursors(store.path)
-    if store.kind == "sqlite":
-        return _sqlite_cursors(store.path)
-    return _postgres_cursors(store.path)
+    return _SqlCursors(side_database(store))
 
 
 class _FileCursors:
@@ -127,15 +123,3 @@ class _SqlCursors:
 
     def close(self) -> None:
         self._db.close()
-
-
-def _sqlite_cursors(path: str) -> _SqlCursors:
-    """The table in an existing database (``mode=rw``: a missing file is an error, never an
-    empty database the store would then refuse as foreign)."""
-    uri = pathlib.Path(path).resolve().as_uri() + "?mode=rw"
-    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    return _SqlCursors(SideDatabase.sqlite(db))
-
-
-def _postgres_cursors(url: str) -> _SqlCursors:
-    return _SqlCursors(SideDatabase.postgres(url))

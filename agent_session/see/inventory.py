@@ -81,6 +81,10 @@ class SessionRow:
     (``session.jsonl.zstd``); ``None`` in a database."""
     turns: int | None = None
     """How many turns it holds (``None`` for an entry that is not a readable session)."""
+    parent: str | None = None
+    """The session it was forked from (its header's ``parentSession``)."""
+    seed_length: int | None = None
+    """How many of the parent's events a fork was seeded with (``seedLength``)."""
 
     @property
     def problem_flag(self) -> str | None:
@@ -92,6 +96,8 @@ class SessionRow:
         row = asdict(self)
         row["createdAt"] = row.pop("created_at")
         row["updatedAt"] = row.pop("updated_at")
+        row["parentSession"] = row.pop("parent")
+        row["seedLength"] = row.pop("seed_length")
         return row
 
 
@@ -161,6 +167,8 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
             "jsonl",
             found.compression,
             summary.turns,
+            header.parent_session,
+            header.seed_length,
         )
 
 
@@ -210,6 +218,8 @@ def _database_rows(store: StoreSpec) -> Iterator[SessionRow]:
             kind,
             None,
             found.turns if found.turns is not None else 0,
+            header.parent_session,
+            header.seed_length,
         )
 
 

@@ -75,7 +75,10 @@ class _Handler(BaseHTTPRequestHandler):
                 id = unquote(url.path.removeprefix("/session/"))
                 header, events = _session(self.store, id)
                 live = f"/api/session/{quote(id, safe='')}"
-                self._send(200, "text/html", page(header, events, live=live, back="/", **shown))
+                parent = header.get("parentSession")
+                up = f"/session/{quote(parent, safe='')}" if isinstance(parent, str) else None
+                body = page(header, events, live=live, back="/", parent_url=up, **shown)
+                self._send(200, "text/html", body)
             elif url.path.startswith("/api/session/"):
                 header, events = _session(
                     self.store, unquote(url.path.removeprefix("/api/session/"))

@@ -211,6 +211,8 @@ def timeline(
     return {
         "id": header.get("id"),
         "parent": header.get("parentSession"),
+        "seed": header.get("seedLength"),
+        "parentCommand": _viewing(header.get("parentSession"), store),
         "createdAt": header.get("createdAt"),
         "events": len(events),
         "rows": shown,
@@ -221,6 +223,16 @@ def timeline(
         "currency": prices.currency if prices else None,
         "parked": _parked(str(header.get("id", "")), events, store),
     }
+
+
+def _viewing(parent: Any, store: str | None) -> str | None:
+    """The command that writes the page of a fork's parent (``None`` for a session that is no
+    fork)."""
+    import shlex
+
+    if not isinstance(parent, str):
+        return None
+    return f"agent-session view {shlex.quote(store) if store else 'STORE'} {shlex.quote(parent)}"
 
 
 def _parked(id: str, events: Sequence[Any], store: str | None) -> list[dict[str, Any]]:
@@ -269,15 +281,22 @@ def page(
     back: str | None = None,
     prices: PriceTable | None = None,
     store: str | None = None,
+    parent_url: str | None = None,
 ) -> str:
     """The HTML of the session's timeline (see the module docstring); ``live``: the URL path of
     its :func:`timeline` JSON, which the page then polls to follow a session being written;
-    ``back``: the URL of the list it was opened from; ``prices`` and ``store`` as
+    ``back``: the URL of the list it was opened from; ``parent_url``: the page of the session
+    a fork was forked from (else the head says how to view it); ``prices`` and ``store`` as
     :func:`timeline` takes them."""
     assets = resources.files("agent_session.see") / "assets"
     style = (assets / "view.css").read_text(encoding="utf-8")
     script = (assets / "view.js").read_text(encoding="utf-8")
-    data = {**timeline(header, events, prices=prices, store=store), "live": live, "back": back}
+    data = {
+        **timeline(header, events, prices=prices, store=store),
+        "live": live,
+        "back": back,
+        "parentUrl": parent_url,
+    }
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     for char, escaped in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e")):
         payload = payload.replace(char, escaped)

@@ -90,7 +90,17 @@
       `tools ${duration(totals.toolMs)}`, tokens(totals.tokensIn, totals.tokensOut),
       totals.cost === null ? "" : `cost ${money(totals.cost)}`,
     ])));
-    if (data.parent) head.appendChild(el("div", "fork", `forked from session ${data.parent}`));
+    if (data.parent) {  // a fork: where it branched, and the way to its parent
+      const fork = el("div", "fork", "forked from session ");
+      const name = data.parentUrl ? el("a", "parent", data.parent) : el("b", "", data.parent);
+      if (data.parentUrl) name.href = data.parentUrl;
+      fork.appendChild(name);
+      if (data.seed !== null && data.seed !== undefined) {
+        fork.appendChild(document.createTextNode(` after its first ${data.seed} events`));
+      }
+      if (!data.parentUrl) fork.appendChild(el("code", "", data.parentCommand));
+      head.appendChild(fork);
+    }
     const marks = el("div", "marks");
     const crashes = rows.filter((r) => r.k === "crash").length;
     const repaired = rows.filter((r) => r.repaired).length;

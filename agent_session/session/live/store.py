@@ -32,7 +32,47 @@ Loader = Callable[[str], Awaitable[Session]]
 """Loads a stored session and publishes it live (an installed persistence backend's
 ``resume``)."""
 
-__all__ = ["SessionStore"]
+__all__ = ["SessionStore", "fork_prefix"]
+
+
+def fork_prefix(
+    source_id: str, events: Sequence[SessionEvent], boundary: int | None
+) -> Sequence[SessionEvent]:
+    """The events ``0..boundary`` of ``events`` (session ``source_id``'s log; all of them
+    when ``boundary`` is ``None``) that a fork is seeded with. Raises
+    :class:`SessionForkError` (``INVALID_BOUNDARY``: not a seq of the log; ``OPEN_TURN``: the
+    prefix ends inside an open turn) with the reference's texts."""
+    if boundary is None:
+        prefix: Sequence[SessionEvent] = events
+    else:
+        if not is_safe_int(boundary) or boundary < 0:
+            raise SessionForkError(
+                f'fork boundary for session "{source_id}" must be a non-negative safe '
+                f"integer, got {boundary!r}",
+                "INVALID_BOUNDARY",
+            )
+        if boundary >= len(events):
+            last = str(len(events) - 1) if events else "none"
+            raise SessionForkError(
+                f'fork boundary {boundary} does not exist in session "{source_id}" '
+                f"(last seq: {last})",
+                "INVALID_BOUNDARY",
+            )
+        if events[boundary].seq != boundary:
+            raise SessionForkError(
+                f'fork boundary {boundary} in session "{source_id}" does not match a '
+                "contiguous event seq",
+                "INVALID_BOUNDARY",
+            )
+        prefix = events[: boundary + 1]
+    open_turn = brackets(prefix).open_turn
+    if open_turn is not None:
+        shown = len(prefix) - 1 if boundary is None else boundary
+        raise SessionForkError(
+            f'fork boundary {shown} in session "{source_id}" ends inside open turn {open_turn}',
+            "OPEN_TURN",
+        )
+    return prefix
 
 
 class SessionStore:
@@ -261,37 +301,7 @@ class SessionStore:
             raise SessionForkError(
                 f'session "{source_id}" is not the live store instance', "SESSION_NOT_LIVE"
             )
-        events = live.events
-        if boundary is None:
-            prefix: Sequence[SessionEvent] = events
-        else:
-            if not is_safe_int(boundary) or boundary < 0:
-                raise SessionForkError(
-                    f'fork boundary for session "{source_id}" must be a non-negative safe '
-                    f"integer, got {boundary!r}",
-                    "INVALID_BOUNDARY",
-                )
-            if boundary >= len(events):
-                last = str(len(events) - 1) if events else "none"
-                raise SessionForkError(
-                    f'fork boundary {boundary} does not exist in session "{source_id}" '
-                    f"(last seq: {last})",
-                    "INVALID_BOUNDARY",
-                )
-            if events[boundary].seq != boundary:
-                raise SessionForkError(
-                    f'fork boundary {boundary} in session "{source_id}" does not match a '
-                    "contiguous event seq",
-                    "INVALID_BOUNDARY",
-                )
-            prefix = events[: boundary + 1]
-        open_turn = brackets(prefix).open_turn
-        if open_turn is not None:
-            shown = len(prefix) - 1 if boundary is None else boundary
-            raise SessionForkError(
-                f'fork boundary {shown} in session "{source_id}" ends inside open turn {open_turn}',
-                "OPEN_TURN",
-            )
+        prefix = fork_prefix(source_id, live.events, boundary)
         return self.create(
             child_id,
             seed=prefix,

@@ -1,0 +1,67 @@
+"""The grammar of the commands that branch and re-run sessions: ``fork``, ``rewind``,
+``replay`` and ``diff`` (the rest of the command line is in
+:mod:`agent_session.cli.arguments`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from agent_session.cli.arguments_looking import number
+
+__all__ = ["BRANCHING", "BRANCHING_EXAMPLES", "add_branching"]
+
+Command = Callable[[str, str, str], argparse.ArgumentParser]
+
+BRANCHING = ("fork", "rewind")
+"""The commands of this module, each on one store."""
+BRANCHING_EXAMPLES = {
+    "fork": "agent-session fork ./agent-sessions chat-1 --turn 2 --new-id chat-1-alt",
+    "rewind": "agent-session rewind ./agent-sessions chat-1 --turn 2",
+}
+
+
+def _seq(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a seq: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def add_branching(command: Command) -> None:
+    """Add the four commands through ``command(name, help, description)``."""
+    fork = command(
+        "fork",
+        "branch a session at a step, leaving it as it is",
+        "A new session seeded with the session's events up to a boundary: a seq (--at), the "
+        "end of a turn (--turn), or just before a turn (--before-turn); the whole log when "
+        "none is given. Its header names the parent and the seed length in the reference's "
+        "format; the parent is only read. A boundary inside an open turn is refused "
+        "(OPEN_TURN); a session a crash cut is forked as a load would repair it.",
+    )
+    fork.add_argument("id", help="the session to fork")
+    where = fork.add_mutually_exclusive_group()
+    where.add_argument("--at", type=_seq, metavar="SEQ", help="keep the events up to this seq")
+    where.add_argument("--turn", type=number, metavar="N", help="keep turns up to turn N")
+    where.add_argument(
+        "--before-turn", type=number, metavar="N", help="keep what came before turn N"
+    )
+    fork.add_argument("--new-id", help="the fork's id (default: ID.fork-<8 hex digits>)")
+    fork.add_argument("--json", action="store_true", help="one JSON object")
+
+    rewind = command(
+        "rewind",
+        "take a conversation back to the end of a turn, deleting nothing",
+        "Fork the conversation's current branch after turn N and make the fork its current "
+        "branch: an application that opens current_branch(store, ID) continues from there. "
+        "The branch it leaves stays in the store as it was.",
+    )
+    rewind.add_argument("id", help="the conversation (the id its first session has)")
+    rewind.add_argument(
+        "--turn", type=number, metavar="N", required=True, help="back to after turn N"
+    )
+    rewind.add_argument("--new-id", help="the new branch's id (default: ID.fork-<8 hex digits>)")
+    rewind.add_argument("--json", action="store_true", help="one JSON object")

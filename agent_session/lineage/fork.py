@@ -1,0 +1,165 @@
+"""Forking a stored session: a new session seeded with a prefix of another's log, its header
+naming the parent and the seed length in the reference's format (``parentSession``,
+``seedLength``; the log is the prefix then ``session/end-seed``). The parent is only read.
+
+Where the fork starts is said one of three ways: ``at`` a seq, after turn ``turn`` (its
+``turn/end``), or ``before_turn`` (the last event before its ``turn/start``). A boundary inside
+an open turn is refused with the reference's ``OPEN_TURN``; a session whose last turn a crash
+cut is forked from its log as a load would repair it (its honest closers are in the fork, and
+the parent is not written); a turn another process is still writing is open.
+
+Guarantees: the fork is written whole or not at all (the store's first write of a session is
+atomic: a JSONL log is written beside and linked into place, a database's in one
+transaction), so a kill at any instant leaves either no fork or a complete one; an id that is
+already stored is refused (``SessionCollisionError``) and nothing is written."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_session.session.errors import SessionForkError, SessionNotFoundError
+from agent_session.session.events.types import TURN_END, TURN_START
+from agent_session.session.live.runtime import Runtime
+from agent_session.session.live.store import fork_prefix
+from agent_session.session.persistence.api import StoredSession
+from agent_session.session.persistence.service import SessionPersistence
+
+__all__ = ["Forked", "boundary_of", "default_id", "fork_session", "forkable", "turn_spans"]
+
+
+@dataclass(frozen=True)
+class Forked:
+    """A fork that was written."""
+
+    id: str
+    parent: str
+    seed_length: int
+    """How many of the parent's events it holds (then its own ``session/end-seed``)."""
+
+
+def default_id(source: str) -> str:
+    """A new id for a fork of ``source``: ``<source>.fork-<8 hex digits>``, where ``source``
+    loses the suffix of a fork it is itself (so a fork of a fork is not named twice over)."""
+    root = re.sub(r"(\.fork-[0-9a-f]{8})+$", "", source) or source
+    return f"{root}.fork-{uuid.uuid4().hex[:8]}"
+
+
+def turn_spans(events: Sequence[Any]) -> dict[int, tuple[int, int | None]]:
+    """Each turn of ``events``: its number, the seq of its ``turn/start`` and of its
+    ``turn/end`` (``None`` while open)."""
+    spans: dict[int, tuple[int, int | None]] = {}
+    open_turn: int | None = None
+    for event in events:
+        data = event.data if isinstance(event.data, dict) else {}
+        number = data.get("turn")
+        if event.type == TURN_START and isinstance(number, int):
+            spans[number] = (event.seq, None)
+            open_turn = number
+        elif event.type == TURN_END and open_turn is not None:
+            spans[open_turn] = (spans[open_turn][0], event.seq)
+            open_turn = None
+    return spans
+
+
+def boundary_of(
+    source: str,
+    events: Sequence[Any],
+    *,
+    at: int | None = None,
+    turn: int | None = None,
+    before_turn: int | None = None,
+) -> int | None:
+    """The last seq a fork of ``events`` keeps (``-1``: none; ``None``: all of them), from
+    at most one of ``at``, ``turn`` and ``before_turn``. Raises :class:`SessionForkError`
+    (``INVALID_BOUNDARY``) for a turn the log does not have, or more than one."""
+    given = [
+        name
+        for name, v in (("at", at), ("turn", turn), ("before_turn", before_turn))
+        if v is not None
+    ]
+    if len(given) > 1:
+        raise SessionForkError(
+            f"a fork starts at one place: {' and '.join(given)} were both given", "INVALID_BOUNDARY"
+        )
+    if turn is None and before_turn is None:
+        return at
+    spans = turn_spans(events)
+    number = turn if turn is not None else before_turn
+    if number not in spans:
+        have = f"turns {min(spans)} to {max(spans)}" if spans else "no turn"
+        raise SessionForkError(
+            f'session "{source}" has no turn {number} ({have})', "INVALID_BOUNDARY"
+        )
+    start, end = spans[number]
+    if before_turn is not None:
+        return start - 1
+    if end is None:
+        raise SessionForkError(
+            f'fork boundary after turn {number} of session "{source}": the turn is still open',
+            "OPEN_TURN",
+        )
+    return end
+
+
+async def forkable(store: SessionPersistence, source: str) -> StoredSession:
+    """The log a fork of ``source`` is cut from: as a load would repair it when its last turn
+    was cut by a crash, as stored when a writer elsewhere is still running that turn."""
+    try:
+        seen = await store.diagnose(source)
+    except SessionNotFoundError:
+        raise SessionForkError(f'session "{source}" not found', "SESSION_NOT_FOUND") from None
+    if not seen.writer_elsewhere:
+        return seen.session
+    return StoredSession(seen.session.header, seen.session.events[: seen.stored_events])
+
+
+async def fork_session(
+    store: str | os.PathLike[str] | SessionPersistence,
+    source: str,
+    *,
+    at: int | None = None,
+    turn: int | None = None,
+    before_turn: int | None = None,
+    new_id: str | None = None,
+) -> Forked:
+    """Write a fork of session ``source`` of ``store`` (a store name, as
+    :func:`agent_session.open_store` takes, or an open one) that keeps its events up to the
+    boundary (see the module docstring; the whole log when none is given) under ``new_id``
+    (default: :func:`default_id`). Raises :class:`SessionForkError` with the reference's
+    code (``SESSION_ALREADY_EXISTS`` when ``new_id`` is stored already)."""
+    from agent_session.stores import open_store
+
+    opened = store if isinstance(store, SessionPersistence) else open_store(store)
+    try:
+        parent = await forkable(opened, source)
+        events = parent.events
+        boundary = boundary_of(source, events, at=at, turn=turn, before_turn=before_turn)
+        prefix = [] if boundary == -1 else fork_prefix(source, events, boundary)
+        child = new_id if new_id is not None else default_id(source)
+        if await opened.storage.revision(child) is not None:
+            raise SessionForkError(f'session "{child}" already exists', "SESSION_ALREADY_EXISTS")
+        runtime = Runtime()
+        uninstall = runtime.install(opened)  # (borrowed: the store stays open for its owner)
+        try:
+            forked = runtime.sessions.create(
+                child,
+                seed=prefix,
+                cwd=parent.header.cwd,
+                parent_session=source,
+                seed_length=len(prefix),
+            )
+            try:
+                await runtime.sessions.flush(forked)
+            finally:
+                await runtime.sessions.dispose(forked)
+        finally:
+            uninstall()
+        return Forked(child, source, len(prefix))
+    finally:
+        if opened is not store:
+            await opened.aclose()
