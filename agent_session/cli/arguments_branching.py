@@ -54,7 +54,7 @@ def add_branching(command: Command) -> None:
 
     rewind = command(
         "rewind",
-        "take a conversation back to the end of a turn, deleting nothing",
+        "take a conversation back to a turn, deleting nothing",
         "Fork the conversation's current branch after turn N and make the fork its current "
         "branch: an application that opens current_branch(store, ID) continues from there. "
         "The branch it leaves stays in the store as it was.",
