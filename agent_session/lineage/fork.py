@@ -8,6 +8,9 @@ an open turn is refused with the reference's ``OPEN_TURN``; a session whose last
 cut is forked from its log as a load would repair it (its honest closers are in the fork, and
 the parent is not written); a turn another process is still writing is open.
 
+A JSONL fork is written in its parent's encoding (a fork of a compressed log is compressed),
+so a reference configured for one encoding loads both.
+
 Guarantees: the fork is written whole or not at all (the store's first write of a session is
 atomic: a JSONL log is written beside and linked into place, a database's in one
 transaction), so a kill at any instant leaves either no fork or a complete one; an id that is
@@ -106,16 +109,31 @@ def boundary_of(
     return end
 
 
-async def forkable(store: SessionPersistence, source: str) -> StoredSession:
-    """The log a fork of ``source`` is cut from: as a load would repair it when its last turn
-    was cut by a crash, as stored when a writer elsewhere is still running that turn."""
+async def forkable(store: SessionPersistence, source: str) -> tuple[StoredSession, str | None]:
+    """The log a fork of ``source`` is cut from (as a load would repair it when its last turn
+    was cut by a crash, as stored when a writer elsewhere is still running that turn), and
+    where it lives."""
     try:
         seen = await store.diagnose(source)
     except SessionNotFoundError:
         raise SessionForkError(f'session "{source}" not found', "SESSION_NOT_FOUND") from None
     if not seen.writer_elsewhere:
-        return seen.session
-    return StoredSession(seen.session.header, seen.session.events[: seen.stored_events])
+        return seen.session, seen.location
+    cut = StoredSession(seen.session.header, seen.session.events[: seen.stored_events])
+    return cut, seen.location
+
+
+def _writer(store: SessionPersistence, parent_at: str | None) -> SessionPersistence | None:
+    """A JSONL store that writes the fork in its parent's encoding, where the store would
+    write a new session in another (``None``: the store itself writes it)."""
+    from agent_session.persistence_jsonl import JsonlPersistence
+
+    if not isinstance(store, JsonlPersistence) or parent_at is None:
+        return None
+    packed = parent_at.endswith(".zstd")
+    if packed == (store.jsonl.new_encoding.name == "zstd"):
+        return None
+    return JsonlPersistence(store.root, new_session_compression="zstd" if packed else "none")
 
 
 async def fork_session(
@@ -136,15 +154,16 @@ async def fork_session(
 
     opened = store if isinstance(store, SessionPersistence) else open_store(store)
     try:
-        parent = await forkable(opened, source)
+        parent, parent_at = await forkable(opened, source)
         events = parent.events
         boundary = boundary_of(source, events, at=at, turn=turn, before_turn=before_turn)
         prefix = [] if boundary == -1 else fork_prefix(source, events, boundary)
         child = new_id if new_id is not None else default_id(source)
         if await opened.storage.revision(child) is not None:
             raise SessionForkError(f'session "{child}" already exists', "SESSION_ALREADY_EXISTS")
+        encoded = _writer(opened, parent_at)
         runtime = Runtime()
-        uninstall = runtime.install(opened)  # (borrowed: the store stays open for its owner)
+        uninstall = runtime.install(encoded or opened)  # (borrowed: the owner closes it)
         try:
             forked = runtime.sessions.create(
                 child,
@@ -159,6 +178,8 @@ async def fork_session(
                 await runtime.sessions.dispose(forked)
         finally:
             uninstall()
+            if encoded is not None:
+                await encoded.aclose()
         return Forked(child, source, len(prefix))
     finally:
         if opened is not store:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from agent_session.lineage.current import branches_for
 from agent_session.lineage.fork import Forked, default_id, fork_session
+from agent_session.session.persistence.kit import failpoint
 
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec
@@ -57,6 +58,7 @@ async def rewind_session(
             forked = await fork_session(opened, source, turn=turn, new_id=named)
         finally:
             await opened.aclose()
+        failpoint("rewind:before-point")  # (the crash tests' instant between the two writes)
         branches.point(conversation, forked.id)
         return forked
     finally:
