@@ -28,11 +28,20 @@ from typing import Any
 from agent_session.session.errors import SessionForkError, SessionNotFoundError
 from agent_session.session.events.types import TURN_END, TURN_START
 from agent_session.session.live.runtime import Runtime
+from agent_session.session.live.session import Session
 from agent_session.session.live.store import fork_prefix
 from agent_session.session.persistence.api import StoredSession
 from agent_session.session.persistence.service import SessionPersistence
 
-__all__ = ["Forked", "boundary_of", "default_id", "fork_session", "forkable", "turn_spans"]
+__all__ = [
+    "Forked",
+    "boundary_of",
+    "default_id",
+    "fork_live",
+    "fork_session",
+    "forkable",
+    "turn_spans",
+]
 
 
 @dataclass(frozen=True)
@@ -184,3 +193,30 @@ async def fork_session(
     finally:
         if opened is not store:
             await opened.aclose()
+
+
+async def fork_live(
+    runtime: Runtime,
+    source: Session,
+    *,
+    at: int | None = None,
+    turn: int | None = None,
+    before_turn: int | None = None,
+    new_id: str | None = None,
+) -> Session:
+    """Fork ``source``, live in ``runtime``, at a boundary as :func:`fork_session` takes it:
+    the fork is live in ``runtime`` too, and durable when this returns (the integrations'
+    forks, of the sessions they hold). Raises :class:`SessionForkError` as the store's
+    ``fork`` does."""
+    boundary = boundary_of(source.id, source.events, at=at, turn=turn, before_turn=before_turn)
+    child = new_id if new_id is not None else default_id(source.id)
+    if runtime.persistence is not None and await runtime.persistence.storage.revision(child):
+        raise SessionForkError(f'session "{child}" already exists', "SESSION_ALREADY_EXISTS")
+    if boundary == -1:  # (nothing before the first turn: an empty seed)
+        forked = runtime.sessions.create(
+            child, seed=[], cwd=source.header.cwd, parent_session=source.id, seed_length=0
+        )
+    else:
+        forked = runtime.sessions.fork(source, boundary, child)
+    await runtime.sessions.flush(forked)
+    return forked

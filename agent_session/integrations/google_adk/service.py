@@ -52,11 +52,10 @@ from agent_session.integrations.google_adk.catalog import Catalog, Row, Touch, c
 from agent_session.integrations.google_adk.mapping import kind_of, log_id, stripped
 from agent_session.integrations.google_adk.pages import page_of
 from agent_session.integrations.google_adk.recent import recent_view
-from agent_session.integrations.google_adk.state import View, merged, split_state
+from agent_session.integrations.google_adk.state import View, merged, split_state, taken
 from agent_session.integrations.google_adk.writing import write_event
 from agent_session.integrations.home_loop import HomeLoop
 from agent_session.session.errors import (
-    SessionCollisionError,
     SessionDataError,
     SessionNotFoundError,
 )
@@ -313,6 +312,25 @@ class EventLogSessionService(BaseSessionService):
             await self._record(app, user, app_delta, user_delta)
         return True
 
+    async def fork_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        source_session_id: str,
+        fork_before_invocation_id: str | None = None,
+        new_session_id: str | None = None,
+    ) -> AdkSession:
+        """A new session of the user, forked from ``source_session_id`` before the invocation
+        ``fork_before_invocation_id`` (all of it when ``None``); the source is only read
+        (:mod:`~agent_session.integrations.google_adk.forking`)."""
+        from agent_session.integrations.google_adk.forking import fork
+
+        work = fork(
+            self, app_name, user_id, source_session_id, fork_before_invocation_id, new_session_id
+        )
+        return await self._call(work)
+
     def request_recorder(self) -> BasePlugin:
         """An ADK plugin (``Runner(..., plugins=[service.request_recorder()])``) that has
         the log record what each model request was sent: its system instruction, tools,
@@ -368,32 +386,9 @@ class EventLogSessionService(BaseSessionService):
         """The session's view, taking it live here when no other process holds it."""
         runtime, _ = await self._started()
         lid = log_id(app, user, sid)
-        name = f"ADK session {sid!r} of user {user!r} in app {app!r}"
-        try:
-            live = runtime.sessions.get(lid)
-            if live is None:
-                assert runtime.persistence is not None
-                storage = runtime.persistence.storage
-                # the writer lock, held from now on (raises, naming the holder, if held), even
-                # for a session with no log yet, whose load would take nothing
-                await storage.acquire(lid)
-                try:
-                    live = await runtime.sessions.open_or_create(lid)
-                except BaseException:
-                    await storage.release(lid)
-                    raise
-        except SessionCollisionError as e:
-            assert runtime.persistence is not None
-            try:
-                stored: Any = (await runtime.persistence.inspect(lid)).events
-            except SessionNotFoundError:
-                stored = ()
-            held = SessionCollisionError(f"{name} is written by another process: {e}")
-            view = View(row, None, held, state=dict(row.state))
-            view.extend(stored)
-        else:
-            view = View(row, live, state=dict(row.state))
-            view.extend(live.events)
+        view = await taken(
+            runtime, f"ADK session {sid!r} of user {user!r} in app {app!r}", lid, row
+        )
         self._views.pop(lid, None)
         self._views[lid] = view  # (the most recently used last)
         while len(self._views) > self.max_open:

@@ -15,7 +15,8 @@ from agent_session.integrations.google_adk.catalog import Row
 from agent_session.integrations.google_adk.mapping import project
 from agent_session.integrations.headers import HeaderLog
 from agent_session.integrations.turns import BracketCursor
-from agent_session.session.errors import SessionCollisionError
+from agent_session.session.errors import SessionCollisionError, SessionNotFoundError
+from agent_session.session.live.runtime import Runtime
 from agent_session.session.live.session import Session
 
 __all__ = ["View", "merged", "split_state"]
@@ -100,3 +101,34 @@ def merged(
     state.update({APP + k: v for k, v in app_state.items()})
     state.update({USER + k: v for k, v in user_state.items()})
     return state
+
+
+async def taken(runtime: Runtime, name: str, lid: str, row: Row) -> View:
+    """The view of the session whose log is ``lid`` (``name``: how errors call it), taken
+    live in ``runtime`` when no other process holds it: its writer lock is held from now on,
+    even for a session with no log yet. Held elsewhere, the view holds the stored events and
+    the error its first write raises."""
+    try:
+        live = runtime.sessions.get(lid)
+        if live is None:
+            assert runtime.persistence is not None
+            storage = runtime.persistence.storage
+            await storage.acquire(lid)  # (raises, naming the holder, if held)
+            try:
+                live = await runtime.sessions.open_or_create(lid)
+            except BaseException:
+                await storage.release(lid)
+                raise
+    except SessionCollisionError as e:
+        assert runtime.persistence is not None
+        try:
+            stored: Any = (await runtime.persistence.inspect(lid)).events
+        except SessionNotFoundError:
+            stored = ()
+        held = SessionCollisionError(f"{name} is written by another process: {e}")
+        view = View(row, None, held, state=dict(row.state))
+        view.extend(stored)
+        return view
+    view = View(row, live, state=dict(row.state))
+    view.extend(live.events)
+    return view

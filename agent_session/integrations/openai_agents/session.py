@@ -232,6 +232,41 @@ class EventLogSession(ItemWriter):
             )
         return self._session
 
+    async def fork(
+        self,
+        *,
+        at: int | None = None,
+        turn: int | None = None,
+        before_turn: int | None = None,
+        new_id: str | None = None,
+    ) -> EventLogSession:
+        """A new session, forked from this one at a boundary (:func:`agent_session.fork_session`
+        takes the same) and durable when this returns; this session is only read. The fork is
+        built as this one was: on the same store (then opened on first use, as any), or on the
+        same runtime. Raises ``SessionForkError`` with the reference's code."""
+        from agent_session.lineage.fork import fork_live
+
+        async def forking() -> str:
+            async with self._lock:
+                live = await self._live()
+                forked = await fork_live(
+                    self.runtime, live, at=at, turn=turn, before_turn=before_turn, new_id=new_id
+                )
+                if self._spec is not None:  # (the new object takes it when first used)
+                    await self.runtime.sessions.dispose(forked)
+                return forked.id
+
+        child = await self._call(forking())
+        if self._spec is None:
+            return type(self)(child, runtime=self.runtime, session_settings=self.session_settings)
+        return type(self)(
+            child,
+            self._spec.url,
+            session_settings=self.session_settings,
+            warn_without_hooks=self.warn_without_hooks,
+            **self._store_options,
+        )
+
     async def aclose(self) -> None:
         """Make everything durable; close the runtime if this session made it."""
         if self._spec is not None and self._home is None:
