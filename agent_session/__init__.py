@@ -69,6 +69,10 @@ if TYPE_CHECKING:
     from agent_session.integrations.openai_agents import (
         EventLogSession as EventLogSession,
     )
+    from agent_session.lineage.fork import Forked as Forked
+    from agent_session.lineage.fork import fork_session as fork_session
+    from agent_session.lineage.rewind import current_branch as current_branch
+    from agent_session.lineage.rewind import rewind_session as rewind_session
     from agent_session.otel.export import TraceExportError as TraceExportError
     from agent_session.otel.live import otel_exporter as otel_exporter
     from agent_session.otel.settings import TraceSettingsError as TraceSettingsError
@@ -163,15 +167,14 @@ if TYPE_CHECKING:
         SessionReentrancyError as SessionReentrancyError,
     )
     from agent_session.session import (
+        SessionReplayError as SessionReplayError,
+    )
+    from agent_session.session import (
         SessionSeqError as SessionSeqError,
     )
     from agent_session.session import (
         SessionStoreEntryError as SessionStoreEntryError,
     )
-    from agent_session.lineage.fork import Forked as Forked
-    from agent_session.lineage.fork import fork_session as fork_session
-    from agent_session.lineage.rewind import current_branch as current_branch
-    from agent_session.lineage.rewind import rewind_session as rewind_session
     from agent_session.session.events.builders import (
         assistant_message as assistant_message,
     )

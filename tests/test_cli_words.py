@@ -37,6 +37,8 @@ COMMANDS = [
     "copy",
     "fork",
     "rewind",
+    "replay",
+    "diff",
 ]
 
 

@@ -93,6 +93,7 @@ EXPORTED = [
     "SessionPersistence",
     "SessionPersistenceCorruptionError",
     "SessionReentrancyError",
+    "SessionReplayError",
     "SessionSeqError",
     "SessionStoreEntryError",
     "SqlitePersistence",

@@ -13,11 +13,13 @@ __all__ = ["BRANCHING", "BRANCHING_EXAMPLES", "add_branching"]
 
 Command = Callable[[str, str, str], argparse.ArgumentParser]
 
-BRANCHING = ("fork", "rewind")
+BRANCHING = ("fork", "rewind", "replay", "diff")
 """The commands of this module, each on one store."""
 BRANCHING_EXAMPLES = {
     "fork": "agent-session fork ./agent-sessions chat-1 --turn 2 --new-id chat-1-alt",
     "rewind": "agent-session rewind ./agent-sessions chat-1 --turn 2",
+    "replay": "agent-session replay ./agent-sessions chat-1 --to chat-1-replay",
+    "diff": "agent-session diff ./agent-sessions chat-1 chat-1-replay",
 }
 
 
@@ -32,7 +34,7 @@ def _seq(text: str) -> int:
 
 
 def add_branching(command: Command) -> None:
-    """Add the four commands through ``command(name, help, description)``."""
+    """Add the commands through ``command(name, help, description)``."""
     fork = command(
         "fork",
         "branch a session at a step, leaving it as it is",
@@ -65,3 +67,26 @@ def add_branching(command: Command) -> None:
     )
     rewind.add_argument("--new-id", help="the new branch's id (default: ID.fork-<8 hex digits>)")
     rewind.add_argument("--json", action="store_true", help="one JSON object")
+
+    replay = command(
+        "replay",
+        "run a recorded session again, offline, from its log",
+        "Run the session again through the agent loop into a new session, with the model's "
+        "answers and the tools' results served from its log: no model is called and no tool "
+        "body runs. A turn a crash cut is cut at the same event and repaired as it was. "
+        "Compare the two with diff.",
+    )
+    replay.add_argument("id", help="the recorded session")
+    replay.add_argument("--to", metavar="NEW", help="the replay's id (default: ID.replay-<hex>)")
+    replay.add_argument("--json", action="store_true", help="one JSON object")
+
+    diff = command(
+        "diff",
+        "where two sessions' agents first did something else",
+        "The first divergence in the tool calls (name and arguments, in order), else in the "
+        "tool results, else the first difference in the model's text; prose alone is not a "
+        "divergence of behaviour. Exit 0 when the behaviour is the same, 1 when it diverges.",
+    )
+    diff.add_argument("a", metavar="A", help="a session")
+    diff.add_argument("b", metavar="B", help="another session (its replay, a fork...)")
+    diff.add_argument("--json", action="store_true", help="one JSON object")

@@ -147,6 +147,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "rm": commands.rm,
         "fork": branch_commands.fork,
         "rewind": branch_commands.rewind,
+        "replay": branch_commands.replay,
+        "diff": branch_commands.diff,
         "convert": commands.convert,
         "ls": listing.ls,
         "show": commands.show,

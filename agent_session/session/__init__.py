@@ -29,6 +29,7 @@ from agent_session.session.errors import (
     SessionOpenTurnError,
     SessionPersistenceCorruptionError,
     SessionReentrancyError,
+    SessionReplayError,
     SessionSeqError,
     SessionStoreEntryError,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "SessionOpenTurnError",
     "SessionPersistenceCorruptionError",
     "SessionReentrancyError",
+    "SessionReplayError",
     "SessionSeqError",
     "SessionStore",
     "SessionStoreEntryError",

@@ -100,6 +100,16 @@ class SessionForkError(SessionError):
         self.code = code
 
 
+class SessionReplayError(SessionError):
+    """A replay cannot go on from its log. ``code`` is ``NOTHING_TO_REPLAY`` (the session has
+    no turn) or ``REPLAY_DIVERGED`` (the replayed run asked the model more than the log
+    answered)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class SessionPersistenceCorruptionError(SessionError):
     """A stored log is damaged in its committed region; the message names the file and line."""
 
