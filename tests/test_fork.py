@@ -196,3 +196,58 @@ async def test_a_rewind_killed_at_any_write_leaves_no_half_made_session(
     assert current == "p" or (current == "p-b" and "p-b" in listed)
     again = await rewind_session(store, "p", turn=1)  # and the next rewind goes through
     assert current_branch(store, "p") == again.id
+
+
+async def test_a_turn_another_writer_is_running_is_open_not_crashed(tmp_path: Path) -> None:
+    from agent_session import Runtime
+
+    async with Runtime() as runtime:  # a live writer, its second turn running
+        runtime.install(open_store(str(tmp_path)))
+        live = runtime.sessions.create("p")
+        live.append("turn/start", {"turn": 1})
+        live.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        live.append("turn/start", {"turn": 2})
+        await runtime.sessions.flush(live)
+        with pytest.raises(SessionForkError) as refused:  # (no closers: it is not a crash)
+            await fork_session(str(tmp_path), "p", new_id="x")
+        assert refused.value.code == "OPEN_TURN"
+        forked = await fork_session(str(tmp_path), "p", turn=1, new_id="y")
+        assert forked.seed_length == 2
+
+
+def test_rm_keeps_a_parent_of_forks_unless_forced_and_a_current_branch(tmp_path: Path) -> None:
+    store = str(tmp_path / "s")
+    cli("demo", "--store", store, "--session-id", "p", "--crash", "none", "--turns", "1")
+    cli("fork", store, "p", "--turn", "1", "--new-id", "f")
+    cli("rewind", store, "p", "--turn", "1", "--new-id", "b")
+    refused = cli("rm", store, "p", check_rc=4)
+    assert "p has 2 fork(s) in" in refused.stderr
+    assert "(b, f)" in refused.stderr
+    current = cli("rm", store, "b", "--force", check_rc=4)
+    assert "b is the current branch of p" in current.stderr
+    cli("rm", store, "p", "--force")
+    listed = {json.loads(line)["id"] for line in cli("ls", store, "--json").stdout.splitlines()}
+    assert listed == {"b", "f"}  # (each fork keeps its own copy of its prefix)
+    assert cli("verify", store).returncode == 0
+
+
+async def test_view_and_serve_say_where_a_fork_branched(tmp_path: Path) -> None:
+    from tests.browser import chromium
+    from tests.test_serve import get, serving
+    from tests.test_view import opened
+
+    store = str(tmp_path / "s")
+    _demo(store, "jsonl", "p", crash="none")
+    await fork_session(store, "p", turn=1, new_id="f")
+    out = tmp_path / "f.html"
+    cli("view", store, "f", "-o", str(out))
+    async with chromium() as browser:
+        tab, errors = await opened(browser, out)
+        said = await tab.locator("#head .fork").inner_text()
+        assert said.startswith("forked from session p after its first ")
+        assert f"agent-session view {store} p" in said
+        assert errors == []
+    with serving(store, tmp_path / "audit") as base:  # serve's page of it links to the parent
+        served = get(f"{base}/session/f")
+    assert '"parentUrl":"/session/p"' in served
+    assert '"parent":"p"' in served
