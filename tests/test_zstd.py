@@ -356,8 +356,8 @@ def test_the_cli_lists_converts_and_exports_compressed_sessions(tmp_path: Path) 
     assert made.returncode == 0, made.stderr
     assert "a zstd-compressed JSONL file" in made.stdout
     listed = cli("ls", root)
-    assert listed.stdout.splitlines()[0].split()[7:9] == ["STATE", "BACKEND"]
-    assert listed.stdout.splitlines()[1].split()[8] == "jsonl+zstd"
+    assert listed.stdout.splitlines()[0].split()[8:10] == ["STATE", "BACKEND"]
+    assert listed.stdout.splitlines()[1].split()[9] == "jsonl+zstd"
     plain = cli("export", root, "z", "--format", "openai", "--json")
     assert plain.returncode == 0, plain.stderr
     converted = cli("convert", root, "z", "--to", "none")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import sqlite3
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -84,18 +85,13 @@ class _Reader:
 async def ls(args: argparse.Namespace) -> int:
     """One row per entry of the store; a problem entry (corrupt, unsupported, unreadable) is
     listed with its reason, and sets the exit code."""
-    from agent_session.lineage.current import branches_for
     from agent_session.see.inventory import rows
 
     worst = OK
     listed: list[SessionRow] = []
     problems: list[str] = []
     check_exists(args.store)
-    pointers = branches_for(args.store)
-    try:
-        current = {branch: conversation for conversation, branch in pointers.all().items()}
-    finally:
-        pointers.close()
+    current: dict[str, str] | None = None
     reader = _Reader(args.store)
     try:
         async for row in _listed(rows(args.store, max_log_bytes()), args, reader):
@@ -103,7 +99,9 @@ async def ls(args: argparse.Namespace) -> int:
             if bad is not None:
                 worst = max(worst, STATUS_CODES.get(bad, CORRUPT))
                 problems.append(f"{row.id}: {bad} — {row.problem}")
-            if row.id in current:
+            elif current is None:  # (once the store has shown it can be read)
+                current = _current(args.store)
+            if current and row.id in current:
                 row.flags.append(f"current branch of {current[row.id]}")
             if args.json:
                 print(json_line(row.to_json()), flush=True)  # as read, where the store streams
@@ -126,6 +124,24 @@ async def ls(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"  {problem}")
     return worst
+
+
+def _current(store: StoreSpec) -> dict[str, str]:
+    """Each current branch and its conversation, read without writing. A branch file that is
+    not one is an error; a database's own problems are the listing's to say."""
+    from agent_session.lineage.current import branches_for
+    from agent_session.session import SessionError
+
+    try:
+        pointers = branches_for(store, read_only=True)
+        try:
+            return {branch: conversation for conversation, branch in pointers.all().items()}
+        finally:
+            pointers.close()
+    except (OSError, SessionError, sqlite3.Error):
+        if store.kind == "jsonl":
+            raise
+        return {}
 
 
 _HEADER = [

@@ -48,10 +48,21 @@ class Branches(Protocol):
     def close(self) -> None: ...
 
 
-def branches_for(store: StoreSpec) -> Branches:
-    """The pointers of the store ``store`` names."""
+def branches_for(store: StoreSpec, *, read_only: bool = False) -> Branches:
+    """The pointers of the store ``store`` names; ``read_only``: for reading them only (a
+    SQLite database is opened as the read-only commands open it: nothing is written,
+    checkpointed or locked)."""
     if store.kind == "jsonl":
         return _FileBranches(store.path)
+    if store.kind == "sqlite" and read_only:
+        from agent_session.persistence_sqlite.schema import open_read_only
+
+        opened = open_read_only(store.path, 5000).connection
+        return _SqlBranches(SideDatabase(opened, mark="?", begin="BEGIN"))
+    if store.kind == "postgres":
+        from agent_session.stores import require_postgres
+
+        require_postgres()  # (the install hint, not a driver's ImportError)
     return _SqlBranches(side_database(store))
 
 

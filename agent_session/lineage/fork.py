@@ -18,10 +18,11 @@ already stored is refused (``SessionCollisionError``) and nothing is written."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ __all__ = [
     "fork_live",
     "fork_session",
     "forkable",
+    "opened_store",
     "turn_spans",
 ]
 
@@ -52,6 +54,24 @@ class Forked:
     parent: str
     seed_length: int
     """How many of the parent's events it holds (then its own ``session/end-seed``)."""
+
+
+@contextlib.asynccontextmanager
+async def opened_store(
+    store: str | os.PathLike[str] | SessionPersistence,
+) -> AsyncIterator[SessionPersistence]:
+    """``store`` itself when it is an open store (its owner closes it), else the store it
+    names (as :func:`agent_session.open_store` takes it), closed on the way out."""
+    if isinstance(store, SessionPersistence):
+        yield store
+        return
+    from agent_session.stores import open_store
+
+    opened = open_store(store)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
 
 
 def default_id(source: str) -> str:
@@ -159,10 +179,7 @@ async def fork_session(
     boundary (see the module docstring; the whole log when none is given) under ``new_id``
     (default: :func:`default_id`). Raises :class:`SessionForkError` with the reference's
     code (``SESSION_ALREADY_EXISTS`` when ``new_id`` is stored already)."""
-    from agent_session.stores import open_store
-
-    opened = store if isinstance(store, SessionPersistence) else open_store(store)
-    try:
+    async with opened_store(store) as opened:
         parent, parent_at = await forkable(opened, source)
         events = parent.events
         boundary = boundary_of(source, events, at=at, turn=turn, before_turn=before_turn)
@@ -190,9 +207,6 @@ async def fork_session(
             if encoded is not None:
                 await encoded.aclose()
         return Forked(child, source, len(prefix))
-    finally:
-        if opened is not store:
-            await opened.aclose()
 
 
 async def fork_live(

@@ -29,8 +29,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent_session.lineage.fork import opened_store
 from agent_session.session.errors import (
-    SessionError,
     SessionForkError,
     SessionNotFoundError,
     SessionReplayError,
@@ -80,7 +80,7 @@ class _Turn:
     """Whether the recorded process was restarted before it (a ``session/end-seed``)."""
 
 
-class _Cut(SessionError):
+class _Cut(Exception):
     """An append past the point where the recorded turn was cut."""
 
 
@@ -204,10 +204,8 @@ async def replay_session(
     from agent_session.agent_loop import AgentRuntime, RequestSettings, ToolResult
     from agent_session.agent_loop.effects import Applied
     from agent_session.checkpoints import checkpoint_policy
-    from agent_session.stores import open_store
 
-    opened = store if isinstance(store, SessionPersistence) else open_store(store)
-    try:
+    async with opened_store(store) as opened:
         try:
             events = list((await opened.inspect(source)).events)
         except SessionNotFoundError:
@@ -291,9 +289,6 @@ async def replay_session(
         finally:
             uninstall()
         return Replayed(target, source, served["answers"], served["bodies"])
-    finally:
-        if opened is not store:
-            await opened.aclose()
 
 
 async def _run(
