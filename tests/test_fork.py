@@ -154,13 +154,15 @@ async def test_refused_boundaries_write_nothing(tmp_path: Path) -> None:
     assert sorted(listed) == ["p", "x"]
 
 
+JSONL_POINTS = [
+    "materialize:after-temp-write",
+    "materialize:after-link",
+    "materialize:after-dir-fsync",
+    "rewind:before-point",
+]
 REWIND_POINTS = {
-    "jsonl": [
-        "materialize:after-temp-write",
-        "materialize:after-link",
-        "materialize:after-dir-fsync",
-        "rewind:before-point",
-    ],
+    "jsonl": JSONL_POINTS,
+    "zstd": JSONL_POINTS,  # (the fork is written compressed, as its parent is)
     "sqlite": ["sqlite:append:before-commit", "sqlite:append:after-commit", "rewind:before-point"],
     "postgres": [
         "postgres:append:before-commit",
