@@ -14,7 +14,7 @@ so a reference configured for one encoding loads both.
 Guarantees: the fork is written whole or not at all (the store's first write of a session is
 atomic: a JSONL log is written beside and linked into place, a database's in one
 transaction), so a kill at any instant leaves either no fork or a complete one; an id that is
-already stored is refused (``SessionCollisionError``) and nothing is written."""
+already stored is refused (``SESSION_ALREADY_EXISTS``) and nothing is written."""
 
 from __future__ import annotations
 

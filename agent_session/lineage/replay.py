@@ -262,8 +262,8 @@ async def replay_session(
         try:
             runtime.install(checkpoint_policy)
             runtime.models.register(provider, Recorded())
-            for tool in first.get("tools") or ():
-                name = str(tool["name"])
+            offered = {str(t["name"]): t for turn in turns for t in turn.header.get("tools") or ()}
+            for name, tool in offered.items():  # (every tool any recorded header offered)
                 own = (tools or {}).get(name)
 
                 async def body(args: Any, call: Any, own: Any = own) -> Any:
