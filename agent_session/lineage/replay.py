@@ -302,6 +302,25 @@ async def _run(
 ) -> None:
     """Run ``turns`` into session ``target``, cutting each crashed one where it was cut
     (``cutting`` says where, while it is being cut: the model asks it too)."""
+    refusals: list[Any] = []
+    try:
+        await _turns_into(runtime, target, turns, provider, model, system, cutting, refusals)
+    finally:
+        for stop in refusals:
+            stop()
+
+
+async def _turns_into(
+    runtime: Any,
+    target: str,
+    turns: Sequence[_Turn],
+    provider: str,
+    model: str,
+    system: str | None,
+    cutting: dict[str, Any],
+    refusals: list[Any],
+) -> None:
+    """:func:`_run`'s turns; each refusal it installs is added to ``refusals``."""
     session: Any = runtime.sessions.create(target)
     agent: Any = None
     for turn in turns:
@@ -323,6 +342,7 @@ async def _run(
                     raise _Cut(f"the recorded turn was cut after seq {cut}")
 
             stop = runtime.hooks.observe(SESSION_VALIDATE, refuse)
+            refusals.append(stop)
             cutting.update(session=session, at=cut)
         try:
             with _quiet(cut is not None):
@@ -335,10 +355,9 @@ async def _run(
         except Exception as e:
             if stop is None or not _caused_by_cut(e):
                 raise
-        finally:
-            if stop is not None:
-                stop()
-        if cut is not None:  # the crash: what was durable stays, the session is reopened
+        if stop is not None:  # the crash: what was durable stays, the session is reopened
+            # (the cut session keeps refusing what a task of its turn may still append: its
+            # refusal is removed only when the replay ends)
             cutting.clear()
             await runtime.sessions.flush(session)
             await runtime.sessions.dispose(session)
