@@ -5,6 +5,7 @@ are JSON and kept as text when not."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from hypothesis import given, settings
@@ -47,6 +48,34 @@ _result = st.builds(
 )
 
 
+def _as_sent(text: str) -> Any:
+    """Arguments as a span carries them: parsed where they are strict JSON whose integers fit
+    64 bits and whose numbers are finite (JSON has no NaN or Infinity, which Python's parser
+    takes, and ``1e400`` overflows), else the text."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    def fits(value: Any) -> bool:
+        if isinstance(value, bool):
+            return True
+        if isinstance(value, int):
+            return -(2**63) <= value < 2**64
+        if isinstance(value, float):
+            return math.isfinite(value)
+        if isinstance(value, list):
+            return all(fits(v) for v in value)
+        if isinstance(value, dict):
+            return all(fits(v) for v in value.values())
+        return True
+
+    try:
+        parsed = json.loads(text, parse_constant=refuse)
+    except ValueError:
+        return text
+    return parsed if fits(parsed) else text
+
+
 @settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.one_of(_message, _result), max_size=6))
 def test_every_history_converts_block_for_block(history: list[dict[str, Any]]) -> None:
@@ -59,11 +88,7 @@ def test_every_history_converts_block_for_block(history: list[dict[str, Any]]) -
         for block, part in zip(message["content"], out["parts"], strict=True):
             if block["type"] == "tool-call":
                 assert part["type"] == "tool_call"
-                try:
-                    expected = json.loads(block["arguments"])
-                except ValueError:
-                    expected = block["arguments"]
-                assert part["arguments"] == expected
+                assert part["arguments"] == _as_sent(block["arguments"])
             elif block["type"] == "tool-result":
                 assert part["id"] == block["toolCallId"]
                 assert part["response"] == block["content"][0]["text"]
@@ -73,7 +98,7 @@ def test_every_history_converts_block_for_block(history: list[dict[str, Any]]) -
 
 
 def test_arguments_that_are_not_the_log_s_json_stay_text_and_the_finish_reason_is_kept() -> None:
-    for text in ("NaN", '{"n": 18446744073709551616}', '{"a": '):
+    for text in ("NaN", "Infinity", '{"x": 1e400}', '{"n": 18446744073709551616}', '{"a": '):
         answer = {
             "role": "assistant",
             "source": {"kind": "model"},

@@ -12,6 +12,7 @@ result is plain JSON (a ``str`` the caller can redact).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -91,7 +92,7 @@ def _arguments(text: Any) -> Any:
     if not isinstance(text, str):
         return text
     try:
-        parsed = json.loads(text, parse_constant=_refused)
+        parsed = json.loads(text, parse_constant=_refused, parse_float=_finite)
         encode_json(parsed)  # (an integer past 64 bits is JSON, but not the log's JSON)
     except (ValueError, TypeError):
         return text
@@ -100,6 +101,15 @@ def _arguments(text: Any) -> Any:
 
 def _refused(name: str) -> Any:
     raise ValueError(name)  # (NaN, Infinity: not JSON, so the text is kept as it is)
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; ``1e400`` overflows to infinity, which no JSON holds (the
+    encoder would write it as ``null``), so the text is kept as it is."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(text)
+    return value
 
 
 def _json(value: Any) -> str:
