@@ -89,3 +89,19 @@ async def test_an_adk_session_forks_before_an_invocation(tmp_path: Path) -> None
         assert sorted(s.id for s in listed.sessions) == ["s1", "s2"]
     header = await _header(tmp_path, log_id(APP, "u", "s2"))
     assert header.parent_session == log_id(APP, "u", "s1")
+
+
+async def test_a_session_on_a_runtime_forks_onto_that_runtime(tmp_path: Path) -> None:
+    from agent_session import Runtime, open_store
+
+    model = ScriptedModel([[assistant_message("One.", item_id="m1")]])
+    async with Runtime() as runtime:
+        runtime.install(open_store(str(tmp_path)))
+        session = EventLogSession("s", runtime=runtime, warn_without_hooks=False)
+        await Runner.run(Agent(name="a", model=model), "first", session=session)
+        fork = await session.fork(new_id="s-copy")
+        assert fork.runtime is runtime
+        assert fork.warn_without_hooks is False
+        assert await fork.get_items() == await session.get_items()
+    header = await _header(tmp_path, "s-copy")
+    assert header.parent_session == "s"

@@ -258,7 +258,12 @@ class EventLogSession(ItemWriter):
 
         child = await self._call(forking())
         if self._spec is None:
-            return type(self)(child, runtime=self.runtime, session_settings=self.session_settings)
+            return type(self)(
+                child,
+                runtime=self.runtime,
+                session_settings=self.session_settings,
+                warn_without_hooks=self.warn_without_hooks,
+            )
         return type(self)(
             child,
             self._spec.url,
