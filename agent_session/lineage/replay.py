@@ -159,7 +159,8 @@ def _tools(
 ) -> tuple[dict[str, list[Any]], dict[str, tuple[str, bool]], set[str]]:
     """The recorded results by call id (in order), each tool's effect class as the log
     shows it (and whether a probe found a call of it), and the tools whose calls waited for
-    the call before them."""
+    the call before them: started only once it had its result, or, cut by a crash, not
+    started although it had."""
     from agent_session.recovery import is_repair_result
 
     results: dict[str, list[Any]] = {}
@@ -168,17 +169,28 @@ def _tools(
     names: dict[str, str] = {}
     answered: set[str] = set()
     step_calls: list[str] = []
+    asked: list[str] = []  # (the step's calls, in the model's order)
     for event in events:
         data = event.data if isinstance(event.data, Mapping) else {}
         if event.type == STEP_START:
-            step_calls, answered = [], set()
+            step_calls, answered, asked = [], set(), []
+        elif event.type == ASSISTANT_MESSAGE:
+            for block in (data.get("message") or {}).get("content") or ():
+                if block.get("type") == "tool-call":
+                    names[str(block.get("id"))] = str(block.get("name"))
+                    asked.append(str(block.get("id")))
         elif event.type == TOOL_CALL:
             call, name = str(data.get("callId")), str(data.get("name"))
             names[call] = name
             if step_calls and step_calls[-1] in answered:
                 exclusive.add(name)  # (it started only after the call before it ended)
             step_calls.append(call)
-        elif event.type == TOOL_RESULT and not is_repair_result(event):
+        elif event.type == TOOL_RESULT and is_repair_result(event):
+            call = str(data["message"]["source"]["callId"])
+            before = asked[asked.index(call) - 1] if call in asked[1:] else None
+            if call not in step_calls and before in answered:  # (it waited, and never began)
+                exclusive.add(names.get(call, ""))
+        elif event.type == TOOL_RESULT:
             call = str(data["message"]["source"]["callId"])
             answered.add(call)
             results.setdefault(call, []).append(thaw(data))
