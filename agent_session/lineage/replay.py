@@ -313,70 +313,49 @@ async def _run(
     cutting: dict[str, Any],
 ) -> None:
     """Run ``turns`` into session ``target``, cutting each crashed one where it was cut
-    (``cutting`` says where, while it is being cut: the model asks it too)."""
-    refusals: list[Any] = []
-    try:
-        await _turns_into(runtime, target, turns, provider, model, system, cutting, refusals)
-    finally:
-        for stop in refusals:
-            stop()
+    (``cutting`` says where, while it is being cut: the model asks it too). A cut session
+    keeps refusing what a task of its turn may still append until the replay ends."""
+    with contextlib.ExitStack() as refusals:
+        session: Any = runtime.sessions.create(target)
+        agent: Any = None
+        for turn in turns:
+            if turn.reopened and session is not None:  # (the recorded process was restarted)
+                await runtime.sessions.dispose(session)
+                session = None
+            if session is None:  # (a new process: a new agent on the reopened log)
+                session, agent = await runtime.sessions.resume(target), None
+            prompt = system if system is not None else turn.header.get("system")
+            if agent is None:  # (one agent as long as the recorded process lived)
+                agent = runtime.agent(session, model=f"{provider}/{model}", system=prompt)
+            agent.system = prompt
+            cut = turn.cut_at
+            if cut is not None:
 
+                def refuse(live: Any, event: Any, cut: int = cut, cutting: Any = session) -> None:
+                    if live is cutting and event.seq > cut:
+                        raise _Cut(f"the recorded turn was cut after seq {cut}")
 
-async def _turns_into(
-    runtime: Any,
-    target: str,
-    turns: Sequence[_Turn],
-    provider: str,
-    model: str,
-    system: str | None,
-    cutting: dict[str, Any],
-    refusals: list[Any],
-) -> None:
-    """:func:`_run`'s turns; each refusal it installs is added to ``refusals``."""
-    session: Any = runtime.sessions.create(target)
-    agent: Any = None
-    for turn in turns:
-        if turn.reopened and session is not None:  # (the recorded process was restarted)
-            await runtime.sessions.dispose(session)
-            session = None
-        if session is None:  # (a new process: a new agent on the reopened log)
-            session, agent = await runtime.sessions.resume(target), None
-        prompt = system if system is not None else turn.header.get("system")
-        if agent is None:  # (one agent as long as the recorded process lived)
-            agent = runtime.agent(session, model=f"{provider}/{model}", system=prompt)
-        agent.system = prompt
-        cut = turn.cut_at
-        stop = None
-        if cut is not None:
-
-            def refuse(live: Any, event: Any, cut: int = cut, cutting: Any = session) -> None:
-                if live is cutting and event.seq > cut:
-                    raise _Cut(f"the recorded turn was cut after seq {cut}")
-
-            stop = runtime.hooks.observe(SESSION_VALIDATE, refuse)
-            refusals.append(stop)
-            cutting.update(session=session, at=cut)
-        try:
-            with _quiet(cut is not None):
-                if turn.user is None:
-                    await agent.resume()
-                else:
-                    await agent.run_turn(turn.user)
-        except _Cut:
-            pass
-        except Exception as e:
-            if stop is None or not _caused_by_cut(e):
-                raise
-        if stop is not None:  # the crash: what was durable stays, the session is reopened
-            # (the cut session keeps refusing what a task of its turn may still append: its
-            # refusal is removed only when the replay ends)
-            cutting.clear()
+                refusals.callback(runtime.hooks.observe(SESSION_VALIDATE, refuse))
+                cutting.update(session=session, at=cut)
+            try:
+                with _quiet(cut is not None):
+                    if turn.user is None:
+                        await agent.resume()
+                    else:
+                        await agent.run_turn(turn.user)
+            except _Cut:
+                pass
+            except Exception as e:
+                if cut is None or not _caused_by_cut(e):
+                    raise
+            if cut is not None:  # the crash: what was durable stays, the session is reopened
+                cutting.clear()
+                await runtime.sessions.flush(session)
+                await runtime.sessions.dispose(session)
+                session = None
+        if session is not None:
             await runtime.sessions.flush(session)
             await runtime.sessions.dispose(session)
-            session = None
-    if session is not None:
-        await runtime.sessions.flush(session)
-        await runtime.sessions.dispose(session)
 
 
 @contextlib.contextmanager
