@@ -1,13 +1,30 @@
-"""Replacing a small file beside a store's logs (an export cursor, the ADK catalog)
-atomically and durably."""
+"""Replacing a small file beside a store's logs (an export cursor, the ADK catalog, the
+current branches) atomically and durably, and taking turns with other processes that change
+one."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
+from collections.abc import Iterator
 
-__all__ = ["replace_durably"]
+__all__ = ["exclusively", "replace_durably"]
+
+
+@contextlib.contextmanager
+def exclusively(lock: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` of the file ``lock`` (made ``0600`` when missing, its
+    directory ``0700``) for the block: processes that read, change and replace one file
+    beside the logs take turns, so none writes back a copy that misses another's change."""
+    os.makedirs(os.path.dirname(lock) or ".", mode=0o700, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
 
 
 def replace_durably(path: str, data: bytes) -> None:

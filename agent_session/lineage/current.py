@@ -2,7 +2,8 @@
 the store beside the sessions and never in their logs (so the reference, which never reads
 it, still loads every branch, and nothing is deleted).
 
-- A JSONL store keeps one file in its root, :data:`BRANCH_FILE` (replaced atomically).
+- A JSONL store keeps one file in its root, :data:`BRANCH_FILE` (replaced atomically, under
+  the lock of :data:`BRANCH_LOCK`).
 - A SQLite or PostgreSQL store keeps the table :data:`BRANCH_TABLE` in its database.
 
 A conversation is named by the id an application first gave its session; its current
@@ -18,7 +19,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent_session.beside_logs.replace_file import replace_durably
+from agent_session.beside_logs.replace_file import exclusively, replace_durably
 from agent_session.beside_logs.side_tables import SideDatabase, side_database
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["BRANCH_FILE", "BRANCH_TABLE", "Branches", "branches_for"]
 
 BRANCH_FILE = ".agent-session-branches.json"
+BRANCH_LOCK = ".agent-session-branches.lock"
+"""Held while the branch file is changed (a rewind in another process waits for it)."""
 BRANCH_TABLE = "agent_session_branch"
 
 
@@ -70,6 +73,7 @@ class _FileBranches:
     def __init__(self, root: str) -> None:
         self._root = root
         self._path = os.path.join(root, BRANCH_FILE)
+        self._lock = os.path.join(root, BRANCH_LOCK)
 
     def all(self) -> dict[str, str]:
         try:
@@ -90,11 +94,13 @@ class _FileBranches:
         return self.all().get(conversation)
 
     def point(self, conversation: str, session_id: str) -> None:
-        current = self.all()
-        current[conversation] = session_id
-        data = json.dumps({"version": 1, "current": current}, ensure_ascii=False, sort_keys=True)
-        os.makedirs(self._root, mode=0o700, exist_ok=True)
-        replace_durably(self._path, data.encode())
+        with exclusively(self._lock):  # (another conversation's rewind is not written over)
+            current = self.all()
+            current[conversation] = session_id
+            data = json.dumps(
+                {"version": 1, "current": current}, ensure_ascii=False, sort_keys=True
+            )
+            replace_durably(self._path, data.encode())
 
     def close(self) -> None:
         return None

@@ -18,7 +18,6 @@ names (a concurrent change of other keys is kept); ``temp:`` keys never get here
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -26,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent_session.beside_logs.replace_file import replace_durably
+from agent_session.beside_logs.replace_file import exclusively, replace_durably
 from agent_session.beside_logs.side_tables import SideDatabase
 
 if TYPE_CHECKING:
@@ -146,15 +145,10 @@ class _FileCatalog:
     def _changing(self, app: str) -> Iterator[dict[str, Any]]:
         """The app's catalog, locked; written back durably when the block ends normally."""
         path, lock = self._paths(app)
-        os.makedirs(self._root, mode=0o700, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with exclusively(lock):
             data = self._read(app)
             yield data
             self._write(path, data)
-        finally:
-            os.close(fd)  # (releases the lock)
 
     def _write(self, path: str, data: dict[str, Any]) -> None:
         text = json.dumps(data, ensure_ascii=False, sort_keys=True)
