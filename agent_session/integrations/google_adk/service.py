@@ -49,7 +49,7 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session as AdkSession
 
 from agent_session.integrations.google_adk.catalog import Catalog, Row, Touch, catalog_for
-from agent_session.integrations.google_adk.mapping import kind_of, log_id, stripped
+from agent_session.integrations.google_adk.mapping import log_id, stripped
 from agent_session.integrations.google_adk.pages import page_of
 from agent_session.integrations.google_adk.recent import recent_view
 from agent_session.integrations.google_adk.state import View, merged, split_state, taken
@@ -279,7 +279,8 @@ class EventLogSessionService(BaseSessionService):
     async def _append(self, app: str, user: str, sid: str, event: dict[str, Any]) -> bool:
         """Store ``event``; ``False`` when an equal one is stored already."""
         runtime, catalog = await self._started()
-        view = self._used(log_id(app, user, sid))
+        lid = log_id(app, user, sid)
+        view = self._used(lid)
         if view is None or view.session is None:
             row = view.row if view else await self._catalog_call(catalog.get, app, user, sid)
             if row is None:
@@ -290,17 +291,17 @@ class EventLogSessionService(BaseSessionService):
         if view.session is None:
             assert view.held is not None
             raise view.held
-        asked = self._asked.pop(log_id(app, user, sid), None) if kind_of(event) == "model" else None
         try:
-            write_event(view.session, view.brackets, event, asked, view.headers)
+            if write_event(view.session, view.brackets, event, self._asked.get(lid), view.headers):
+                self._asked.pop(lid, None)  # (the request a model response answered)
             await runtime.sessions.flush(view.session)
         except BaseException:
             # what this call appended must never reach the log later: forget the live
             # session (the next call reads the log again)
-            self._views.pop(log_id(app, user, sid), None)
+            self._views.pop(lid, None)
             await runtime.sessions.dispose(view.session)
             assert runtime.persistence is not None
-            await runtime.persistence.storage.release(log_id(app, user, sid))
+            await runtime.persistence.storage.release(lid)
             raise
         view.extend(view.session.events)
         app_delta, user_delta, _ = split_state(

@@ -49,10 +49,11 @@ def write_event(
     event: Mapping[str, Any],
     header: Mapping[str, Any] | None = None,
     headers: HeaderLog | None = None,
-) -> None:
+) -> bool:
     """Append the events of one ADK event (its JSON) to ``session``; nothing is flushed.
     A model response is preceded, in its step, by the header of the request it answers
-    (``header``) when ``headers`` says the log does not hold it last."""
+    (``header``) when ``headers`` says the log does not hold it last. Returns whether the
+    event was a model response (so ``header`` was its request's, and is used up)."""
     kind = kind_of(event)
     kept = encode(event)  # (refused before anything is appended)
     turn = open_turn(session.events, brackets.marks(session))
@@ -91,3 +92,4 @@ def write_event(
             turn.answered.add(call_id)
     else:
         session.append(ADK_EVENT, {"event": kept})
+    return kind == "model"
