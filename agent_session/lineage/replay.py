@@ -17,8 +17,8 @@ model and the tools served from its log, into a new session.
 
 No model is called and no recorded tool body runs. The replay is a session of its own (no
 parent); ``agent-session diff`` compares it with the original. Not replayed: ``llm/retry``
-events (a replay's model never fails) and approvals (a parked turn is replayed up to its
-park)."""
+events (a replay's model never fails) and approvals (no approval policy is installed, and a
+turn still parked when the log ends is left out)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,6 @@ class Replayed:
 
 @dataclass
 class _Turn:
-    number: int
     user: Mapping[str, Any] | None
     """Its user message (``None``: a turn that settles a crash)."""
     cut_at: int | None
@@ -120,7 +119,6 @@ def _answers(events: Sequence[Any]) -> list[list[dict[str, Any]]]:
 
 def _turns(events: Sequence[Any]) -> list[_Turn]:
     """The recorded turns, each with the header in force when it ran."""
-    from agent_session.recovery import closers
     from agent_session.recovery.closers import crash_point
 
     turns: list[_Turn] = []
@@ -140,7 +138,7 @@ def _turns(events: Sequence[Any]) -> list[_Turn]:
             if current is not None and not current.header:
                 current.header = header
         elif event.type == TURN_START:
-            current = _Turn(int(data["turn"]), queued, None, header, reopened)
+            current = _Turn(queued, None, header, reopened)
             turns.append(current)
             reopened, queued = False, None
         elif event.type == USER_MESSAGE and current is not None and current.user is None:
@@ -149,21 +147,21 @@ def _turns(events: Sequence[Any]) -> list[_Turn]:
             if data.get("reason", {}).get("kind") == "interrupted":
                 current.cut_at = crash_point(events, index).seq
             current = None
-    if current is not None and not closers(list(events)):
-        turns.pop()  # (an open turn nothing cut: parked, or still running; not replayed)
+    if current is not None:  # (an inspected log's cut turn has its closers: this one is
+        turns.pop()  # parked, or still running, and not replayed)
     return turns
 
 
 def _tools(
     events: Sequence[Any],
-) -> tuple[dict[str, list[Any]], dict[str, tuple[str, bool]], set[str]]:
-    """The recorded results by call id (in order), each tool's effect class as the log
+) -> tuple[dict[str, Any], dict[str, tuple[str, bool]], set[str]]:
+    """The last recorded result of each call id, each tool's effect class as the log
     shows it (and whether a probe found a call of it), and the tools whose calls waited for
     the call before them: started only once it had its result, or, cut by a crash, not
     started although it had."""
     from agent_session.recovery import is_repair_result
 
-    results: dict[str, list[Any]] = {}
+    results: dict[str, Any] = {}
     effects: dict[str, tuple[str, bool]] = {}
     exclusive: set[str] = set()
     names: dict[str, str] = {}
@@ -193,7 +191,7 @@ def _tools(
         elif event.type == TOOL_RESULT:
             call = str(data["message"]["source"]["callId"])
             answered.add(call)
-            results.setdefault(call, []).append(thaw(data))
+            results[call] = thaw(data)  # (a settled call's second result is its last)
             settled = (data.get("meta") or {}).get("settlement")
             if settled in ("re-run", "reconciled", "run-after-probe", "unknown"):
                 kind = "idempotent" if settled == "re-run" else "unsafe"
@@ -261,7 +259,7 @@ async def replay_session(
                     yield chunk
 
         def recorded(call_id: str) -> ToolResult:
-            data = (results.get(call_id) or [None])[-1]
+            data = results.get(call_id)
             if data is None:
                 return ToolResult.failure(f"the log has no result for call {call_id}")
             block = data["message"]["content"][0]
@@ -288,10 +286,11 @@ async def replay_session(
                     return Applied(recorded(call.call_id))
 
                 effect, probed = effects.get(name, ("unsafe", False))
+                schema = tool.get("parameters")  # (as recorded, {} included)
                 runtime.tools.register(
                     name,
                     str(tool.get("description", "")),
-                    tool.get("parameters") or {"type": "object"},
+                    schema if isinstance(schema, Mapping) else {"type": "object"},
                     body,
                     exclusive=name in exclusive,
                     effect=effect,  # type: ignore[arg-type]
