@@ -101,10 +101,10 @@ async def replay(args: argparse.Namespace) -> int:
 
 async def diff(args: argparse.Namespace) -> int:
     """Where two sessions first differ in behaviour, then in text; exit 1 on a divergence."""
-    from agent_session.cli.commands import diagnose
+    from agent_session.cli.commands import backend, diagnose
     from agent_session.lineage.diff import compare
 
-    store = backend_of(args)
+    store = backend(args.store, read_only=True)
     try:
         a = (await diagnose(store, args.store, args.a)).session.events
         b = (await diagnose(store, args.store, args.b)).session.events
@@ -131,12 +131,6 @@ async def diff(args: argparse.Namespace) -> int:
     if found.text is not None:
         print(_said(found.text, args.a, args.b, "text differs"))
     return OK if found.same_behaviour else NEEDS_RECOVERY
-
-
-def backend_of(args: argparse.Namespace) -> Any:
-    from agent_session.cli.commands import backend
-
-    return backend(args.store, read_only=True)
 
 
 def _json(found: Any) -> Any:

@@ -334,15 +334,15 @@ def _kept_for(store: StoreSpec, id: str, force: bool) -> None:
     from agent_session.lineage.current import branches_for
     from agent_session.see.inventory import rows
 
-    pointers = branches_for(store)
+    pointers = branches_for(store, read_only=True)
     try:
         of = [c for c, branch in pointers.all().items() if branch == id]
     finally:
         pointers.close()
     if of:
         raise UserError(
-            f"{id} is the current branch of {', '.join(of)} in {store.shown}: rewind it to "
-            "another branch first; nothing was deleted"
+            f"{id} is the current branch of {', '.join(of)} in {store.shown}: rewind the "
+            "conversation first (its new branch becomes current); nothing was deleted"
         )
     forks = [row.id for row in rows(store, max_log_bytes()) if row.parent == id]
     if forks and not force:

@@ -39,7 +39,10 @@ class Compared:
     """Two sessions compared."""
 
     calls: int
+    """The first session's tool calls (the second's are as many when the behaviour is the
+    same)."""
     results: int
+    """The first session's tool results."""
     behaviour: Difference | None
     """The first divergence of behaviour (a tool call, else a tool result); ``None``: the
     same calls with the same results."""

@@ -52,12 +52,8 @@ async def rewind_session(
     branches = branches_for(spec)
     try:
         source = branches.current(conversation) or conversation
-        opened = spec.open()
-        try:
-            named = new_id if new_id is not None else default_id(conversation)
-            forked = await fork_session(opened, source, turn=turn, new_id=named)
-        finally:
-            await opened.aclose()
+        named = new_id if new_id is not None else default_id(conversation)
+        forked = await fork_session(spec.url, source, turn=turn, new_id=named)
         failpoint("rewind:before-point")  # (the crash tests' instant between the two writes)
         branches.point(conversation, forked.id)
         return forked
