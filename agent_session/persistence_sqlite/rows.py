@@ -20,7 +20,7 @@ from agent_session.session import (
 from agent_session.session.events.eventlog import EventLog
 from agent_session.session.events.header import SESSION_FORMAT_VERSION, header_problem
 from agent_session.session.events.livelog import DeltaRun, delta_data
-from agent_session.session.events.types import ASSISTANT_CHUNK
+from agent_session.session.events.types import ASSISTANT_CHUNK, MARKED_IGNORABLE
 from agent_session.session.json.codec import decode_json, encode_json
 
 __all__ = [
@@ -99,10 +99,11 @@ def event_values(id: str, event: SessionEvent) -> tuple[Any, ...]:
 
     Raises:
         SessionEventError: The event is marked ``ignorable``, which this format has no column
-            for (nothing is written).
+            for (nothing is written); a type of :data:`MARKED_IGNORABLE` drops the mark,
+            which its rows give back when read.
     """
     wire = event.to_json()
-    if "ignorable" in wire:
+    if "ignorable" in wire and event.type not in MARKED_IGNORABLE:
         raise SessionEventError(
             f'event seq {event.seq} ("{event.type}") of session "{id}" is marked ignorable, '
             "which the SQLite session format cannot store; keep this session in a JSONL store"
@@ -164,6 +165,8 @@ def parsed_row(row: EventRow) -> dict[str, Any] | None:
             event["sourceEventSeqs"] = decode_json(sources)
         if op is not None:
             event["surfaceOp"] = decode_json(op)
+        if event["type"] in MARKED_IGNORABLE:
+            event["ignorable"] = True
     except ValueError:
         return None
     return event
@@ -215,12 +218,15 @@ def render_row(row: EventRow) -> bytes:
         line += b',"sourceEventSeqs":' + sources
     if op is not None:
         line += b',"surfaceOp":' + op
+    if _text(kind) in MARKED_IGNORABLE:
+        line += _MARK
     return line + b"}"
 
 
 _RENDERED: Final = len(b'{"type":,"seq":,"time":,"data":}\n')
 _SOURCES: Final = len(b',"sourceEventSeqs":')
 _OP: Final = len(b',"surfaceOp":')
+_MARK: Final = b',"ignorable":true'
 
 
 def rendered_size(rows: Sequence[EventRow]) -> int:
@@ -238,6 +244,7 @@ def rendered_size(rows: Sequence[EventRow]) -> int:
         + sum(map(len, datas))
         + sum(_SOURCES + len(s) for s in sources if s is not None)
         + sum(_OP + len(o) for o in ops if o is not None)
+        + sum(len(_MARK) for kind in kinds if _text(kind) in MARKED_IGNORABLE)
     )
 
 

@@ -12,14 +12,19 @@ __all__ = [
     "APPROVAL_POLICY",
     "ASSISTANT_CHUNK",
     "ASSISTANT_MESSAGE",
+    "CLAUDE_ENTRY",
+    "CLAUDE_SUMMARY",
     "END_SEED",
     "FRAMEWORK_ITEM",
     "FRAMEWORK_ITEMS_FORGOTTEN",
     "INBOX_SPLICED",
     "INTEGRATION_EVENT_TYPES",
+    "LANGGRAPH_CHECKPOINT",
+    "LANGGRAPH_WRITES",
     "LEGACY_HEADER_DELTA",
     "LLM_RETRY",
     "LLM_RETRY_STARTED",
+    "MARKED_IGNORABLE",
     "REQUEST_CONTEXT",
     "REQUEST_HEADER",
     "STEP_END",
@@ -64,7 +69,25 @@ ADK_EVENT: Final = "google-adk/event"
 """``{event}``: a Google ADK event no event of this vocabulary expresses (a state or artifact
 change alone, a transfer, an escalation, code execution ...), kept verbatim
 (``agent_session.integrations.google_adk``)."""
-INTEGRATION_EVENT_TYPES: Final = frozenset({FRAMEWORK_ITEM, FRAMEWORK_ITEMS_FORGOTTEN, ADK_EVENT})
+LANGGRAPH_CHECKPOINT: Final = "langgraph/checkpoint"
+"""``{ns, id, parent, checkpoint, metadata | metadataTyped, blobs}``: one LangGraph
+``put`` (``agent_session.integrations.langgraph``)."""
+LANGGRAPH_WRITES: Final = "langgraph/writes"
+"""``{ns, checkpoint, task, path, writes}``: one LangGraph ``put_writes``."""
+CLAUDE_ENTRY: Final = "claude-code/entry"
+"""``{entry}``: one Claude Agent SDK transcript entry, kept verbatim
+(``agent_session.integrations.claude_agent_sdk``)."""
+CLAUDE_SUMMARY: Final = "claude-code/summary"
+"""``{summary}``: the SDK's folded summary of a main transcript after an append."""
+MARKED_IGNORABLE: Final = frozenset(
+    {LANGGRAPH_CHECKPOINT, LANGGRAPH_WRITES, CLAUDE_ENTRY, CLAUDE_SUMMARY}
+)
+"""Types every event of carries ``ignorable: true``, so the reference (which knows none of
+them) skips them and still loads the log. A SQLite row has no column for the flag: the
+rows of these types drop it and give it back when read (the type says it)."""
+INTEGRATION_EVENT_TYPES: Final = (
+    frozenset({FRAMEWORK_ITEM, FRAMEWORK_ITEMS_FORGOTTEN, ADK_EVENT}) | MARKED_IGNORABLE
+)
 """Types this build's framework integrations write: every reader of this build knows them,
 so a log written through an integration loads without importing it. They never enter the
 surface."""

@@ -40,6 +40,7 @@ from agent_session.session.events.types import (
     ASSISTANT_CHUNK,
     END_SEED,
 )
+from agent_session.session.events.types import MARKED_IGNORABLE as MARKED
 from agent_session.session.events.wire import WireModel
 from agent_session.session.json.lossless import JsonValue, is_safe_int, is_text, snapshot
 
@@ -293,7 +294,9 @@ class Session:
         if plain:
             op = None
             check_loadable(type, frozen)
-            event = build_event(type, seq, self._clock(), frozen)
+            event = build_event(
+                type, seq, self._clock(), frozen, ignorable=True if type in MARKED else None
+            )
         else:
             op, sources = parse_surface_metadata(type, seq, raw_op, raw_sources)
             self._surface.check(type, op, sources, frozen, events)
