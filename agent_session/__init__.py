@@ -7,7 +7,8 @@ One import for the common jobs::
 Every name below is loaded on first use, so importing this package (and running the
 ``agent-session`` command) stays fast and an optional extra is needed only for the names that
 use it (``EventLogSession`` and ``DurableRunHooks``: ``[openai-agents]``;
-``EventLogSessionService``: ``[google-adk]``; ``otel_exporter``: ``[otel]``; a
+``EventLogSessionService``: ``[google-adk]``; ``EventLogSaver``: ``[langgraph]``;
+``EventLogSessionStore``: ``[claude-agent-sdk]``; ``otel_exporter``: ``[otel]``; a
 ``postgresql://`` store: ``[postgres]``).
 """
 
@@ -60,9 +61,13 @@ if TYPE_CHECKING:
     from agent_session.deciders import approve as approve
     from agent_session.deciders import pending_approvals as pending_approvals
     from agent_session.deciders import reject as reject
+    from agent_session.integrations.claude_agent_sdk import (
+        EventLogSessionStore as EventLogSessionStore,
+    )
     from agent_session.integrations.google_adk import (
         EventLogSessionService as EventLogSessionService,
     )
+    from agent_session.integrations.langgraph import EventLogSaver as EventLogSaver
     from agent_session.integrations.openai_agents import (
         DurableRunHooks as DurableRunHooks,
     )

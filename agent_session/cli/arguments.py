@@ -335,8 +335,9 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--format",
         required=True,
-        choices=["openai", "anthropic", "pydantic-ai"],
-        help="pydantic-ai: its ModelMessagesTypeAdapter JSON (needs the pydantic-ai extra)",
+        choices=["openai", "anthropic", "pydantic-ai", "claude-code"],
+        help="pydantic-ai: its ModelMessagesTypeAdapter JSON (needs the pydantic-ai extra); "
+        "claude-code: a Claude Code transcript (JSON Lines) the Claude Agent SDK resumes from",
     )
     export.add_argument("--json", action="store_true", help="one compact JSON line")
 
@@ -348,11 +349,14 @@ def parser() -> argparse.ArgumentParser:
         "--format adk, ID is an ADK session of the SQLite database FILE that ADK's "
         "SqliteSessionService or DatabaseSessionService wrote, kept as EventLogSessionService "
         "keeps it. The history is checked whole before anything is written; an ID that "
-        "exists is refused.",
+        "exists is refused. With --format claude-code, FILE is a Claude Code transcript "
+        "(or a project directory of them: one session ID-<session> each); what a crash or a "
+        "resume left in it is repaired with the reference's closers, and each line salvaged, "
+        "dropped or answered is reported.",
     )
     import_.add_argument("id", help="the id of the new session")
     import_.add_argument("file", metavar="FILE", help="the history (- reads stdin)")
-    import_.add_argument("--format", required=True, choices=["pydantic-ai", "adk"])
+    import_.add_argument("--format", required=True, choices=["pydantic-ai", "adk", "claude-code"])
 
     rm = command(
         "rm",

@@ -253,6 +253,11 @@ async def export(args: argparse.Namespace) -> int:
             "in-memory repair (run `agent-session recover` to make the repair durable)",
             file=sys.stderr,
         )
+    if args.format == "claude-code":
+        from agent_session.cli.claude_code import export_claude_code
+
+        export_claude_code(args.id, inspected.events)
+        return OK
     seeded = Session.create(args.id, seed=inspected.events)  # validated once, for every format
     messages = seeded.derive_messages()
     headers = [e for e in inspected.events if e.type == REQUEST_HEADER]
@@ -294,6 +299,10 @@ async def import_history(args: argparse.Namespace) -> int:
     if args.format == "adk":
         importing = _integration("google_adk.importing", "google-adk")
         return int(await importing.import_command(args.store, args.file, args.id))
+    if args.format == "claude-code":
+        from agent_session.cli.claude_code import import_claude_code
+
+        return await import_claude_code(args)
     integration = _integration("pydantic_ai", "pydantic-ai")
     if args.file == "-":
         document = sys.stdin.buffer.read()

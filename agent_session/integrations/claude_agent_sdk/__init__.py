@@ -1,6 +1,6 @@
 """The Claude Agent SDK's session store over this library's event log (extra
-``[claude-agent-sdk]``): :class:`.store.EventLogSessionStore`; and Claude Code transcripts
-imported into, and exported from, ordinary sessions (:mod:`.transcripts`)."""
+``[claude-agent-sdk]``): :class:`.store.EventLogSessionStore`. (Claude Code transcripts are
+imported and exported without the SDK: :mod:`agent_session.interchange.claude_code`.)"""
 
 from agent_session.integrations.claude_agent_sdk.store import EventLogSessionStore
 
