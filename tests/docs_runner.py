@@ -70,6 +70,8 @@ def server_for(page: str) -> str:
     """The fork server whose imports a page's code needs (:data:`tests.forkserver.PRELOADS`)."""
     if "google.adk" in page:
         return "adk"
+    if "from langgraph" in page:
+        return "langgraph"
     if any(name in page for name in ("from agents ", "import anthropic", "import openai")):
         return "frameworks"
     return "library"

@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -424,8 +425,13 @@ def _child(what: dict[str, Any], fds: list[int]) -> None:
             path = what.get("path")
             sys.path[0] = "" if path is None else os.path.dirname(os.path.abspath(path))
             source = what["code"] if path is None else Path(path).read_bytes()
-            main = {"__name__": "__main__", **({} if path is None else {"__file__": path})}
-            exec(compile(source, path or "<string>", "exec"), main)
+            # as ``python`` runs it: a ``__main__`` module of its own (which
+            # ``typing.get_type_hints`` finds), compiled without this file's ``__future__``
+            main = types.ModuleType("__main__")
+            if path is not None:
+                main.__file__ = path
+            sys.modules["__main__"] = main
+            exec(compile(source, path or "<string>", "exec", dont_inherit=True), main.__dict__)
     except SystemExit as exit:
         code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
         if not isinstance(exit.code, int | None):

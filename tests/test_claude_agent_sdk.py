@@ -202,3 +202,20 @@ async def test_the_reference_loads_a_transcript_s_log(tmp_path: Path) -> None:
     loaded = reference_load(tmp_path / "store", log_id(KEY), "none")
     assert "error" not in loaded, loaded
     assert [e["type"] for e in loaded["events"]] == ["claude-code/entry", "claude-code/summary"]
+
+
+@pytest.mark.process
+async def test_a_project_directory_imports_each_transcript(tmp_path: Path) -> None:
+    session, entries = await _sdk_transcript(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / f"{session}.jsonl").write_bytes(_lines(entries))
+    (project / "other.jsonl").write_bytes(_lines(entries[:5]))
+    (project / "notes.txt").write_text("not a transcript")
+    store = tmp_path / "store"
+    done = cli("import", str(store), "p", str(project), "--format", "claude-code").stdout
+    assert f"imported 10 entries of {project / (session + '.jsonl')} into p-{session}" in done
+    assert f"imported 5 entries of {project / 'other.jsonl'} into p-other" in done
+    assert "2 balanced" in cli("verify", str(store)).stdout
+    again = cli("import", str(store), "p", str(project), "--format", "claude-code", check_rc=2)
+    assert f"p-{session}: exists in" in again.stderr

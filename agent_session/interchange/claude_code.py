@@ -14,8 +14,9 @@ import, no I/O). A transcript is the JSON Lines file the CLI writes under
   system lines, sidechains ...) are kept as ``claude-code/entry`` events. What the SDK's
   users hit is repaired with the reference's closers, and reported: a call left without a
   result (an interrupted turn) is answered ``TOOL_OUTCOME_UNKNOWN`` before the next model
-  message or user message, or at the end; a result for no open call, or a second one, is
-  kept as an entry but not as a result.
+  message or user message, or at the end; a turn the model never answered is closed
+  interrupted; a result for no open call, or a second one, is kept as an entry but not as a
+  result.
 - :func:`export_transcript` writes a session back as a transcript the SDK reads and resumes
   from: the kept entries verbatim, in log order, and entries made for the events that have
   none (a repair's results, a session this library's loop wrote); an entry whose parent is
@@ -179,13 +180,16 @@ def _code(event: SessionEvent) -> str:
 
 
 def _close(session: Session, where: str, report: list[str]) -> None:
-    """Close the open turn: ended when every call was answered, else by the closers."""
+    """Close the open turn: ended when the model answered it and every call was answered,
+    else by the closers (interrupted)."""
     turn = open_turn(session.events)
     if turn is None:
         return
-    if not turn.unanswered:
+    if turn.answered_any and not turn.unanswered:
         end_turn(session, turn)
         return
+    if not turn.answered_any:
+        report.append(f"{where}: turn {turn.number} has no model answer: closed interrupted")
     for event in closers(session.events[turn.start :]):
         if event.type == TOOL_RESULT:
             call = event.data["message"]["source"]["callId"]
