@@ -150,52 +150,47 @@ class Thread:
     """How many events of the log are folded in."""
 
     def fold(self, events: Iterable[Any], where: str) -> None:
-        """Fold in ``events`` (the log's events from :attr:`folded` on; others are skipped)."""
+        """Fold in ``events`` (the log's events from :attr:`folded` on; others are skipped).
+
+        Raises:
+            SessionPersistenceCorruptionError: An event of this saver without its fields,
+                named by ``where`` and its seq.
+        """
+        fold = {LANGGRAPH_CHECKPOINT: self._checkpoint, LANGGRAPH_WRITES: self._writes}
         for event in events:
             if event.seq < self.folded:
                 continue
             self.folded = event.seq + 1
-            if event.type == LANGGRAPH_CHECKPOINT:
-                self._checkpoint(event.seq, event.data, f"{where} seq {event.seq}")
-            elif event.type == LANGGRAPH_WRITES:
-                self._writes(event.data, f"{where} seq {event.seq}")
+            into = fold.get(event.type)
+            if into is None:
+                continue
+            here = f"{where} seq {event.seq}"
+            try:
+                into(event.seq, event.data, here)
+            except SessionPersistenceCorruptionError:
+                raise
+            except (KeyError, TypeError, ValueError) as e:
+                raise SessionPersistenceCorruptionError(
+                    f"{here}: a {event.type} event without its fields ({e!r})"
+                ) from None
 
     def _checkpoint(self, seq: int, data: Any, where: str) -> None:
-        try:
-            ns, cid, parent = data["ns"], data["id"], data["parent"]
-            blobs = data["blobs"]
-            metadata: Mapping[str, Any] | Typed = (
-                data["metadata"] if "metadata" in data else typed_of(data["metadataTyped"], where)
-            )
-            for channel, version, value in blobs:
-                self.blobs[(ns, channel, version)] = (
-                    None if value is None else typed_of(value, where)
-                )
-            checkpoint = typed_of(data["checkpoint"], where)
-        except (KeyError, TypeError, ValueError) as e:
-            if isinstance(e, SessionPersistenceCorruptionError):
-                raise
-            raise SessionPersistenceCorruptionError(
-                f"{where}: a langgraph/checkpoint event without its fields ({e!r})"
-            ) from None
+        ns, cid, parent = data["ns"], data["id"], data["parent"]
+        metadata: Mapping[str, Any] | Typed = (
+            data["metadata"] if "metadata" in data else typed_of(data["metadataTyped"], where)
+        )
+        checkpoint = typed_of(data["checkpoint"], where)
+        for channel, version, value in data["blobs"]:
+            self.blobs[(ns, channel, version)] = None if value is None else typed_of(value, where)
         self.checkpoints.setdefault(ns, {})[cid] = Saved(seq, parent, checkpoint, metadata)
 
-    def _writes(self, data: Any, where: str) -> None:
-        try:
-            key = (data["ns"], data["checkpoint"])
-            task, path = data["task"], data["path"]
-            stored = self.writes.setdefault(key, {})
-            for idx, channel, value in data["writes"]:
-                inner = (task, idx)
-                if idx >= 0 and inner in stored:
-                    continue
-                stored[inner] = Write(task, channel, typed_of(value, where), path, idx)
-        except (KeyError, TypeError, ValueError) as e:
-            if isinstance(e, SessionPersistenceCorruptionError):
-                raise
-            raise SessionPersistenceCorruptionError(
-                f"{where}: a langgraph/writes event without its fields ({e!r})"
-            ) from None
+    def _writes(self, seq: int, data: Any, where: str) -> None:
+        task, path = data["task"], data["path"]
+        stored = self.writes.setdefault((data["ns"], data["checkpoint"]), {})
+        for idx, channel, value in data["writes"]:
+            if idx >= 0 and (task, idx) in stored:
+                continue
+            stored[(task, idx)] = Write(task, channel, typed_of(value, where), path, idx)
 
     def has_write(self, ns: str, checkpoint_id: str, task: str, idx: int) -> bool:
         """Whether a regular write ``(task, idx)`` of the checkpoint is stored (a second one
