@@ -104,7 +104,11 @@ class StoreSpec:
                 f"{', '.join(wrong)}: not an option of {_KINDS[self.kind]} store "
                 f"({getattr(backend, '__name__', 'it')} takes {', '.join(taken)})"
             )
-        return backend(self.path, **options)
+        from agent_session.cold.tier import ColdTier
+
+        opened = backend(self.path, **options)
+        opened.cold = ColdTier(self)  # (read from the store's record on first use)
+        return opened
 
 
 def open_store(store: str | os.PathLike[str] | None = None, **options: Any) -> SessionPersistence:

@@ -9,6 +9,7 @@ import os
 import sys
 from typing import NoReturn
 
+from agent_session.cli.arguments_archive import ARCHIVING, ARCHIVING_EXAMPLES, add_archiving
 from agent_session.cli.arguments_branching import BRANCHING, BRANCHING_EXAMPLES, add_branching
 from agent_session.cli.arguments_looking import add_looking, count, number
 from agent_session.cli.exits import USAGE
@@ -81,6 +82,7 @@ STORE_COMMANDS = (
     "import",
     "rm",
     *BRANCHING,
+    *ARCHIVING,
 )
 _EXITS = (
     "Exit codes: 0 healthy, 1 needs recovery, 2 corrupt/unsupported/invalid, 3 not found, "
@@ -106,6 +108,7 @@ EXAMPLES = {
     "rm": "agent-session rm ./agent-sessions chat-1",
     "copy": "agent-session copy ./agent-sessions sqlite:///sessions.db",
     **BRANCHING_EXAMPLES,
+    **ARCHIVING_EXAMPLES,
 }
 """One example per command, shown at the end of its ``--help``."""
 
@@ -385,6 +388,7 @@ def parser() -> argparse.ArgumentParser:
     copy.add_argument("ids", nargs="*", metavar="ID", help="sessions to copy (default: all)")
     copy.add_argument("--json", action="store_true", help="one JSON object per session")
     add_branching(command)
+    add_archiving(command)
     return parser
 
 

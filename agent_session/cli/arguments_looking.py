@@ -5,12 +5,23 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["add_looking", "count", "number"]
+__all__ = ["add_looking", "count", "duration_ms", "number"]
 
 Command = Callable[[str, str, str], argparse.ArgumentParser]
+
+_DURATION: Final = re.compile(r"^(\d+)([smhd])$")
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_ms(text: str) -> int | None:
+    """A duration written ``30s``, ``30m``, ``2h`` or ``7d``, in milliseconds (``None``: not
+    one)."""
+    match = _DURATION.match(text)
+    return int(match[1]) * _UNITS[match[2]] * 1000 if match else None
 
 
 def number(text: str, high: int | None = None) -> int:

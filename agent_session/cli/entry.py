@@ -133,6 +133,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from agent_session.cli.copy import copy
 
         return await copy(args)
+    if args.command == "archive":
+        from agent_session.cli.archive import archive
+
+        return await archive(args)
     from agent_session.cli import approval_commands, branch_commands, listing
     from agent_session.see import search, serve, stats, view
 

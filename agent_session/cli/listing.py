@@ -165,7 +165,8 @@ def _forked(row: SessionRow) -> str:
 
 def _cells(row: SessionRow) -> list[str]:
     created, updated = _created(row.created_at), _created(row.updated_at)
-    backend = row.backend if row.compression in (None, "none") else "jsonl+zstd"
+    packed = row.compression not in (None, "none")
+    backend = f"{row.backend}+zstd" if packed else row.backend
     size = "-" if row.size is None else str(row.size)
     cells = [row.id, _forked(row), row.cwd or "-", created, updated, str(row.events), row.state]
     return [*cells, backend, size, ", ".join(row.flags)]

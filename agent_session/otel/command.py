@@ -7,25 +7,22 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import re
 import time
 from collections.abc import Callable
 
+from agent_session.cli.arguments_looking import duration_ms
 from agent_session.cli.exits import OK, UserError
 from agent_session.cli.output import Progress, json_line
 
 __all__ = ["export_otel", "parse_headers", "parse_since"]
 
-_DURATION = re.compile(r"^(\d+)([smhd])$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
 
 def parse_since(text: str, now: Callable[[], float] = time.time) -> int:
     """``--since``: a duration back from now (``30m``, ``2h``, ``7d``) or an ISO 8601 date or
     time (UTC unless it says otherwise), as Unix milliseconds."""
-    match = _DURATION.match(text)
-    if match:
-        return int((now() - int(match[1]) * _UNITS[match[2]]) * 1000)
+    back = duration_ms(text)
+    if back is not None:
+        return int(now() * 1000) - back
     try:
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:

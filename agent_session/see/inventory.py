@@ -120,9 +120,47 @@ def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[Session
     reads every row); a row whose header breaks a rule is a problem entry. Whether another
     process is writing a SQLite session cannot be seen, so an open last turn is
     ``interrupted``; PostgreSQL shows a live writer's lock, so there it is ``open``."""
-    if store.kind != "jsonl":
-        yield from _database_rows(store)
-        return
+    seen: set[str] = set()
+    hot = _database_rows(store) if store.kind != "jsonl" else _jsonl_rows(store, max_log_bytes)
+    for row in hot:
+        seen.add(row.id)
+        yield row
+    yield from _archived_rows(store, seen)
+
+
+def _archived_rows(store: StoreSpec, hot: set[str]) -> Iterator[SessionRow]:
+    """A row per session of the store's archive that the store does not hold (flag
+    ``archived``), from the manifests: nothing is downloaded but them."""
+    from agent_session.cold.tier import archived
+
+    for id, manifest, where, error in archived(store):
+        if id in hot:
+            continue
+        if manifest is None:
+            flag = _problem_flag(error)
+            yield SessionRow(id, None, None, None, 0, flag, None, where, [flag], str(error), "s3")
+            continue
+        header = manifest.header
+        yield SessionRow(
+            id,
+            header.get("cwd"),
+            header.get("createdAt"),
+            manifest.updated_at,
+            manifest.events,
+            manifest.state,
+            manifest.size,
+            where,
+            ["archived"],
+            None,
+            "s3",
+            "zstd",
+            None,
+            header.get("parentSession"),
+            header.get("seedLength"),
+        )
+
+
+def _jsonl_rows(store: StoreSpec, max_log_bytes: int | None) -> Iterator[SessionRow]:
     from agent_session.persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES
     from agent_session.persistence_jsonl.survey import (
         survey,  # (only what this kind of store needs)

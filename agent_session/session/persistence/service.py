@@ -37,7 +37,8 @@ from agent_session.session.persistence.api import (
     SessionTail,
     StoredSession,
 )
-from agent_session.session.persistence.ledger import Ledger, Repair
+from agent_session.session.persistence.cold import ColdSource, falls_back
+from agent_session.session.persistence.ledger import Inspection, Ledger, Repair
 from agent_session.session.persistence.live import LiveWriter
 from agent_session.session.persistence.storage import Storage
 from agent_session.session.persistence.write_behind import Scheduler
@@ -87,6 +88,9 @@ class SessionPersistence:
         )
 
         """The live sessions' write path."""
+        self.cold: ColdSource | None = None
+        """The store's cold tier, when it has one: a session not held here is read from it,
+        and brought back by :meth:`resume` (:mod:`session.persistence.cold`)."""
         self._store: SessionStore | None = None
         self._closing = False
         self._closed = False
@@ -184,6 +188,7 @@ class SessionPersistence:
         state = self.ledger.state(session.id)
         return StoredSession(state.header if state else session.header, events)
 
+    @falls_back
     async def inspect(self, id: str) -> StoredSession:
         """The stored log plus closers in memory; never writes. A live session's own
         (possibly open) log is returned as it is."""
@@ -195,6 +200,7 @@ class SessionPersistence:
         async with self.ledger.locks.hold(id):
             return (await self.ledger.inspect(id)).balanced
 
+    @falls_back
     async def diagnose(self, id: str) -> Diagnosis:
         """What an operator asks of a stored session: :meth:`inspect`'s log, how many events
         are stored, how many closers a load would add, whether the tail is torn, the stored
@@ -219,6 +225,7 @@ class SessionPersistence:
             elsewhere,
         )
 
+    @falls_back
     async def read_from(self, id: str, from_seq: int) -> Sequence[SessionEvent]:
         """The stored events from ``from_seq`` on, exactly as stored (no closers, no repair)."""
         if not is_safe_int(from_seq) or from_seq < 0:
@@ -230,6 +237,7 @@ class SessionPersistence:
         async with self.ledger.locks.hold(id):
             return (await self.ledger.inspect(id)).stored[from_seq:]
 
+    @falls_back
     async def read_tail(self, id: str, count: int) -> SessionTail:
         """The last ``count`` events of a session (all, when it holds fewer), read from the
         log's end where the storage can (JSONL in plain encoding, SQLite, PostgreSQL), so the
@@ -268,14 +276,16 @@ class SessionPersistence:
         """Where the session's log lives (a path for file storage), without any I/O."""
         return self.storage.locate(header)
 
+    @falls_back
     async def read_raw(self, id: str) -> RawArtifact | None:
         """The stored bytes of a session, verbatim, or ``None`` when it does not exist."""
         self._check_open()
         return await self.storage.read_raw(id)
 
-    async def delete(self, id: str) -> None:
+    async def delete(self, id: str, *, keep_cold: bool = False) -> None:
         """Remove the stored session ``id`` durably, with every event (see
-        :meth:`Storage.delete`); what this backend knew of it is forgotten.
+        :meth:`Storage.delete`), and its cold copy unless ``keep_cold`` (the cold tier drops
+        a hot copy it archived so); what this backend knew of it is forgotten.
 
         Raises:
             SessionCollisionError: It is live here (dispose it first), or another writer
@@ -291,8 +301,11 @@ class SessionPersistence:
                     f'cannot delete session "{id}" while it is live; dispose it first'
                 )
             self.ledger.forget(id)
-            if not await self.storage.delete(id):
-                raise SessionNotFoundError(f'session "{id}" not found')
+            deleted = await self.storage.delete(id)
+        if self.cold is not None and not keep_cold:  # (nothing brings the session back)
+            deleted = await self.cold.forget(id) or deleted
+        if not deleted:
+            raise SessionNotFoundError(f'session "{id}" not found')
 
     async def resume(self, id: str) -> Session:
         """Load a stored session (repairing it durably if it was interrupted) and publish it as
@@ -300,7 +313,8 @@ class SessionPersistence:
         one ``session/end-seed``; nothing stored is written again, and the log is read and
         validated once. It returns only once this backend is the session's one writer (on a
         medium with writer locks, it holds the lock): a second resumer of a session, in any
-        process, is refused here, before it can decide or run anything.
+        process, is refused here, before it can decide or run anything. A session only the
+        store's cold tier holds is brought back into the store first.
 
         Raises:
             SessionCollisionError: The session is live here, or another writer holds it.
@@ -308,10 +322,12 @@ class SessionPersistence:
         store = self._require_store()
         self._check_open()
         await self.writer.wait_retirement(id)
-        async with self.ledger.locks.hold(id):
-            if store.get(id) is not None or self.writer.session(id) is not None:
-                raise SessionCollisionError(f'cannot resume session "{id}" while it is live')
-            loaded = await self.ledger.commit_cold(id)
+        try:
+            loaded = await self._commit(id)
+        except SessionNotFoundError:
+            if self.cold is None or not await self.cold.restore(self, id):
+                raise
+            loaded = await self._commit(id)  # (brought back from the cold tier)
         session = Session.restore(loaded.header, loaded.checked, clock=store.clock)
         store.attach(session)
         try:
@@ -320,6 +336,13 @@ class SessionPersistence:
             store.detach(session)
             raise
         return session
+
+    async def _commit(self, id: str) -> Inspection:
+        store = self._require_store()
+        async with self.ledger.locks.hold(id):
+            if store.get(id) is not None or self.writer.session(id) is not None:
+                raise SessionCollisionError(f'cannot resume session "{id}" while it is live')
+            return await self.ledger.commit_cold(id)
 
     async def aclose(self) -> None:
         """Flush every live session, wait for retirements and every per-id lock, then close
