@@ -14,6 +14,7 @@ import pytest
 from agent_session.providers.standin import serving
 from tests.backends import fresh_database
 from tests.docs_runner import ROOT, matches, run_page
+from tests.s3_server import s3_environment
 
 pytestmark = pytest.mark.process
 
@@ -29,6 +30,8 @@ def test_every_block_of_the_page_does_what_it_says(page: Path, tmp_path: Path) -
     text = page.read_text()
     if "DATABASE_URL" in text:
         extra["DATABASE_URL"] = fresh_database()
+    if "AWS_ENDPOINT_URL" in text:  # an S3-compatible server on 127.0.0.1
+        extra.update(s3_environment())
     if "OPENAI_API_KEY" in text or "ANTHROPIC_API_KEY" in text:
         with serving() as provider:  # a stand-in on 127.0.0.1: the tests use no network
             run_page(page, tmp_path, {**extra, **provider})

@@ -275,7 +275,7 @@ async def archive_store(
     import asyncio
 
     from agent_session.cold.tier import record_archive
-    from agent_session.session import SessionError
+    from agent_session.session import SessionCollisionError, SessionError
     from agent_session.stores import parse_store
 
     spec = parse_store(os.fspath(store))
@@ -287,18 +287,23 @@ async def archive_store(
     try:
         for id in ids if ids is not None else [h.id for h in await hot.list_headers()]:
             try:
+                try:  # (a writer killed on this host is waited out, as a resume waits)
+                    await hot.storage.acquire(id)
+                except SessionCollisionError:
+                    done.append(Archived(id, "kept", "a live writer holds it"))
+                    continue
                 seen = await hot.diagnose(id)
                 events = seen.session.events[: seen.stored_events]
                 last = events[-1].time if events else seen.session.header.created_at
-                if seen.writer_elsewhere:
-                    done.append(Archived(id, "kept", "a live writer holds it"))
-                elif last > cutoff:
+                if last > cutoff:
+                    await hot.storage.release(id)
                     done.append(Archived(id, "kept", "written to within the age given"))
                 else:
                     manifest = await archive_session(hot, objects, id)
                     detail = f"{manifest.events} events, {manifest.size} bytes to {objects.shown}"
                     done.append(Archived(id, "archived", detail))
             except (SessionError, OSError) as e:
+                await hot.storage.release(id)
                 done.append(Archived(id, "refused", f"{e}; the hot copy is kept"))
     finally:
         await hot.aclose()
