@@ -72,6 +72,8 @@ def server_for(page: str) -> str:
         return "adk"
     if "from langgraph" in page:
         return "langgraph"
+    if "from dbos" in page:
+        return "dbos"
     if any(name in page for name in ("from agents ", "import anthropic", "import openai")):
         return "frameworks"
     return "library"

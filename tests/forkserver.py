@@ -59,6 +59,7 @@ PRELOADS = {
     "frameworks": ("agents", "anthropic", *LIBRARY),
     "adk": ("google.adk", "agent_session.integrations.google_adk", *LIBRARY),
     "langgraph": ("langgraph.graph", "agent_session.integrations.langgraph", *LIBRARY),
+    "dbos": ("dbos", "agents", "agent_session.engines.dbos_turns", *LIBRARY),
 }
 """What each server imports before it forks: this library's modules the children use, and
 for the framework children the OpenAI Agents SDK and the Anthropic client, or Google ADK,

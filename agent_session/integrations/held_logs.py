@@ -46,13 +46,18 @@ class HeldLogs:
         options: dict[str, Any],
         max_open: int,
         name: Callable[[str], str],
+        *,
+        keep_open: bool = False,
     ) -> None:
+        """``keep_open``: a log taken keeps a turn a crash left open (its driver goes on
+        with it: :meth:`SessionPersistence.resume`); by default a load closes it."""
         if type(max_open) is not int or max_open < 1:
             raise ValueError(f"max_open must be a positive integer, got {max_open!r}")
         self._spec = spec
         self._options = options
         self.max_open = max_open
         self._name = name
+        self._keep_open = keep_open
         self._runtime: Runtime | None = None
         self._held: OrderedDict[str, Session] = OrderedDict()
         self._taking: dict[str, asyncio.Future[Session]] = {}
@@ -102,7 +107,7 @@ class HeldLogs:
             except SessionCollisionError as e:
                 raise type(e)(f"{self._name(id)} is written by another process: {e}") from None
             try:
-                session = await self.runtime.sessions.open_or_create(id)
+                session = await self._resumed(id)
             except BaseException:
                 await storage.release(id)
                 raise
@@ -110,6 +115,14 @@ class HeldLogs:
             return session
         finally:
             self._taking.pop(id, None)
+
+    async def _resumed(self, id: str) -> Session:
+        if not self._keep_open:
+            return await self.runtime.sessions.open_or_create(id)
+        try:
+            return await self.store.resume(id, keep_open=True)
+        except SessionNotFoundError:
+            return self.runtime.sessions.create(id)
 
     async def let_go(self, id: str) -> None:
         """Stop writing ``id`` here, so that another process may (its writes are durable)."""

@@ -15,6 +15,7 @@ __all__ = [
     "CLAUDE_ENTRY",
     "CLAUDE_SUMMARY",
     "END_SEED",
+    "ENGINE_STEP",
     "FRAMEWORK_ITEM",
     "FRAMEWORK_ITEMS_FORGOTTEN",
     "INBOX_SPLICED",
@@ -79,8 +80,11 @@ CLAUDE_ENTRY: Final = "claude-code/entry"
 (``agent_session.integrations.claude_agent_sdk``)."""
 CLAUDE_SUMMARY: Final = "claude-code/summary"
 """``{summary}``: the SDK's folded summary of a main transcript after an append."""
+ENGINE_STEP: Final = "engine/step"
+"""``{key, seqs}``: the events a durable-execution engine's step appended, by the step's
+identity (``agent_session.engines``); written after them, in the same flush."""
 MARKED_IGNORABLE: Final = frozenset(
-    {LANGGRAPH_CHECKPOINT, LANGGRAPH_WRITES, CLAUDE_ENTRY, CLAUDE_SUMMARY}
+    {LANGGRAPH_CHECKPOINT, LANGGRAPH_WRITES, CLAUDE_ENTRY, CLAUDE_SUMMARY, ENGINE_STEP}
 )
 """Types every event of carries ``ignorable: true``, so the reference (which knows none of
 them) skips them and still loads the log. A SQLite row has no column for the flag: the

@@ -90,6 +90,12 @@ class Inspection:
         """The stored log with the closers added."""
         return StoredSession(self.header, self.closed.events)
 
+    def kept_open(self) -> Inspection:
+        """This inspection without its closers: its last turn stays as stored."""
+        return Inspection(
+            self.header, self.checked, (), self.checked, self.revision, self.cut_at, self.size
+        )
+
     def repaired(self, revision: str, closers: Sequence[SessionEvent]) -> Inspection:
         """The inspection of the log once this one's repair is durable at ``revision``, with
         the closers as a read of the storage returns them (``storage.as_stored``)."""
@@ -204,13 +210,15 @@ class Ledger:
 
     # --- cold path --------------------------------------------------------------------------
 
-    async def commit_cold(self, id: str) -> Inspection:
-        """Make the stored log balanced and durable (cut a torn tail, append closers), record
-        ownerless state, and return the balanced inspection. The log is read and validated
-        once; if another writer changed it between the read and the repair, it is read again
-        (bounded)."""
+    async def commit_cold(self, id: str, *, close: bool = True) -> Inspection:
+        """Make the stored log balanced and durable (cut a torn tail, append closers; with
+        ``close`` false only cut), record ownerless state, and return the inspection of what
+        is stored then. The log is read and validated once; if another writer changed it
+        between the read and the repair, it is read again (bounded)."""
         for _ in range(_REPAIR_ROUNDS):
             inspection = await self.inspect(id)
+            if not close:
+                inspection = inspection.kept_open()
             if inspection.needs_repair:
                 await self.storage.acquire(id)
                 if await self.storage.revision(id) != inspection.revision:

@@ -307,14 +307,17 @@ class SessionPersistence:
         if not deleted:
             raise SessionNotFoundError(f'session "{id}" not found')
 
-    async def resume(self, id: str) -> Session:
+    async def resume(self, id: str, *, keep_open: bool = False) -> Session:
         """Load a stored session (repairing it durably if it was interrupted) and publish it as
         a live session that continues at the next seq. Its seed is the stored log, followed by
         one ``session/end-seed``; nothing stored is written again, and the log is read and
         validated once. It returns only once this backend is the session's one writer (on a
         medium with writer locks, it holds the lock): a second resumer of a session, in any
         process, is refused here, before it can decide or run anything. A session only the
-        store's cold tier holds is brought back into the store first.
+        store's cold tier holds is brought back into the store first. With ``keep_open``, a
+        turn a crash left open stays open (a torn tail is still cut): for a driver that goes
+        on with that turn itself (a durable-execution engine recovering its workflow); any
+        other load closes it.
 
         Raises:
             SessionCollisionError: The session is live here, or another writer holds it.
@@ -323,11 +326,11 @@ class SessionPersistence:
         self._check_open()
         await self.writer.wait_retirement(id)
         try:
-            loaded = await self._commit(id)
+            loaded = await self._commit(id, keep_open)
         except SessionNotFoundError:
             if self.cold is None or not await self.cold.restore(self, id):
                 raise
-            loaded = await self._commit(id)  # (brought back from the cold tier)
+            loaded = await self._commit(id, keep_open)  # (brought back from the cold tier)
         session = Session.restore(loaded.header, loaded.checked, clock=store.clock)
         store.attach(session)
         try:
@@ -337,12 +340,12 @@ class SessionPersistence:
             raise
         return session
 
-    async def _commit(self, id: str) -> Inspection:
+    async def _commit(self, id: str, keep_open: bool) -> Inspection:
         store = self._require_store()
         async with self.ledger.locks.hold(id):
             if store.get(id) is not None or self.writer.session(id) is not None:
                 raise SessionCollisionError(f'cannot resume session "{id}" while it is live')
-            return await self.ledger.commit_cold(id)
+            return await self.ledger.commit_cold(id, close=not keep_open)
 
     async def aclose(self) -> None:
         """Flush every live session, wait for retirements and every per-id lock, then close
