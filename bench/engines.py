@@ -8,7 +8,8 @@ PostgreSQL): the log as a DBOS workflow's conversation store.
   each over the same 20 turns in the same run.
 - The kill sweep of the tests (``tests/test_dbos.py``) on a JSONL store, every boundary of
   four turns, with ``DurableAgent`` and with the control (the turns kept in the OpenAI Agents
-  SDK's ``SQLiteSession``): the duplicated items and the unsafe bodies run twice.
+  SDK's ``SQLiteSession``): the kills that left something twice, a call without its result,
+  or an unsafe body run twice.
 """
 
 from __future__ import annotations
@@ -115,45 +116,67 @@ def _worker(place: Path, system: str, kill: str | None, control: bool) -> int:
 
 def kill_sweep(control: bool) -> dict[str, int]:
     """Every boundary of four turns, each killed once then recovered: how many kills, how
-    many left a duplicated event or item, how many ran an unsafe body twice."""
+    many left a message, call or result twice, how many left a call without its result (a
+    history the model's provider refuses), how many ran an unsafe body twice."""
     boundaries = [("dbos:step-appended", n) for n in range(1, 21)]
     boundaries += [(f"dbos:{p}-body", n) for p in ("before", "after") for n in range(1, 9)]
-    kills = duplicated = twice = 0
+    found = {"kills": 0, "duplicated": 0, "unanswered": 0, "unsafe_twice": 0}
     for point, hit in boundaries:
         with tempfile.TemporaryDirectory() as name:
             place, system = Path(name), _database()
             if _worker(place, system, f"{point}@{hit}", control) != -signal.SIGKILL:
                 continue  # (the control has no such point)
-            kills += 1
+            found["kills"] += 1
             if _worker(place, system, None, control) != 0:
                 raise RuntimeError(f"the recovery after {point}@{hit} failed")
-            duplicated += _extra(place, control) > 0
+            said, calls, answers = _conversation(place, control)
+            twice = len(set(said)) < len(said) or len(set(answers)) < len(answers)
+            found["duplicated"] += twice
+            found["unanswered"] += bool(set(calls) - set(answers))
             ran = (place / "outbox").read_text().split() if (place / "outbox").exists() else []
-            twice += any(ran.count(call) > 1 for call in set(ran))
-    return {"kills": kills, "duplicated": duplicated, "unsafe_twice": twice}
+            found["unsafe_twice"] += any(ran.count(call) > 1 for call in set(ran))
+    return found
 
 
-def _extra(place: Path, control: bool) -> int:
-    """How many items or conversation events more than four turns hold."""
+def _conversation(place: Path, control: bool) -> tuple[list[str], list[str], list[str]]:
+    """What the conversation holds: the user's and the model's texts, the calls asked for,
+    the calls answered (each as often as it is there)."""
     if control:
         import sqlite3
 
         with sqlite3.connect(place / "items.db") as db:
-            return int(db.execute("SELECT count(*) FROM agent_messages").fetchone()[0]) - 24
-    from agent_session.persistence_jsonl import JsonlPersistence
-
-    async def count() -> int:
-        store = JsonlPersistence(place / "log")
-        try:
-            events = (await store.inspect("s1")).events
-        finally:
-            await store.aclose()
-        kinds = ("user/message", "assistant/message", "tool/result")
-        return sum(e.type in kinds for e in events) - 4 * 5
-
+            rows = db.execute("SELECT message_data FROM agent_messages").fetchall()
+        items = [json.loads(row[0]) for row in rows]
+        said = [str(i["content"]) for i in items if "content" in i]
+        calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+        answers = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+        return said, calls, answers
     import asyncio
 
-    return asyncio.run(count())
+    from agent_session.persistence_jsonl import JsonlPersistence
+
+    async def read() -> Any:
+        store = JsonlPersistence(place / "log")
+        try:
+            return (await store.inspect("s1")).events
+        finally:
+            await store.aclose()
+
+    events = asyncio.run(read())
+    said = [
+        str(e.data.get("content") or e.data["message"]["content"])
+        for e in events
+        if e.type in ("user/message", "assistant/message")
+    ]
+    calls = [
+        b["id"]
+        for e in events
+        if e.type == "assistant/message"
+        for b in e.data["message"]["content"]
+        if b["type"] == "tool-call"
+    ]
+    answers = [e.data["message"]["source"]["callId"] for e in events if e.type == "tool/result"]
+    return said, calls, answers
 
 
 def engine_figures() -> dict[str, Any]:
