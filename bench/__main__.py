@@ -415,20 +415,12 @@ def main() -> int:
     parser.add_argument(
         "--pages", action="store_true", help="print only the figures of view and serve"
     )
-    parser.add_argument(
-        "--engines", action="store_true", help="print only the DBOS figures (minutes)"
-    )
+    parser.add_argument("--engines", action="store_true", help="only the DBOS figures (minutes)")
     args = parser.parse_args()
     if args.engines:
-        from bench.engines import engine_figures
+        from bench.engines import print_figures
 
-        found = engine_figures()
-        if args.json:
-            print(json.dumps(found))
-        else:
-            for key, value in found.items():
-                print(f"{key:50} {value:12.4g}")
-        return 0
+        return print_figures(as_json=args.json)
     if args.scale:
         from bench.scale import main as scale
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from bench.postgres import DSN_ENV
 
-__all__ = ["engine_figures"]
+__all__ = ["engine_figures", "print_figures"]
 
 REPLY = "x" * 2000
 """What each model answer says (2,000 characters)."""
@@ -190,3 +190,14 @@ def engine_figures() -> dict[str, Any]:
         **{f"kills_log_{k}": v for k, v in ours.items()},
         **{f"kills_sqlitesession_{k}": v for k, v in theirs.items()},
     }
+
+
+def print_figures(*, as_json: bool) -> int:
+    """Print :func:`engine_figures` (one JSON object with ``as_json``)."""
+    found = engine_figures()
+    if as_json:
+        print(json.dumps(found))
+    else:
+        for key, value in found.items():
+            print(f"{key:50} {value:12.4g}")
+    return 0
