@@ -39,6 +39,7 @@ COMMANDS = [
     "rewind",
     "replay",
     "diff",
+    "archive",
 ]
 
 

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -62,8 +61,10 @@ def recorded_archive(store: StoreSpec) -> tuple[str, str | None] | None:
     if store.kind == "sqlite":
         if not os.path.exists(store.path):
             return None
-        uri = Path(store.path).resolve().as_uri() + "?mode=ro"
-        db = SideDatabase.sqlite(sqlite3.connect(uri, uri=True, isolation_level=None))
+        from agent_session.persistence_sqlite.schema import open_read_only
+
+        opened = open_read_only(store.path, 5000)  # (as the store's read-only backend opens it)
+        db = SideDatabase(opened.connection, mark="?", begin="BEGIN")
     else:
         db = SideDatabase.postgres(store.path)
     try:
