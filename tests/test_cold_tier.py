@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,9 @@ async def test_an_archived_session_reads_as_before_and_a_resume_brings_it_back(
     assert cli("stats", store, "a1", "--json").stdout == figures
     assert await _events(store, "a1") == before
     assert "a1 seq 4" in cli("search", store, "task 1").stdout
+    page = Path(tempfile.mkdtemp()) / "a1.html"
+    assert "wrote" in cli("view", store, "a1", "-o", str(page)).stdout
+    assert "task 1" in page.read_text()
     async with AgentRuntime() as runtime:  # writing brings it back
         runtime.install(open_store(store))
         session = await runtime.sessions.resume("a1")
