@@ -219,3 +219,35 @@ async def test_a_project_directory_imports_each_transcript(tmp_path: Path) -> No
     assert "2 balanced" in cli("verify", str(store)).stdout
     again = cli("import", str(store), "p", str(project), "--format", "claude-code", check_rc=2)
     assert f"p-{session}: exists in" in again.stderr
+
+
+@pytest.mark.process
+def test_a_hostile_transcript_imports_what_it_can_and_says_what_it_dropped(
+    tmp_path: Path,
+) -> None:
+    deep = b"[" * 5000 + b"]" * 5000
+    lines = [
+        b'{"type":"user","uuid":"u1","message":{"role":"user","content":"hi \\u001b[2J"}}',
+        b"\xff\xfe not utf-8 at all",
+        deep,
+        b'{"type":"assistant","uuid":"a1","message":{"id":"m1","content":'
+        b'[{"type":"tool_use","input":{}},{"type":"text","text":"ok"}]}}',
+        b'{"type":"user","uuid":"r1","message":{"content":'
+        b'[{"type":"tool_result","tool_use_id":"nope","content":"x"}]}}',
+        b'{"type":"user","uuid":"s1","message":"just a string"}',
+        b'{"type":"user","uuid":"u2","message":{"role":"user","content":"bye"}}',
+    ]
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b"\n".join(lines) + b"\n")
+    store = tmp_path / "store"
+    done = cli("import", str(store), "h", str(transcript), "--format", "claude-code").stdout
+    assert "line 2: not a transcript entry" in done
+    assert "line 3: not a transcript entry" in done
+    assert "line 4: a tool_use without an id or a name: dropped" in done
+    assert "line 5: a result for no open call nope: kept as an entry only" in done
+    assert "1 balanced" in cli("verify", str(store), "h").stdout
+    shown = cli("show", str(store), "h").stdout
+    assert "\\x1b[2J" in shown  # (a terminal escape is shown as its escape)
+    assert "user: bye" in shown
+    back = cli("export", str(store), "h", "--format", "claude-code").stdout
+    assert [json.loads(line)["uuid"] for line in back.splitlines()][:2] == ["u1", "a1"]

@@ -207,3 +207,21 @@ def test_a_store_without_an_archive_reads_as_before(tmp_path: Path) -> None:
     assert missing.returncode == 3
     assert parse_store(str(store)).kind == "jsonl"
     shutil.rmtree(store)
+
+
+def test_a_manifest_of_another_session_or_format_is_refused() -> None:
+    from agent_session.cold.archive import Manifest
+    from agent_session.session import SessionPersistenceCorruptionError
+
+    kept = Manifest("a", {"id": "a"}, 1, 10, "00", "balanced", 1, 2)
+    assert Manifest.decode(kept.encode(), "a", "here") == kept
+    with pytest.raises(
+        SessionPersistenceCorruptionError, match="here: the manifest of session 'a', not 'b'"
+    ):
+        Manifest.decode(kept.encode(), "b", "here")
+    other = json.loads(kept.encode())
+    other["format"] = "agent-session-archive/9"
+    with pytest.raises(SessionPersistenceCorruptionError, match="not an archive manifest"):
+        Manifest.decode(json.dumps(other).encode(), "a", "here")
+    with pytest.raises(SessionPersistenceCorruptionError, match="not an archive manifest"):
+        Manifest.decode(b"[1, 2]", "a", "here")

@@ -233,8 +233,12 @@ def _assistant(
             elif kind == "thinking":
                 blocks.append({"type": "reasoning", "text": str(block.get("thinking", ""))})
             elif kind == "tool_use":
+                call, name = block.get("id"), block.get("name")
+                if not (isinstance(call, str) and call and isinstance(name, str) and name):
+                    report.append(f"{where}: a tool_use without an id or a name: dropped")
+                    continue
                 arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
-                blocks.append(tool_call_block(str(block["id"]), str(block["name"]), arguments))
+                blocks.append(tool_call_block(call, name, arguments))
     turn = next_step(session, open_turn(session.events))
     first = group[0][1]["message"]
     reply = model_message(blocks, provider=PROVIDER, model=str(first.get("model") or "unknown"))
