@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
+from agent_session.session.persistence.redaction import mask_store
+
 __all__ = ["ArchiveUrl", "Objects", "parse_archive"]
 
 _BUCKET: Final = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
@@ -48,7 +50,7 @@ def parse_archive(url: str) -> ArchiveUrl:
     """
     parts = urlsplit(url)
     if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
-        raise ValueError(f"an archive is named s3://bucket/prefix, got {url!r}")
+        raise ValueError(f"an archive is named s3://bucket/prefix, got {mask_store(url)!r}")
     if "@" in parts.netloc or ":" in parts.netloc:
         raise ValueError(
             "an archive URL names a bucket only: credentials come from the environment "
@@ -75,6 +77,11 @@ class Objects:
             ) from None
         self.url = parse_archive(url)
         self.endpoint = endpoint or os.environ.get("AWS_ENDPOINT_URL") or None
+        if self.endpoint is not None and urlsplit(self.endpoint).password is not None:
+            raise ValueError(  # (before the client, whose errors quote the endpoint)
+                f"the S3 endpoint {mask_store(self.endpoint)} carries a credential: name the "
+                "server only, and give the credentials in the environment"
+            )
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5)
         self._s3: Any = boto3.client(

@@ -21,6 +21,7 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
 
 from agent_session.beside_logs.replace_file import exclusively, replace_durably
 from agent_session.beside_logs.side_tables import SideDatabase, side_database
@@ -84,7 +85,7 @@ def record_archive(store: StoreSpec, url: str, endpoint: str | None) -> None:
             no longer be seen), or the URL or the endpoint is not one to record.
     """
     parse_archive(url)
-    if endpoint is not None and "@" in endpoint.partition("://")[2].partition("/")[0]:
+    if endpoint is not None and urlsplit(endpoint).username is not None:
         raise ValueError("an endpoint URL names a server only, never a credential")
     current = recorded_archive(store)
     if current is not None and current[0] != url:
