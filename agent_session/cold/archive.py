@@ -38,6 +38,7 @@ from agent_session.interchange.copying import copy_session
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_jsonl.layout import session_dir
 from agent_session.session import SessionHeader, SessionPersistenceCorruptionError
+from agent_session.session.persistence.api import Diagnosis
 from agent_session.session.persistence.kit import failpoint
 from agent_session.session.persistence.service import SessionPersistence
 
@@ -165,7 +166,9 @@ async def materialized(objects: Objects, id: str) -> AsyncIterator[JsonlPersiste
             await store.aclose()
 
 
-async def archive_session(hot: SessionPersistence, objects: Objects, id: str) -> Manifest:
+async def archive_session(
+    hot: SessionPersistence, objects: Objects, id: str, *, examined: Diagnosis | None = None
+) -> Manifest:
     """Archive the stopped session ``id`` of ``hot`` and drop its hot copy (see the module
     docstring).
 
@@ -179,11 +182,12 @@ async def archive_session(hot: SessionPersistence, objects: Objects, id: str) ->
 
     await hot.storage.acquire(id)  # (no writer can come in until it is dropped)
     try:
-        examined = await hot.diagnose(id)
+        if examined is None:  # (``examined``: read under the lock already)
+            examined = await hot.diagnose(id)
         async with _staging() as place:
             stage = JsonlPersistence(place, new_session_compression="zstd")
             try:
-                await copy_session(hot, stage, id)  # (read back, event by event)
+                await copy_session(hot, stage, id, examined=examined)  # (read back)
                 path = stage.locate(examined.session.header)
             finally:
                 await stage.aclose()
@@ -299,7 +303,7 @@ async def archive_store(
                     await hot.storage.release(id)
                     done.append(Archived(id, "kept", "written to within the age given"))
                 else:
-                    manifest = await archive_session(hot, objects, id)
+                    manifest = await archive_session(hot, objects, id, examined=seen)
                     detail = f"{manifest.events} events, {manifest.size} bytes to {objects.shown}"
                     done.append(Archived(id, "archived", detail))
             except (SessionError, OSError) as e:

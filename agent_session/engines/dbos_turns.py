@@ -122,7 +122,7 @@ class DurableAgent:
         _AGENTS[self.name] = self
 
     def _wait(self, work: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(work, self._home.loop).result()
+        return self._home.wait(work)
 
     def start_turn(self, session_id: str, text: str, *, workflow_id: str) -> WorkflowHandle[Any]:
         """Start the turn ``text`` of ``session_id`` as the workflow ``workflow_id`` (a

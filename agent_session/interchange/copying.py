@@ -16,6 +16,7 @@ from agent_session.session import (
 )
 from agent_session.session.events.eventlog import EventLog, is_run
 from agent_session.session.events.types import ASSISTANT_CHUNK
+from agent_session.session.persistence.api import Diagnosis
 from agent_session.session.persistence.service import SessionPersistence
 
 __all__ = ["Copied", "copy_session"]
@@ -33,7 +34,13 @@ class Copied:
     """Whether SRC has a torn tail past those events (not copied)."""
 
 
-async def copy_session(source: SessionPersistence, target: SessionPersistence, id: str) -> Copied:
+async def copy_session(
+    source: SessionPersistence,
+    target: SessionPersistence,
+    id: str,
+    *,
+    examined: Diagnosis | None = None,
+) -> Copied:
     """Copy the stored session ``id`` from ``source`` into ``target``: its header, then every
     stored event (no closers are added: an interrupted turn stays interrupted), in durable
     appends that keep the source's lines: each run of streamed deltas the source holds as one
@@ -53,7 +60,8 @@ async def copy_session(source: SessionPersistence, target: SessionPersistence, i
         SessionError: It cannot be stored in ``target`` exactly (for example an event marked
             ``ignorable`` into SQLite); nothing is left in ``target``.
     """
-    examined = await source.diagnose(id)
+    if examined is None:  # (a caller that read it already passes what it read)
+        examined = await source.diagnose(id)
     if examined.writer_elsewhere:
         raise SessionBusyError(
             f'session "{id}" is being written by a live writer in the source; copy it once '

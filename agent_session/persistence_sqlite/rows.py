@@ -212,13 +212,14 @@ def render_row(row: EventRow) -> bytes:
     """The JSONL line a row stands for, with its JSON columns inserted verbatim (so an
     unparsable row renders as an unparsable line, as a torn line would)."""
     seq, kind, time, data, sources, op = row
-    line = b'{"type":' + encode_json(_text(kind)) + b',"seq":%d,"time":%d,"data":' % (seq, time)
+    name = _text(kind)
+    line = b'{"type":' + encode_json(name) + b',"seq":%d,"time":%d,"data":' % (seq, time)
     line += data
     if sources is not None:
         line += b',"sourceEventSeqs":' + sources
     if op is not None:
         line += b',"surfaceOp":' + op
-    if _text(kind) in MARKED_IGNORABLE:
+    if name in MARKED_IGNORABLE:
         line += _MARK
     return line + b"}"
 
@@ -235,7 +236,11 @@ def rendered_size(rows: Sequence[EventRow]) -> int:
     if not rows:
         return 0
     seqs, kinds, times, datas, sources, ops = zip(*rows, strict=True)
-    kind_sizes = {kind: len(encode_json(_text(kind))) for kind in set(kinds)}
+    names = {kind: _text(kind) for kind in set(kinds)}
+    kind_sizes = {
+        kind: len(encode_json(name)) + (name in MARKED_IGNORABLE) * len(_MARK)
+        for kind, name in names.items()
+    }
     return (
         _RENDERED * len(rows)
         + sum(map(kind_sizes.__getitem__, kinds))
@@ -244,7 +249,6 @@ def rendered_size(rows: Sequence[EventRow]) -> int:
         + sum(map(len, datas))
         + sum(_SOURCES + len(s) for s in sources if s is not None)
         + sum(_OP + len(o) for o in ops if o is not None)
-        + sum(len(_MARK) for kind in kinds if _text(kind) in MARKED_IGNORABLE)
     )
 
 

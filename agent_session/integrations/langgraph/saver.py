@@ -127,15 +127,7 @@ class EventLogSaver(BaseCheckpointSaver[str]):
         return await self._loop().run(work)
 
     def _wait(self, work: Coroutine[Any, Any, T]) -> T:
-        home = self._loop()
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is home.loop:
-            work.close()
-            raise RuntimeError("EventLogSaver's sync methods cannot be called from its own loop")
-        return asyncio.run_coroutine_threadsafe(work, home.loop).result()
+        return self._loop().wait(work)
 
     # --- writing ------------------------------------------------------------------------
 
@@ -416,7 +408,7 @@ class EventLogSaver(BaseCheckpointSaver[str]):
         if home is None:
             return
         try:
-            asyncio.run_coroutine_threadsafe(self._logs.close(), home.loop).result()
+            home.wait(self._logs.close())
         finally:
             home.close()
 

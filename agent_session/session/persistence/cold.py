@@ -57,17 +57,20 @@ def falls_back(
 
     async def read(self: Any, id: str, /, *args: P.args, **kwargs: P.kwargs) -> T:
         cold: ColdSource | None = self.cold
+        missing: SessionNotFoundError | None = None
         try:
             found = await method(self, id, *args, **kwargs)
-        except SessionNotFoundError:
+        except SessionNotFoundError as e:
             if cold is None:
                 raise
-        else:
-            if found is not None or cold is None:
-                return found
+            missing, found = e, cast(T, None)
+        if found is not None or cold is None:
+            return found
         async with cold.reader(id) as archived:
-            if archived is None:
-                return await method(self, id, *args, **kwargs)  # (its answer for "none")
+            if archived is None:  # (the store's own answer for "none")
+                if missing is not None:
+                    raise missing
+                return found
             answer: T = await getattr(archived, method.__name__)(id, *args, **kwargs)
         if isinstance(answer, Diagnosis):
             return cast(T, dataclasses.replace(answer, location=cold.where(id)))
