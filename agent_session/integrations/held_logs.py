@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from agent_session.session.errors import SessionCollisionError, SessionNotFoundError
 from agent_session.session.events.event import SessionEvent
@@ -34,6 +34,8 @@ from agent_session.session.persistence.service import SessionPersistence
 from agent_session.stores import StoreSpec
 
 __all__ = ["HeldLogs"]
+
+S = TypeVar("S")
 
 
 class HeldLogs:
@@ -60,6 +62,7 @@ class HeldLogs:
         self._keep_open = keep_open
         self._runtime: Runtime | None = None
         self._held: OrderedDict[str, Session] = OrderedDict()
+        self._kept: dict[str, Any] = {}
         self._taking: dict[str, asyncio.Future[Session]] = {}
 
     @property
@@ -124,8 +127,19 @@ class HeldLogs:
         except SessionNotFoundError:
             return self.runtime.sessions.create(id)
 
+    def kept(self, id: str, make: Callable[[], S]) -> S:
+        """What the integration keeps of the log ``id`` (``make()`` the first time) while this
+        process holds it: dropped when it is let go, so it never outlives the live session
+        it was folded from."""
+        if id not in self._held:
+            raise KeyError(f"{self._name(id)} is not held here")
+        if id not in self._kept:
+            self._kept[id] = make()
+        return cast(S, self._kept[id])
+
     async def let_go(self, id: str) -> None:
         """Stop writing ``id`` here, so that another process may (its writes are durable)."""
+        self._kept.pop(id, None)
         session = self._held.pop(id, None)
         if session is not None:
             await self.runtime.sessions.dispose(session)

@@ -101,9 +101,6 @@ class EventLogSessionStore(SessionStore):
         from agent_session.stores import parse_store
 
         self._logs = HeldLogs(parse_store(os.fspath(store)), store_options, max_open, _named)
-        self._seen: dict[str, tuple[Any, set[Any], int]] = {}
-        """Per transcript held here: its live session, the entry uuids it holds and how many
-        of its events were read for them."""
         self._home: HomeLoop | None = None
         self._home_lock = threading.Lock()
 
@@ -130,18 +127,7 @@ class EventLogSessionStore(SessionStore):
     async def _append(self, key: SessionKey, entries: Any) -> None:
         id = log_id(key)
         session = await self._logs.take(id)
-        kept = self._seen.get(id)
-        if kept is None or kept[0] is not session:
-            kept = (session, set(), 0)
-        seen = kept[1]
-        events_now = session.events
-        for event in events_now[kept[2] :]:
-            if event.type == CLAUDE_ENTRY and event.data["entry"].get("uuid") is not None:
-                seen.add(event.data["entry"]["uuid"])
-        self._seen[id] = (session, seen, len(events_now))
-        if len(self._seen) > self._logs.max_open:  # (forget transcripts let go)
-            for gone in [k for k, v in self._seen.items() if self._logs.held(k) is not v[0]]:
-                del self._seen[gone]
+        seen = self._logs.kept(id, _Uuids).fold(session.events)
         new = []
         for entry in entries:
             uuid = entry.get("uuid")
@@ -237,6 +223,22 @@ class EventLogSessionStore(SessionStore):
             await home.run(self._logs.close())
         finally:
             await asyncio.to_thread(home.close)
+
+
+class _Uuids:
+    """The entry uuids a transcript held here holds, and how many of its events say so."""
+
+    def __init__(self) -> None:
+        self.seen: set[Any] = set()
+        self.folded = 0
+
+    def fold(self, events: Any) -> set[Any]:
+        """The uuids, with those of the events since the last fold."""
+        for event in events[self.folded :]:
+            if event.type == CLAUDE_ENTRY and event.data["entry"].get("uuid") is not None:
+                self.seen.add(event.data["entry"]["uuid"])
+        self.folded = len(events)
+        return self.seen
 
 
 def _last_summary(events: Any) -> SessionSummaryEntry | None:

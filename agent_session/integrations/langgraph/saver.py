@@ -59,7 +59,6 @@ from agent_session.integrations.langgraph.records import (
 )
 from agent_session.session.events.types import LANGGRAPH_CHECKPOINT, LANGGRAPH_WRITES
 from agent_session.session.json.lossless import thaw
-from agent_session.session.live.session import Session
 
 __all__ = ["EventLogSaver"]
 
@@ -110,8 +109,6 @@ class EventLogSaver(BaseCheckpointSaver[str]):
         spec = parse_store(os.fspath(store))
         super().__init__(serde=serde)
         self._logs = HeldLogs(spec, store_options, max_open, _named)
-        self._folds: dict[str, tuple[Session, Thread]] = {}
-        """The fold of each thread held here, with the live session it folds."""
         self._home: HomeLoop | None = None
         self._home_lock = threading.Lock()
 
@@ -196,22 +193,15 @@ class EventLogSaver(BaseCheckpointSaver[str]):
 
     async def _read(self, lid: str) -> Thread | None:
         """The thread of log ``lid`` as it is now (``None``: no log): a held one's fold is
-        kept and only the events since are folded in."""
+        kept while it is held, and only the events since are folded in."""
         session = self._logs.held(lid)
         if session is None:
-            self._folds.pop(lid, None)
             events = await self._logs.events(lid)
             if events is None:
                 return None
             thread = Thread()
         else:
-            kept = self._folds.get(lid)
-            thread = kept[1] if kept is not None and kept[0] is session else Thread()
-            self._folds[lid] = (session, thread)
-            if len(self._folds) > self._logs.max_open:  # (forget the folds of threads let go)
-                for gone in [k for k, (s, _) in self._folds.items() if self._logs.held(k) is not s]:
-                    del self._folds[gone]
-            events = session.events
+            thread, events = self._logs.kept(lid, Thread), session.events
         thread.fold(events, f'session "{lid}"')
         return thread
 
