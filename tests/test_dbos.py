@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -188,8 +189,10 @@ def test_a_parked_turn_survives_a_kill_and_goes_on_once_approved(
     args = (store, system, "s1", "1", str(outbox), "approval")
     worker = start_module("tests.dbos_child", *args, server="dbos")
     try:
+        deadline = time.monotonic() + 300  # (a bound for a worker that hangs, not a wait)
         while "send-1" not in _approvals(store):  # (the turn parks: a fact to wait for)
             assert worker.poll() is None, worker.communicate()
+            assert time.monotonic() < deadline, "the worker never parked the turn"
         worker.send_signal(signal.SIGKILL)  # a crash while parked changes nothing
         worker.communicate()
         assert "awaiting-approval" in cli("verify", store, check_rc=None).stdout

@@ -14,9 +14,10 @@ engine's own history.
 - :func:`read_after` is the part of a stored log after a seq.
 
 Guarantees: on SQLite and PostgreSQL a flush is one transaction, so a step's events and its
-marker are stored together or not at all. On JSONL a flush is one ``write``; a kill cannot
-split it, but a power loss can keep a prefix of it without the marker, after which a run
-of the step again appends its events a second time (the log keeps both; nothing is lost).
+marker are stored together or not at all. On JSONL a flush is one append of its lines;
+a kill during the write of a batch larger than a page, or a power loss, can keep some of its
+lines without the marker (a line cut in two is dropped on load), and the step's second run
+then appends its events again: the log keeps both, nothing is lost.
 """
 
 from __future__ import annotations
