@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from agent_session.cli.exits import CORRUPT, OK, UserError
-from agent_session.cli.output import json_line
+from agent_session.cli.output import say_action
 
 __all__ = ["archive"]
 
@@ -28,10 +28,7 @@ async def archive(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UserError(str(e)) from None
     for item in done:
-        if args.json:
-            print(json_line({"id": item.id, "action": item.action, "detail": item.detail}))
-        else:
-            print(f"{item.id}: {item.action} — {item.detail}")
+        say_action(args.json, item.id, item.action, item.detail)
     if not args.json:
         moved = sum(item.action == "archived" for item in done)
         print(f"archived {moved} session(s) to {args.to}; {len(done) - moved} kept")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agent_session.cli.exits import NEEDS_RECOVERY, OK, USAGE, NotFound, UserError
-from agent_session.cli.output import json_line
+from agent_session.cli.output import json_line, say
 
 __all__ = ["diff", "fork", "replay", "rewind"]
 
@@ -48,13 +48,12 @@ async def fork(args: argparse.Namespace) -> int:
     finally:
         await store.aclose()
     said = {"id": forked.id, "parentSession": forked.parent, "seedLength": forked.seed_length}
-    if args.json:
-        print(json_line(said))
-    else:
-        print(
-            f"forked {args.id} into {forked.id} in {args.store.shown}: its first "
-            f"{forked.seed_length} events (the parent is unchanged)"
-        )
+    say(
+        args.json,
+        said,
+        f"forked {args.id} into {forked.id} in {args.store.shown}: its first "
+        f"{forked.seed_length} events (the parent is unchanged)",
+    )
     return OK
 
 
@@ -65,13 +64,12 @@ async def rewind(args: argparse.Namespace) -> int:
     with _refused(args.store.shown):
         forked = await rewind_session(args.store, args.id, turn=args.turn, new_id=args.new_id)
     said = {"conversation": args.id, "current": forked.id, "left": forked.parent}
-    if args.json:
-        print(json_line(said))
-    else:
-        print(
-            f"rewound {args.id} to the end of turn {args.turn}: its current branch is now "
-            f"{forked.id} ({forked.parent} stays as it was)"
-        )
+    say(
+        args.json,
+        said,
+        f"rewound {args.id} to the end of turn {args.turn}: its current branch is now "
+        f"{forked.id} ({forked.parent} stays as it was)",
+    )
     return OK
 
 

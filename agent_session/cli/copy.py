@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from agent_session.cli.exits import CORRUPT, NOT_FOUND, OK, UserError
-from agent_session.cli.output import json_line
+from agent_session.cli.output import say_action
 from agent_session.interchange.copying import Copied, copy_session
 from agent_session.session import (
     SessionBusyError,
@@ -38,21 +38,23 @@ async def copy(args: argparse.Namespace) -> int:
                 copied = await copy_session(source, target, id)
             except SessionNotFoundError as e:
                 worst, refused = max(worst, NOT_FOUND), refused + 1
-                _say(args, id, "not found", str(e))
+                say_action(args.json, id, "not found", str(e))
             except (SessionError, ValueError, TypeError) as e:
                 worst, refused = max(worst, CORRUPT), refused + 1
                 if isinstance(e, SessionBusyError):
-                    _say(args, id, "live", str(e))
+                    say_action(args.json, id, "live", str(e))
                 elif isinstance(e, SessionCollisionError):
-                    _say(args, id, "exists", f"already in {target_spec.shown}; left alone there")
+                    say_action(
+                        args.json, id, "exists", f"already in {target_spec.shown}; left alone there"
+                    )
                 else:
-                    _say(args, id, "refused", str(e))
+                    say_action(args.json, id, "refused", str(e))
             else:
                 done += 1
                 notes = ["interrupted (a load repairs it)"] if copied.interrupted else []
                 notes += ["torn tail in SRC not copied"] if copied.torn_tail else []
                 detail = f"{copied.events} events" + "".join(f"; {n}" for n in notes)
-                _say(args, id, "copied", detail)
+                say_action(args.json, id, "copied", detail)
     finally:
         try:
             await target.aclose()
@@ -61,10 +63,3 @@ async def copy(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"copied {done} session(s) to {target_spec.shown}; {refused} refused")
     return worst
-
-
-def _say(args: argparse.Namespace, id: str, status: str, detail: str) -> None:
-    if args.json:
-        print(json_line({"id": id, "action": status, "detail": detail}))
-    else:
-        print(f"{id}: {status} — {detail}")

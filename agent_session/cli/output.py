@@ -62,6 +62,17 @@ def json_line(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def say(as_json: bool, value: Any, text: str) -> None:
+    """A command's result: ``value`` as one JSON line with ``--json``, else ``text``."""
+    print(json_line(value) if as_json else text)
+
+
+def say_action(as_json: bool, id: str, action: str, detail: str) -> None:
+    """What a command did with one session: ``{id, action, detail}`` with ``--json``, else
+    ``id: action — detail``."""
+    say(as_json, {"id": id, "action": action, "detail": detail}, f"{id}: {action} — {detail}")
+
+
 class Progress:
     """``[####....] 120/4000 verify`` redrawn in place on stderr, when stderr is a terminal
     and the work is long enough to need it (``total`` over ``threshold``); silent otherwise.
