@@ -33,7 +33,6 @@ import os
 import threading
 from collections.abc import Coroutine, Mapping
 from typing import Any, Final, TypeVar
-from urllib.parse import quote, unquote
 
 from claude_agent_sdk import (
     SessionKey,
@@ -47,6 +46,7 @@ from claude_agent_sdk import (
 
 from agent_session.integrations.held_logs import HeldLogs
 from agent_session.integrations.home_loop import HomeLoop
+from agent_session.integrations.log_ids import joined, split
 from agent_session.session.errors import JsonValueError, SessionDataError, SessionNotFoundError
 from agent_session.session.events.types import CLAUDE_ENTRY, CLAUDE_SUMMARY
 from agent_session.session.json.lossless import snapshot, thaw
@@ -57,7 +57,6 @@ T = TypeVar("T")
 
 LOG_PREFIX: Final = "claude:"
 """What the id of a transcript's log starts with."""
-_SAFE: Final = " !$&'()*+,;=@[]^_`{|}~-./"
 
 
 def log_id(key: Mapping[str, Any]) -> str:
@@ -68,14 +67,12 @@ def log_id(key: Mapping[str, Any]) -> str:
     for part in parts:
         if not isinstance(part, str) or not part:
             raise ValueError(f"a session key's parts are non-empty strings, got {key!r}")
-    return LOG_PREFIX + ":".join(quote(part, safe=_SAFE) for part in parts)
+    return joined(LOG_PREFIX, parts)
 
 
 def key_of(id: str) -> SessionKey | None:
     """The key of a log :func:`log_id` named; ``None`` for another id."""
-    if not id.startswith(LOG_PREFIX):
-        return None
-    parts = [unquote(part) for part in id[len(LOG_PREFIX) :].split(":")]
+    parts = split(LOG_PREFIX, id) or []
     if len(parts) == 2:
         return {"project_key": parts[0], "session_id": parts[1]}
     if len(parts) == 3:

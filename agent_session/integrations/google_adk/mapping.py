@@ -29,10 +29,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, Literal
-from urllib.parse import quote, unquote
 
 import orjson
 
+from agent_session.integrations.log_ids import joined, split
 from agent_session.session.errors import SessionDataError
 from agent_session.session.events.builders import (
     model_message,
@@ -100,9 +100,7 @@ def decode(text: str) -> dict[str, Any]:
 
 def log_id(app: str, user: str, session: str) -> str:
     """The id of the log of ADK session ``session`` of ``user`` in ``app``."""
-    return LOG_PREFIX + ":".join(
-        quote(part, safe=" !$&'()*+,;=@[]^_`{|}~-./") for part in (app, user, session)
-    )
+    return joined(LOG_PREFIX, (app, user, session))
 
 
 def stripped(session_id: str | None) -> str:
@@ -112,12 +110,10 @@ def stripped(session_id: str | None) -> str:
 
 def parse_log_id(id: str) -> tuple[str, str, str] | None:
     """``(app, user, session)`` of a log id :func:`log_id` made; ``None`` for another id."""
-    if not id.startswith(LOG_PREFIX):
+    parts = split(LOG_PREFIX, id)
+    if parts is None or len(parts) != 3:
         return None
-    parts = id[len(LOG_PREFIX) :].split(":")
-    if len(parts) != 3:
-        return None
-    app, user, session = (unquote(part) for part in parts)
+    app, user, session = parts
     return app, user, session
 
 

@@ -24,8 +24,8 @@ import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
-from urllib.parse import quote, unquote
 
+from agent_session.integrations.log_ids import joined, split
 from agent_session.session.errors import JsonValueError, SessionPersistenceCorruptionError
 from agent_session.session.events.types import LANGGRAPH_CHECKPOINT, LANGGRAPH_WRITES
 from agent_session.session.json.lossless import snapshot
@@ -52,12 +52,13 @@ Typed = tuple[str, bytes]
 
 def log_id(thread_id: str) -> str:
     """The id of the log of LangGraph thread ``thread_id``."""
-    return LOG_PREFIX + quote(thread_id, safe=" !$&'()*+,;=@[]^_`{|}~-.:")
+    return joined(LOG_PREFIX, [thread_id])
 
 
 def thread_of(id: str) -> str | None:
     """The thread id of a log :func:`log_id` named; ``None`` for another id."""
-    return unquote(id[len(LOG_PREFIX) :]) if id.startswith(LOG_PREFIX) else None
+    parts = split(LOG_PREFIX, id)
+    return parts[0] if parts is not None and len(parts) == 1 else None
 
 
 def _json_typed(value: Typed) -> list[str]:
