@@ -56,11 +56,22 @@ if TYPE_CHECKING:
     from agent_session.agent_loop.effects import effect_of_mcp as effect_of_mcp
     from agent_session.agent_loop.parking import AWAITING_APPROVAL as AWAITING_APPROVAL
     from agent_session.agent_loop.parking import decide as decide
+    from agent_session.agent_loop.spending import AWAITING_BUDGET as AWAITING_BUDGET
+    from agent_session.audit import new_key as new_key
+    from agent_session.audit import sign_anchors as sign_anchors
+    from agent_session.audit.stored import check_store_log as check_store_log
     from agent_session.checkpoints import checkpoint_policy as checkpoint_policy
     from agent_session.deciders import PendingApproval as PendingApproval
     from agent_session.deciders import approve as approve
     from agent_session.deciders import pending_approvals as pending_approvals
     from agent_session.deciders import reject as reject
+    from agent_session.governance.budgets import budget_report as budget_report
+    from agent_session.governance.budgets import set_budget as set_budget
+    from agent_session.governance.budgets import set_stored_budget as set_stored_budget
+    from agent_session.governance.labels import labels_of as labels_of
+    from agent_session.governance.labels import set_labels as set_labels
+    from agent_session.governance.labels import set_stored_labels as set_stored_labels
+    from agent_session.governance.windows import spend_windows as spend_windows
     from agent_session.integrations.claude_agent_sdk import (
         EventLogSessionStore as EventLogSessionStore,
     )
@@ -96,6 +107,9 @@ if TYPE_CHECKING:
     from agent_session.session import ApprovalMismatchError as ApprovalMismatchError
     from agent_session.session import ApprovalNotPendingError as ApprovalNotPendingError
     from agent_session.session import ApprovalPendingError as ApprovalPendingError
+    from agent_session.session import BudgetError as BudgetError
+    from agent_session.session import BudgetExceededError as BudgetExceededError
+    from agent_session.session import BudgetPendingError as BudgetPendingError
     from agent_session.session import (
         Interruption as Interruption,
     )

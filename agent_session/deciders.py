@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,15 +24,24 @@ from agent_session.session.errors import (
     SessionNotFoundError,
     SessionSeqError,
 )
+from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.header import now_ms
 from agent_session.session.events.parked import ParkedCall, parked_calls
-from agent_session.session.events.types import APPROVAL_DECIDED
+from agent_session.session.events.types import APPROVAL_DECIDED, MARKED_IGNORABLE
 
 if TYPE_CHECKING:
     from agent_session.session.persistence.service import SessionPersistence
     from agent_session.stores import StoreSpec
 
-__all__ = ["PendingApproval", "approve", "decide_stored", "pending_approvals", "reject", "who"]
+__all__ = [
+    "PendingApproval",
+    "append_judged",
+    "approve",
+    "decide_stored",
+    "pending_approvals",
+    "reject",
+    "who",
+]
 
 _LOCK_TRIES = 6
 """How often a decider tries a writer lock another decider holds (with backoff, about 1.5 s in
@@ -131,12 +140,38 @@ async def decide_stored(
     digest: str | None = None,
 ) -> ParkedCall:
     """Append the decision ``outcome`` on the parked call ``call_id`` (see :func:`approve`)."""
+    decided: list[tuple[ParkedCall, Exception | None]] = []
+
+    def judge(events: Sequence[SessionEvent]) -> tuple[str, dict[str, Any]]:
+        call = find_parked(events, session_id, call_id)
+        data, expired = decision_data(call, outcome, by=by, reason=reason, digest=digest)
+        decided[:] = [(call, expired)]
+        return APPROVAL_DECIDED, data
+
+    await append_judged(store, session_id, judge)
+    call, expired = decided[0]
+    if expired is not None:
+        raise expired
+    return call
+
+
+async def append_judged(
+    store: str | StoreSpec | SessionPersistence,
+    session_id: str,
+    judge: Callable[[Sequence[SessionEvent]], tuple[str, dict[str, Any]]],
+) -> None:
+    """Append one event to a stored session, as ``judge`` decides it from the log read at
+    the moment (its type and data; ``judge`` raises to append nothing), under the store's
+    writer lock at the seq it read: when anything landed meanwhile, the log is read and
+    judged again. A live writer that keeps the session refuses it
+    (``SessionCollisionError``, after about 1.5 s of tries)."""
     async with _Backend(store) as backend:
         for attempt in range(_LOCK_TRIES):
             events = (await backend.inspect(session_id)).events
-            call = find_parked(events, session_id, call_id)
-            data, expired = decision_data(call, outcome, by=by, reason=reason, digest=digest)
-            event = {"type": APPROVAL_DECIDED, "seq": len(events), "time": now_ms(), "data": data}
+            kind, data = judge(events)
+            event = {"type": kind, "seq": len(events), "time": now_ms(), "data": data}
+            if kind in MARKED_IGNORABLE:
+                event["ignorable"] = True
             try:
                 await backend.append(session_id, [event])
             except (SessionSeqError, SessionCollisionError) as e:
@@ -145,9 +180,7 @@ async def decide_stored(
                     raise e
                 await asyncio.sleep(0.05 * 2**attempt)
                 continue
-            if expired is not None:
-                raise expired
-            return call
+            return
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -76,10 +76,11 @@ class StoreSpec:
         path = self.path if relative.startswith("..") else relative
         return path if self.kind == "jsonl" else SQLITE_PREFIX + path
 
-    def open(self, **options: Any) -> SessionPersistence:
+    def open(self, *, integrity: bool = False, **options: Any) -> SessionPersistence:
         """A backend on this store (created on its first write if it does not exist):
         ``JsonlPersistence``, ``SqlitePersistence`` or ``PostgresPersistence``, given
-        ``options`` as keyword arguments.
+        ``options`` as keyword arguments. With ``integrity``, every log it writes is
+        hash-chained (``SessionPersistence.chain_logs``).
 
         Raises:
             ValueError: An option that backend does not take (naming the ones it does), or a
@@ -108,6 +109,8 @@ class StoreSpec:
 
         opened = backend(self.path, **options)
         opened.cold = ColdTier(self)  # (read from the store's record on first use)
+        if integrity:
+            opened.chain_logs()
         return opened
 
 
@@ -115,10 +118,11 @@ def open_store(store: str | os.PathLike[str] | None = None, **options: Any) -> S
     """The backend of ``store`` (a directory, ``sqlite:///path.db`` or ``postgresql://...``;
     ``None``: the environment's :data:`STORE_ENV`), ready for ``runtime.install``.
 
-    Nothing is created until the first session is written. ``options`` go to the backend's
-    constructor (``write_batch_max_delay_ms`` for every kind; ``max_log_bytes`` or ``ops``
-    for JSONL; ``journal_mode`` or ``read_only`` for SQLite; ``transaction_pooler`` for
-    PostgreSQL).
+    Nothing is created until the first session is written. ``integrity=True`` hash-chains
+    every log it writes (``agent-session verify --integrity`` checks them). Other
+    ``options`` go to the backend's constructor (``write_batch_max_delay_ms`` for every
+    kind; ``max_log_bytes`` or ``ops`` for JSONL; ``journal_mode`` or ``read_only`` for
+    SQLite; ``transaction_pooler`` for PostgreSQL).
 
     Raises:
         ValueError: No store given, a name no kind of store takes (with the name it probably

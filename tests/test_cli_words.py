@@ -40,6 +40,10 @@ COMMANDS = [
     "replay",
     "diff",
     "archive",
+    "budget",
+    "label",
+    "sign",
+    "audit-key",
 ]
 
 

@@ -1,5 +1,6 @@
 """Turning a model's chunk stream into a response: the :class:`Assembler` of content blocks,
-and :func:`until_cancelled`, which stops reading a stream the moment a turn is cancelled."""
+:func:`until_cancelled`, which stops reading a stream the moment a turn is cancelled, and
+:func:`append_chunk`, which records a chunk."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from agent_session.agent_loop.cancel import CancelSignal
+from agent_session.session.events.livelog import DELTA_KEYS, DELTA_KINDS
+from agent_session.session.events.types import ASSISTANT_CHUNK
 from agent_session.session.json.lossless import thaw
+from agent_session.session.live.session import Session
 
-__all__ = ["Assembler", "Cancelled", "until_cancelled"]
+__all__ = ["Assembler", "Cancelled", "append_chunk", "error_chain", "until_cancelled"]
 
 
 class Cancelled(Exception):
@@ -112,3 +116,23 @@ async def until_cancelled(stream: AsyncIterator[Any], cancel: CancelSignal) -> A
         if close is not None:
             with contextlib.suppress(Exception):
                 await close()
+
+
+def error_chain(error: BaseException) -> str:
+    """An exception and its causes, in words (at most ten)."""
+    parts: list[str] = []
+    current: BaseException | None = error
+    while current is not None and len(parts) < 10:
+        parts.append(str(current) or type(current).__name__)
+        current = current.__cause__
+    return ": ".join(parts)
+
+
+def append_chunk(session: Session, turn: int, step: int, chunk: Mapping[str, Any]) -> int:
+    """Record a streamed chunk; a text or reasoning delta of the usual shape as a delta (the
+    same event, kept as a run of columns: ``Session.append_delta``)."""
+    if chunk.get("type") in DELTA_KINDS and tuple(chunk) == DELTA_KEYS:
+        return session.append_delta(
+            turn, step, chunk["text"], index=chunk["index"], kind=chunk["type"]
+        )
+    return session.append(ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}).seq

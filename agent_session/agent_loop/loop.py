@@ -17,14 +17,22 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from agent_session.agent_loop.approval import Parked, context_message
-from agent_session.agent_loop.assembler import Assembler, Cancelled, until_cancelled
+from agent_session.agent_loop.assembler import (
+    Assembler,
+    Cancelled,
+    append_chunk,
+    error_chain,
+    until_cancelled,
+)
 from agent_session.agent_loop.call_ids import refuse_bad_calls
 from agent_session.agent_loop.cancel import CancelSignal
 from agent_session.agent_loop.dispatch import run_tools
 from agent_session.agent_loop.models import LlmError, ModelRequest
 from agent_session.agent_loop.parking import awaiting, carry_out
 from agent_session.agent_loop.settle import Plan, SettlementStopped, plan, settle_step
-from agent_session.session.errors import ApprovalPendingError
+from agent_session.agent_loop.spending import guard_request, still_over
+from agent_session.session.errors import ApprovalPendingError, BudgetPendingError
+from agent_session.session.events.budget import budget_parked
 from agent_session.session.events.builders import (
     model_message,
     step_end,
@@ -34,11 +42,9 @@ from agent_session.session.events.builders import (
     user_message,
 )
 from agent_session.session.events.header import now_ms
-from agent_session.session.events.livelog import DELTA_KEYS, DELTA_KINDS
 from agent_session.session.events.parked import parked_calls
 from agent_session.session.events.turns import next_turn_number
 from agent_session.session.events.types import (
-    ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     INBOX_SPLICED,
     LLM_RETRY,
@@ -125,6 +131,11 @@ class Agent:
                 unregistered provider, an exhausted script): nothing is logged.
         """
         self.runtime.models.check(self.provider, self.model)
+        if budget_parked(self.session.events) is not None:
+            raise BudgetPendingError(
+                f'session "{self.session.id}" is parked over its budget: raise it '
+                "(agent-session budget raise), then call agent.resume()"
+            )
         parked = parked_calls(self.session.events)
         if parked:
             ids = ", ".join(f'"{c.call_id}" (tool "{c.tool_name}")' for c in parked)
@@ -156,6 +167,12 @@ class Agent:
                 return awaiting(self.session)
             self.runtime.models.check(self.provider, self.model)
             return await self._turn(parked=(parked[0].turn, parked[0].step))
+        park = budget_parked(self.session.events)
+        if park is not None:
+            if still_over(self):
+                return awaiting(self.session)
+            self.runtime.models.check(self.provider, self.model)
+            return await self._turn(parked=(park.turn, park.step))
         settlement = plan(self.session)
         if settlement is None or not settlement.continues:
             return None
@@ -234,7 +251,7 @@ class Agent:
                     await self._open_step(context, cancel)
                 try:
                     if resuming:
-                        await carry_out(self, turn, step, cancel)
+                        outcome = await carry_out(self, turn, step, cancel)
                     elif step == 1 and settlement is not None and settlement.settles:
                         await settle_step(self, turn, step, settlement, cancel)
                     else:
@@ -264,7 +281,7 @@ class Agent:
         except LlmError as e:
             reason = {"kind": "error", "error": e.failure}
         except Exception as e:
-            reason = {"kind": "error", "error": {"message": _error_chain(e), "code": "UNKNOWN"}}
+            reason = {"kind": "error", "error": {"message": error_chain(e), "code": "UNKNOWN"}}
             log.warning('agent on session "%s": turn %d failed: %s', session.id, turn, e)
         except BaseException as e:
             # Torn down from outside: end the turn as a cancel would, then let it go on.
@@ -355,6 +372,7 @@ class Agent:
         last = next((e.data for e in reversed(session.events) if e.type == REQUEST_CONTEXT), None)
         if last is None or thaw(last) != context:
             session.append(REQUEST_CONTEXT, context)
+        guard_request(self, turn, step)  # reserves the request's bound, or parks over budget
         if cancel.cancelled:
             raise Cancelled
         request = ModelRequest(
@@ -373,7 +391,7 @@ class Agent:
                 if chunk.get("type") in _RETRY_CHUNKS:  # an adapter retries a failed attempt
                     await self._retrying(turn, step, chunk)
                     continue
-                seqs.append(_append_chunk(session, turn, step, chunk))
+                seqs.append(append_chunk(session, turn, step, chunk))
                 assembler.feed(chunk)
         except (Cancelled, asyncio.CancelledError, KeyboardInterrupt, SystemExit):
             visible = assembler.visible()
@@ -424,22 +442,3 @@ class Agent:
 
     def _assistant(self, content: list[dict[str, Any]], replay: Any = None) -> dict[str, Any]:
         return model_message(content, provider=self.provider, model=self.model, replay_state=replay)
-
-
-def _error_chain(error: BaseException) -> str:
-    parts: list[str] = []
-    current: BaseException | None = error
-    while current is not None and len(parts) < 10:
-        parts.append(str(current) or type(current).__name__)
-        current = current.__cause__
-    return ": ".join(parts)
-
-
-def _append_chunk(session: Session, turn: int, step: int, chunk: Mapping[str, Any]) -> int:
-    """Record a streamed chunk; a text or reasoning delta of the usual shape as a delta (the
-    same event, kept as a run of columns: ``Session.append_delta``)."""
-    if chunk.get("type") in DELTA_KINDS and tuple(chunk) == DELTA_KEYS:
-        return session.append_delta(
-            turn, step, chunk["text"], index=chunk["index"], kind=chunk["type"]
-        )
-    return session.append(ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}).seq

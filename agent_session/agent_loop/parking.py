@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 from agent_session.agent_loop.approval import OUTCOMES, Outcome, denial
 from agent_session.agent_loop.cancel import CancelSignal
 from agent_session.agent_loop.dispatch import record_call, record_result, run_tools
+from agent_session.agent_loop.spending import awaiting_budget
 from agent_session.agent_loop.tools import (
     ToolCall,
     ToolResult,
@@ -43,6 +44,7 @@ from agent_session.session.errors import (
     ApprovalMismatchError,
     ApprovalNotPendingError,
 )
+from agent_session.session.events.budget import budget_parked
 from agent_session.session.events.eventlog import is_run, iter_parts
 from agent_session.session.events.header import now_ms
 from agent_session.session.events.parked import (
@@ -82,7 +84,11 @@ AWAITING_APPROVAL: Final = "awaiting-approval"
 
 def awaiting(session: Session) -> dict[str, Any]:
     """``{"kind": "awaiting-approval", "approvals": [...]}``: the parked calls of the session,
-    each as ``agent-session approvals --json`` shows it."""
+    each as ``agent-session approvals --json`` shows it; for a turn parked over its budget,
+    ``{"kind": "awaiting-budget", "budget": {...}}`` (:mod:`agent_loop.spending`)."""
+    over_budget = awaiting_budget(session)
+    if over_budget is not None:
+        return over_budget
     return {
         "kind": AWAITING_APPROVAL,
         "approvals": [call.to_json() for call in parked_calls(session.events)],
@@ -215,10 +221,14 @@ def mismatch(call: ParkedCall) -> str | None:
     )
 
 
-async def carry_out(agent: Agent, turn: int, step: int, cancel: CancelSignal) -> None:
+async def carry_out(agent: Agent, turn: int, step: int, cancel: CancelSignal) -> str | None:
     """Inside the parked turn's open step: carry out each parked call's decision (a passed
-    deadline decides ``cancelled``), then run the step's calls that never started."""
+    deadline decides ``cancelled``), then run the step's calls that never started. A step
+    parked over its budget makes its model request instead (the step's outcome, as the
+    loop's step returns it)."""
     session, tools = agent.session, agent.runtime.tools
+    if budget_parked(session.events) is not None:
+        return await agent._step(turn, step, cancel)
     for call in parked_calls(session.events):
         outcome = call.decision.outcome if call.decision is not None else None
         if outcome is None:  # (resume() only enters with every undecided call expired)
@@ -251,6 +261,7 @@ async def carry_out(agent: Agent, turn: int, step: int, cancel: CancelSignal) ->
     remaining = _not_started(session.events)
     if remaining:
         await run_tools(agent, turn, step, remaining, cancel)
+    return None
 
 
 def _not_started(events: Sequence[Any]) -> list[Mapping[str, Any]]:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_session.agent_loop.models import ModelRequest, ModelUnavailableError
+from agent_session.agent_loop.models import ModelRequest, ModelUnavailableError, RequestSettings
 
 __all__ = ["ScriptedCall", "ScriptedModel", "ScriptedStep"]
 
@@ -54,6 +54,13 @@ class ScriptedModel:
     on_chunk: Hook | None = None
     requests: list[ModelRequest] = field(default_factory=list)
     """Every request received, in order."""
+    max_tokens: int | None = None
+    """The ``maxTokens`` its requests say they send (none by default), as an adapter's
+    request settings do: a budget's bound of each request."""
+
+    def request_settings(self) -> RequestSettings:
+        """``{"maxTokens": max_tokens}`` when set (what a provider adapter reports)."""
+        return RequestSettings({} if self.max_tokens is None else {"maxTokens": self.max_tokens})
 
     def check(self, model: str) -> None:
         """Raise :class:`ModelUnavailableError` once every step was replayed (a turn would

@@ -11,6 +11,12 @@ from typing import NoReturn
 
 from agent_session.cli.arguments_archive import ARCHIVING, ARCHIVING_EXAMPLES, add_archiving
 from agent_session.cli.arguments_branching import BRANCHING, BRANCHING_EXAMPLES, add_branching
+from agent_session.cli.arguments_governance import (
+    GOVERNANCE,
+    GOVERNANCE_EXAMPLES,
+    STORE_AFTER_ACTION,
+    add_governance,
+)
 from agent_session.cli.arguments_looking import add_looking, count, number
 from agent_session.cli.exits import USAGE
 
@@ -83,6 +89,7 @@ STORE_COMMANDS = (
     "rm",
     *BRANCHING,
     *ARCHIVING,
+    *GOVERNANCE,
 )
 _EXITS = (
     "Exit codes: 0 healthy, 1 needs recovery, 2 corrupt/unsupported/invalid, 3 not found, "
@@ -109,6 +116,7 @@ EXAMPLES = {
     "copy": "agent-session copy ./agent-sessions sqlite:///sessions.db",
     **BRANCHING_EXAMPLES,
     **ARCHIVING_EXAMPLES,
+    **GOVERNANCE_EXAMPLES,
 }
 """One example per command, shown at the end of its ``--help``."""
 
@@ -155,15 +163,18 @@ def parser() -> argparse.ArgumentParser:
             parents=[common],
             formatter_class=_Formatter,
         )
-        if name in STORE_COMMANDS:
-            parser.add_argument("root", nargs="?", metavar="STORE", help=_STORE_HELP)
-            parser.add_argument(
-                "--store",
-                dest="store_option",
-                metavar="STORE",
-                help="the store, as an option (then every positional argument is an id)",
-            )
+        if name in STORE_COMMANDS and name not in STORE_AFTER_ACTION:
+            add_store(parser)
         return parser
+
+    def add_store(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("root", nargs="?", metavar="STORE", help=_STORE_HELP)
+        parser.add_argument(
+            "--store",
+            dest="store_option",
+            metavar="STORE",
+            help="the store, as an option (then every positional argument is an id)",
+        )
 
     demo = command(
         "demo",
@@ -225,7 +236,15 @@ def parser() -> argparse.ArgumentParser:
     ls.add_argument(
         "--state",
         action="append",
-        choices=["balanced", "open", "interrupted", "awaiting-approval", "torn tail", *_PROBLEMS],
+        choices=[
+            "balanced",
+            "open",
+            "interrupted",
+            "awaiting-approval",
+            "awaiting-budget",
+            "torn tail",
+            *_PROBLEMS,
+        ],
         help="only sessions in this state (repeat for several)",
     )
     ls.add_argument("--limit", type=count, help="at most this many rows")
@@ -338,7 +357,7 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--format",
         required=True,
-        choices=["openai", "anthropic", "pydantic-ai", "claude-code"],
+        choices=["openai", "anthropic", "pydantic-ai", "claude-code", "audit"],
         help="pydantic-ai: its ModelMessagesTypeAdapter JSON (needs the pydantic-ai extra); "
         "claude-code: a Claude Code transcript (JSON Lines) the Claude Agent SDK resumes from",
     )
@@ -389,6 +408,7 @@ def parser() -> argparse.ArgumentParser:
     copy.add_argument("--json", action="store_true", help="one JSON object per session")
     add_branching(command)
     add_archiving(command)
+    add_governance(command, add_store, commands.choices)
     return parser
 
 

@@ -113,7 +113,7 @@ async def examined(where: StoreSpec, id: str) -> Diagnosis:
 async def show(args: argparse.Namespace) -> int:
     """The transcript, the raw events, or (``--json``) the stored header line then the
     events."""
-    from agent_session.see.inventory import waiting
+    from agent_session.see.inventory import over_budget, waiting
     from agent_session.see.transcript import render
     from agent_session.session.events.parked import parked_calls
 
@@ -149,6 +149,9 @@ async def show(args: argparse.Namespace) -> int:
             f"\n(session {args.id} is awaiting-approval: {waiting(parked)}; decide with "
             f"`agent-session approve|reject {args.store.shown} {args.id} CALL_ID`)"
         )
+    budget = over_budget(inspected.events)
+    if budget is not None:
+        print(f"\n(session {args.id} is awaiting-budget: {budget})")
     if pending is not None:
         print(
             f"\n(session {args.id} is interrupted: the closers above are not on disk yet; "

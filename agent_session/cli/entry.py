@@ -47,6 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stdout = ShownText(sys.stdout)
     try:
+        if args.command in ("verify", "export", "budget", "sign", "audit-key", "label"):
+            from agent_session.cli.governance import is_export_argument, verify_export_file
+
+            exported = is_export_argument(args)
+            if exported is not None:  # verify --integrity FILE: an audit export, no store
+                return verify_export_file(args, exported)
         if args.command in STORE_COMMANDS:
             resolve_store(args, grammar)
         return asyncio.run(_dispatch(args))
@@ -137,6 +143,14 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from agent_session.cli.archive import archive
 
         return await archive(args)
+    if args.command in ("budget", "label", "sign", "audit-key") or _integrity(args):
+        from agent_session.cli import governance
+
+        if args.command == "verify":
+            return await governance.verify_integrity(args)
+        if args.command == "export":
+            return await governance.export_audit(args)
+        return int(await getattr(governance, args.command.replace("-", "_"))(args))
     from agent_session.cli import approval_commands, branch_commands, listing
     from agent_session.see import search, serve, stats, view
 
@@ -162,6 +176,11 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "export-otel": _export_otel,
     }
     return await handlers[args.command](args)
+
+
+def _integrity(args: argparse.Namespace) -> bool:
+    """``verify --integrity`` or ``export --format audit``."""
+    return bool(getattr(args, "integrity", False)) or getattr(args, "format", None) == "audit"
 
 
 async def _export_otel(args: argparse.Namespace) -> int:

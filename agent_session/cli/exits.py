@@ -48,6 +48,7 @@ STATUS_CODES: Final = {
     "balanced": OK,
     "open": OK,
     "awaiting-approval": OK,
+    "awaiting-budget": OK,
     "interrupted": NEEDS_RECOVERY,
     "torn tail": NEEDS_RECOVERY,
     "not found": NOT_FOUND,

@@ -30,13 +30,14 @@ class Line:
     """The JSONL line, without its newline."""
 
 
-def batch_lines(events: Sequence[SessionEvent]) -> list[Line]:
-    """The rows of a contiguous batch: its JSONL lines, packed as the JSONL backend packs."""
+def batch_lines(events: Sequence[SessionEvent], pack: bool = True) -> list[Line]:
+    """The rows of a contiguous batch: its JSONL lines, packed as the JSONL backend packs
+    (with ``pack``)."""
     if not events:
         return []
     out: list[Line] = []
     seq = first_seq(events)
-    for line, count in encode_lines(events, True):
+    for line, count in encode_lines(events, pack):
         kind = line[9 : line.index(b'"', 9)]  # after b'{"type":"'
         out.append(Line(seq, count, kind.decode(), line.decode()))
         seq += count

@@ -120,6 +120,7 @@ class PostgresStorage(Storage):
         self.dsn = conninfo
         """The connection string (a pool's, when a pool was given)."""
         self.transaction_pooler = transaction_pooler
+        self.pack = True
         """Behind a transaction-mode pooler (PgBouncer): no session-level advisory locks, no
         prepared statements, no startup options; writers are kept apart by the
         compare-and-set alone, and commits are as durable as the server's own settings make
@@ -171,6 +172,11 @@ class PostgresStorage(Storage):
         """The writer locks of live sessions (one dedicated connection)."""
 
     # --- the workers ------------------------------------------------------------------------
+
+    async def run_read(self, work: Callable[[Connection], T]) -> T:
+        """Run a read-only ``work(connection)`` as this storage runs its own reads (the
+        front door's aggregate queries)."""
+        return await self._run(work)
 
     async def _run(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` with a pooled connection on a worker thread."""
@@ -280,7 +286,7 @@ class PostgresStorage(Storage):
     async def append(
         self, header: SessionHeader, events: Sequence[SessionEvent], *, materialized: bool
     ) -> None:
-        lines = batch_lines(events)
+        lines = batch_lines(events, self.pack)
         if not materialized:
             await self.acquire(header.id)  # the writer of a new session holds it from now
         await self._run(lambda db: self._append(db, header, lines, materialized))
@@ -307,7 +313,7 @@ class PostgresStorage(Storage):
     ) -> None:
         """A new session's ``batches`` (each packed as an append of it packs), in one
         transaction: the session is stored whole or not at all."""
-        lines = [line for batch in batches for line in batch_lines(batch)]
+        lines = [line for batch in batches for line in batch_lines(batch, self.pack)]
         await self._run(lambda db: append_batch(db, header, lines, False, self._settle))
 
     def start_append(
@@ -317,7 +323,7 @@ class PostgresStorage(Storage):
         or by a task once one is ready; on a worker thread instead for a batch of several
         statements, before the schema is known to be in place, with a pool of yours, or on a
         second event loop."""
-        lines = batch_lines(events)
+        lines = batch_lines(events, self.pack)
         if (
             self._opened
             and len(lines) <= ROWS_PER_STATEMENT
@@ -362,7 +368,7 @@ class PostgresStorage(Storage):
     async def commit_repair(
         self, header: SessionHeader, cut_at: object | None, closers: Sequence[SessionEvent]
     ) -> None:
-        lines = batch_lines(closers)
+        lines = batch_lines(closers, self.pack)
         await self._run(lambda db: self._repair(db, header.id, cut_at, lines))
 
     def _repair(self, db: Connection, id: str, cut_at: object | None, lines: list[Line]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import orjson
 import psycopg
 
 from agent_session.persistence_jsonl.layout import parse_header
@@ -23,7 +24,7 @@ _QUERY = f"""
 SELECT s.id, s.header, s.next_seq, (extract(epoch FROM s.updated_at) * 1000)::bigint,
   (SELECT e.type FROM agent_session_event e WHERE e.session_id = s.id
    AND e.type IN ('turn/start', 'turn/end') ORDER BY e.seq DESC LIMIT 1),
-  (SELECT (e.line::jsonb -> 'data' ->> 'turn') FROM agent_session_event e
+  (SELECT e.line FROM agent_session_event e
    WHERE e.session_id = s.id AND e.type = 'turn/start' ORDER BY e.seq DESC LIMIT 1),
   (SELECT k FROM (SELECT {KEY % "s.id"} AS k) AS key WHERE EXISTS (
      SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
@@ -65,9 +66,11 @@ def survey(dsn: str) -> list[ListedSession]:
     return out
 
 
-def _int(value: object) -> int | None:
-    """A turn number read from a stored line (``None`` when there is none, or it is odd)."""
+def _int(line: object) -> int | None:
+    """The turn number of a stored ``turn/start`` line (``None`` when there is none, or it
+    is damaged: one bad row never fails the listing of the store)."""
     try:
-        return int(str(value)) if value is not None else None
-    except ValueError:
+        turn = orjson.loads(str(line))["data"]["turn"] if line is not None else None
+    except (orjson.JSONDecodeError, KeyError, TypeError):
         return None
+    return turn if type(turn) is int else None

@@ -35,6 +35,7 @@ __all__ = [
     "read_back",
     "render_row",
     "rendered_size",
+    "row_line",
     "scan",
 ]
 
@@ -135,6 +136,13 @@ def batch_values(id: str, events: Sequence[SessionEvent]) -> list[tuple[Any, ...
             data = encode_json(delta_data(turn, step, text, index, kind)).decode()
             rows.append((id, seq, ASSISTANT_CHUNK, time, data, None, None))
     return rows
+
+
+def row_line(id: str, event: SessionEvent) -> bytes:
+    """The line :func:`render_row` makes of the row :func:`event_values` writes of
+    ``event`` (what ``read_raw`` returns for it once written)."""
+    _, seq, kind, time, data, sources, op = event_values(id, event)
+    return render_row((seq, kind.encode(), time, data.encode(), _utf8(sources), _utf8(op)))
 
 
 def read_back(values: tuple[Any, ...]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from agent_session.persistence_sqlite.rows import (
     read_back,
     render_row,
     rendered_size,
+    row_line,
     scan,
 )
 from agent_session.persistence_sqlite.runs import with_lazy_runs
@@ -100,6 +101,10 @@ class SqliteStorage(Storage):
 
     name = "session-persistence-sqlite"
 
+    def stored_line(self, id: str, event: SessionEvent) -> bytes:
+        """The row of ``event`` rendered as :meth:`read_raw` renders it."""
+        return row_line(id, event)
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -131,6 +136,11 @@ class SqliteStorage(Storage):
         self._locks = None if self.path == ":memory:" else WriterLocks(self.path)
 
     # --- the worker -------------------------------------------------------------------------
+
+    async def run_read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a read-only ``work(connection)`` as this storage runs its own reads (the
+        front door's aggregate queries)."""
+        return await self._run(work)
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` with the connection on the worker thread (opening it on first use)."""

@@ -23,7 +23,7 @@ SELECT {HEADER_COLUMNS},
   (SELECT time FROM events e WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1),
   (SELECT type FROM events e WHERE e.session_id = s.id AND e.type IN ('turn/start', 'turn/end')
    ORDER BY e.seq DESC LIMIT 1),
-  (SELECT json_extract(data, '$.turn') FROM events e
+  (SELECT CASE WHEN json_valid(data) THEN json_extract(data, '$.turn') END FROM events e
    WHERE e.session_id = s.id AND e.type = 'turn/start' ORDER BY e.seq DESC LIMIT 1)
 FROM sessions s ORDER BY s.id
 """
@@ -71,5 +71,6 @@ def _summary(row: tuple[object, ...], path: str) -> ListedSession:
 
 
 def _int(value: object) -> int | None:
-    """A turn number read from a stored row (``None`` when there is none, or it is odd)."""
+    """A turn number read from a stored row (``None`` when there is none, or it is odd or
+    damaged: one bad row never fails the listing of the store)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from agent_session.session.events.budget import budget_parked
 from agent_session.session.events.event import SessionEvent, build_event
 from agent_session.session.events.eventlog import is_run, iter_parts
 from agent_session.session.events.outcomes import (
@@ -222,11 +223,12 @@ def closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
     step is open, then ``turn/end {kind: "interrupted"}``. Seqs continue the log; every closer
     reuses the last event's ``time``; ids and texts are the reference's.
 
-    A turn parked for an approval (:func:`session.events.parked.parked_calls`) is not
-    interrupted: it gets no closers, and stays open until a decision is carried out.
+    A turn parked for an approval (:func:`session.events.parked.parked_calls`) or over its
+    budget (:func:`session.events.budget.budget_parked`) is not interrupted: it gets no
+    closers, and stays open until a decision is carried out or the budget raised.
     """
     open_turn, open_step, pending = _scan(events)
-    if open_turn is None or not events or parked_calls(events):
+    if open_turn is None or not events or parked_calls(events) or budget_parked(events):
         return []
     last = events[-1]
     seq, time = last.seq + 1, last.time

@@ -16,6 +16,7 @@ from agent_session.session import (
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
 )
+from agent_session.session.events.budget import budget_parked
 from agent_session.session.events.header import version_problem
 from agent_session.session.events.interruption import interruption
 from agent_session.session.events.parked import ParkedCall, parked_calls
@@ -25,10 +26,12 @@ from agent_session.stores import StoreSpec, require_postgres
 
 __all__ = [
     "AWAITING_APPROVAL",
+    "AWAITING_BUDGET",
     "PROBLEM_FLAGS",
     "SessionRow",
     "Status",
     "Verdict",
+    "over_budget",
     "refine",
     "rows",
     "settleable",
@@ -39,11 +42,14 @@ __all__ = [
 
 AWAITING_APPROVAL: Final = "awaiting-approval"
 """The state of a session whose last turn is parked until a tool call is decided."""
+AWAITING_BUDGET: Final = "awaiting-budget"
+"""The state of a session whose last turn is parked until its budget is raised."""
 
 Status = str
 """``balanced``, ``interrupted``, ``torn tail``, ``invalid`` (balanced, but not a history a
 provider accepts), ``open`` (its last turn is running in a live writer),
-``awaiting-approval`` (its last turn is parked until a tool call is decided), ``corrupt``,
+``awaiting-approval`` (its last turn is parked until a tool call is decided),
+``awaiting-budget`` (parked until its budget is raised), ``corrupt``,
 ``unsupported``, ``unreadable`` (the operating system refused to read it) or ``not
 found``."""
 
@@ -63,7 +69,8 @@ class SessionRow:
     """As ``verify`` words it, from what a listing can see: ``balanced``; ``open`` (a live
     writer holds the session, the turn is still running); ``interrupted`` (open with no
     writer: it needs recovery); ``awaiting-approval`` (open and parked until a tool call is
-    decided: nothing to recover); ``torn tail``; or, for an entry that is not a readable
+    decided: nothing to recover); ``awaiting-budget`` (parked until its budget is raised);
+    ``torn tail``; or, for an entry that is not a readable
     session, its problem (``corrupt``, ``unsupported``, ``unreadable``)."""
     size: int | None
     """Bytes of its log file; ``None`` for a session in a database (reading every row's data
@@ -296,6 +303,10 @@ async def status_of(backend: SessionPersistence, id: str) -> Verdict:
     if parked:
         torn = "; torn tail" if examined.torn_tail else ""
         return AWAITING_APPROVAL, f"{count} events; {waiting(parked)}{torn}"
+    budget = over_budget(examined.session.events)
+    if budget is not None:
+        torn = "; torn tail" if examined.torn_tail else ""
+        return AWAITING_BUDGET, f"{count} events; {budget}{torn}"
     if closers and examined.writer_elsewhere:
         return "open", f"{count} events; the last turn is still running in a live writer"
     could_settle = settleable(examined.session.events)
@@ -310,6 +321,19 @@ async def status_of(backend: SessionPersistence, id: str) -> Verdict:
     if problem is not None:
         return "invalid", f"{count} events; {problem}"
     return "balanced", f"{count} events{could_settle}"
+
+
+def over_budget(events: Sequence[SessionEvent]) -> str | None:
+    """What a turn parked over its budget waits for, in one line; ``None`` when not parked."""
+    park = budget_parked(events)
+    if park is None:
+        return None
+    over = park.data.get("over")
+    named = ", ".join(map(str, over)) if isinstance(over, list) else "its limits"
+    return (
+        f"turn {park.turn} is parked over its budget ({named}) before its step {park.step} "
+        "request; raise it with `agent-session budget raise`, then resume the agent"
+    )
 
 
 def waiting(parked: Sequence[ParkedCall]) -> str:
@@ -341,6 +365,8 @@ async def refine(reader: SessionPersistence, row: SessionRow) -> None:
         return
     if parked_calls(events):
         row.state = AWAITING_APPROVAL
+    elif budget_parked(events) is not None:
+        row.state = AWAITING_BUDGET
     elif row.state == "interrupted" and settleable(events):
         row.flags.append("settleable")
 

@@ -1,79 +1,19 @@
-"""What a step cost, from a price table the user gives (``--prices FILE`` on ``view``,
-``serve`` and ``export-otel``). Nothing is priced without one: providers change their prices,
-and a figure this library made up would be wrong without anyone seeing it.
-
-The table is a JSON object::
-
-    {"currency": "USD",
-     "models": {"claude-sonnet-4-5": {"input": 3, "output": 15, "cacheRead": 0.3},
-                "gpt-4.1*": {"input": 2, "output": 8, "cacheRead": 0.5,
-                             "inputIncludesCacheRead": true}}}
-
-Prices are per million tokens. A model is found by its exact name, else by the longest
-pattern ending in ``*`` that its name starts with. ``cacheRead`` and ``cacheWrite`` price the
-usage's ``cacheReadTokens`` and ``cacheWriteTokens``; where the provider's input count already
-holds the cached tokens (OpenAI's does, Anthropic's does not), ``inputIncludesCacheRead``
-takes them out of the input before pricing it.
-
-Guarantees: a bad table is refused whole when it is read (:class:`PriceTableError`, naming
-the file and the entry), never half-used; a step whose model is not in the table, or that has
-no usage, has no cost (``None``), never a cost of zero.
-"""
+"""What a step cost, from a price table the user gives in a file (``--prices FILE`` on
+``view``, ``serve`` and ``export-otel``): the table's format and rules are
+:mod:`agent_session.session.events.prices`'."""
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from agent_session.session import SessionError
+from agent_session.session.events.prices import PriceTable, PriceTableError, price_table
 
 __all__ = ["PriceTable", "PriceTableError", "read_prices"]
 
-_PRICES = ("input", "output", "cacheRead", "cacheWrite")
-_COUNTS = {"input": "inputTokens", "output": "outputTokens"} | {
-    "cacheRead": "cacheReadTokens",
-    "cacheWrite": "cacheWriteTokens",
-}
-
-
-class PriceTableError(SessionError, ValueError):
-    """A price table that cannot be used: not JSON, or an entry that is not a price."""
-
-
-@dataclass(frozen=True)
-class PriceTable:
-    """Prices per million tokens, by model name or ``prefix*`` pattern."""
-
-    currency: str
-    models: Mapping[str, Mapping[str, Any]]
-
-    def cost(self, model: Any, usage: Any) -> float | None:
-        """What ``usage`` (a ``TokenUsage``) cost on ``model``, or ``None`` when the model is
-        not priced or there is no usage."""
-        if not isinstance(model, str) or not isinstance(usage, Mapping):
-            return None
-        prices = self.models.get(model)
-        if prices is None:
-            patterns = [p for p in self.models if p.endswith("*") and model.startswith(p[:-1])]
-            if not patterns:
-                return None
-            prices = self.models[max(patterns, key=len)]
-        counts = {key: _count(usage.get(name)) for key, name in _COUNTS.items()}
-        if prices.get("inputIncludesCacheRead"):
-            counts["input"] = max(0, counts["input"] - counts["cacheRead"])
-        return sum(counts[key] * float(prices.get(key, 0)) for key in _PRICES) / 1_000_000
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
 
 def read_prices(path: str | Path) -> PriceTable:
-    """The price table in the JSON file at ``path`` (see the module docstring).
+    """The price table in the JSON file at ``path``.
 
     Raises:
         PriceTableError: The file cannot be read, is not JSON, or an entry is not a price.
@@ -82,29 +22,4 @@ def read_prices(path: str | Path) -> PriceTable:
         table = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise PriceTableError(f"price table {path}: cannot be read as JSON: {e}") from None
-    if not isinstance(table, dict) or not isinstance(table.get("models"), dict):
-        raise PriceTableError(f'price table {path}: must be an object with a "models" object')
-    currency = table.get("currency", "USD")
-    if not isinstance(currency, str) or not currency:
-        raise PriceTableError(f"price table {path}: the currency must be a name, like USD")
-    for model, prices in table["models"].items():
-        where = f"price table {path}: model {model!r}"
-        if not isinstance(prices, dict) or not prices:
-            raise PriceTableError(f"{where}: must be an object of prices per million tokens")
-        for key, value in prices.items():
-            if key == "inputIncludesCacheRead":
-                if not isinstance(value, bool):
-                    raise PriceTableError(f"{where}: inputIncludesCacheRead must be true or false")
-            elif key not in _PRICES:
-                raise PriceTableError(
-                    f"{where}: unknown price {key!r} (known: {', '.join(_PRICES)}, "
-                    "inputIncludesCacheRead)"
-                )
-            elif (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise PriceTableError(f"{where}: {key} must be a number ≥ 0, not {value!r}")
-    return PriceTable(currency, table["models"])
+    return price_table(table, str(path))

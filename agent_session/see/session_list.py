@@ -25,7 +25,15 @@ __all__ = ["PAGE", "list_page"]
 PAGE: Final = 100
 """Sessions to a page."""
 
-_STATES = ("balanced", "open", "interrupted", "awaiting-approval", "torn tail", "corrupt")
+_STATES = (
+    "balanced",
+    "open",
+    "interrupted",
+    "awaiting-approval",
+    "awaiting-budget",
+    "torn tail",
+    "corrupt",
+)
 _COLUMNS: Final[Mapping[str, tuple[str, Callable[[Summary], Any]]]] = {
     "title": ("session", lambda s: (s.title or s.id).casefold()),
     "state": ("state", lambda s: s.state),
@@ -44,7 +52,7 @@ _STYLE = (
     "body{font:14px/1.5 system-ui,sans-serif;margin:16px;color:#1d2330}"
     "table{border-collapse:collapse;width:100%}td,th{padding:4px 8px;border-bottom:1px solid "
     "#e3e6ee;text-align:left;vertical-align:top}th a{color:inherit}td.n{text-align:right;"
-    "font-variant-numeric:tabular-nums}.interrupted,.awaiting-approval,.corrupt,.crashed{"
+    "font-variant-numeric:tabular-nums}.interrupted,.awaiting-approval,.awaiting-budget,.corrupt,.crashed{"
     "color:#c62828;font-weight:600}.id{color:#6b7385;font-size:12px}form{margin:8px 0}"
     "form *{margin-right:6px}.pending{background:#fff6dc;padding:4px 8px}nav a{margin:0 6px}"
 )

@@ -148,13 +148,14 @@ def _turn_end(events: Sequence[Any], after: int) -> int:
 async def stats(args: argparse.Namespace) -> int:
     """Print the figures of one session."""
     from agent_session.cli.commands import examined
+    from agent_session.governance.budgets import budget_report
     from agent_session.session.events.stats import SessionStats
 
-    events = (
-        await examined(args.store, args.id)
-    ).session.events  # (closers added in memory, as a load returns it)
+    looked = await examined(args.store, args.id)
+    events = looked.session.events  # (closers added in memory, as a load returns it)
     folded = SessionStats().fold(events)
     figures, more = folded.value(), beyond(events)
+    more["budget"] = budget_report(events, looked.session.header.seed_length or 0)
     if args.json:
         print(
             json_line({"id": args.id, "sessionStats": figures, "asOfSeq": folded.as_of_seq, **more})
@@ -192,5 +193,23 @@ async def stats(args: argparse.Namespace) -> int:
             f"  approvals: {approvals['asked']} asked; decided: {outcomes}; "
             f"parked: {approvals['parked']}"
         )
+    lines.append(_spend_line(more["budget"]))
     print("\n".join(lines))
     return OK
+
+
+def _spend_line(report: dict[str, Any]) -> str:
+    """``  spend: ...`` (and the budget's limits, when it has one)."""
+    spent, budget = report["spent"], report["budget"]
+    cost = f", cost {spent['cost']:.4f}" if spent["cost"] is not None else ""
+    unknown = spent["unknown"]["requests"]
+    cut = f" ({unknown} unanswered, at their bound)" if unknown else ""
+    line = (
+        f"  spend: {spent['inputTokens']} input + {spent['outputTokens']} output tokens over "
+        f"{spent['requests']} response(s){cut}{cost}"
+    )
+    if budget is not None:
+        limits = ", ".join(f"{k} {v}" for k, v in budget["limits"].items())
+        parked = "; awaiting-budget" if report["parked"] is not None else ""
+        line += f"; budget: {limits}{parked}"
+    return line

@@ -15,6 +15,9 @@ __all__ = [
     "ApprovalMismatchError",
     "ApprovalNotPendingError",
     "ApprovalPendingError",
+    "BudgetError",
+    "BudgetExceededError",
+    "BudgetPendingError",
     "JsonValueError",
     "SessionBackendStateError",
     "SessionBusyError",
@@ -190,3 +193,19 @@ class ApprovalMismatchError(ApprovalError):
 class ApprovalPendingError(ApprovalError):
     """A new turn on a session whose turn is parked for an approval: decide the parked
     call, then resume the agent."""
+
+
+class BudgetError(SessionError, ValueError):
+    """A spend budget cannot be set or raised as asked (a limit that is not a number ≥ 0, a
+    cost limit without prices); nothing was written."""
+
+
+class BudgetExceededError(SessionError):
+    """A model call would breach the session's budget: it was not made, and the turn is
+    parked (durably) until the budget is raised."""
+
+
+class BudgetPendingError(SessionError):
+    """A new turn on a session whose turn is parked over its budget: raise the budget
+    (``agent-session budget raise``, ``set_stored_budget(..., raising=True)``), then call
+    ``agent.resume()``."""

@@ -62,7 +62,7 @@ class DurableRunHooks(RunHooks[Any]):
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
-        await self.session.model_responded(response.to_input_items())
+        await self.session.model_responded(response.to_input_items(), response.usage)
 
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Any, tool: Tool) -> None:
         # another local tool family has no call id: nothing to record, durable all the same

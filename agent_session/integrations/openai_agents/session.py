@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from agent_session.integrations.headers import HeaderLog
 from agent_session.integrations.home_loop import HomeLoop
 from agent_session.integrations.openai_agents.approvals import decided_in_process, parked_calls
+from agent_session.integrations.openai_agents.budget import guard_call, usage_of
 from agent_session.integrations.openai_agents.history import HistoryIndex, history
 from agent_session.integrations.openai_agents.items import (
     item_kind,
@@ -409,19 +410,23 @@ class EventLogSession(ItemWriter):
                         continue
                     self._user(session, item)
                     self._pending.append(item)
-            next_step(session, self._turn(session), marks=self._brackets.marks(session))
+            opened = next_step(session, self._turn(session), marks=self._brackets.marks(session))
             if header is not None:
                 self._headers.log(session, header)
+            stop = guard_call(self, session, opened.number, opened.last_step, header, self.model)
             await self.runtime.sessions.flush(session)
+            if stop is not None:
+                raise stop  # (durable: the model is not called, the turn stays parked)
 
-    async def model_responded(self, items: Sequence[Any]) -> None:
-        """Record a model response's items as they will be added (not yet flushed: the next
-        tool body or model call flushes)."""
-        return await self._call(self._model_responded(items))
+    async def model_responded(self, items: Sequence[Any], usage: Any = None) -> None:
+        """Record a model response's items as they will be added, with its ``usage`` (not
+        yet flushed: the next tool body or model call flushes)."""
+        return await self._call(self._model_responded(items, usage))
 
-    async def _model_responded(self, items: Sequence[Any]) -> None:
+    async def _model_responded(self, items: Sequence[Any], usage: Any) -> None:
         async with self._lock:
             session = await self._live()
+            self._usage = usage_of(usage)
             batch = [_plain(item) for item in items]
             self._write(session, batch, from_hooks=True)
             self._pending.extend(batch)

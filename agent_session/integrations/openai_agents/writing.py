@@ -49,6 +49,8 @@ class ItemWriter:
     """The live session's turn brackets, read as its log grows."""
     _index: HistoryIndex
     """The live session's item history, kept as its log grows."""
+    _usage: dict[str, int] | None = None
+    """The usage of the response the hooks record next (its ``assistant/message`` has it)."""
 
     def _turn(self, session: Session) -> OpenTurn | None:
         """The open turn (found without reading the history before it)."""
@@ -140,6 +142,8 @@ class ItemWriter:
             marks=self._brackets.marks(session),
         )
         data = assistant_data(group, turn.number, turn.last_step, self.model)
+        if self._usage is not None:
+            data["usage"], self._usage = self._usage, None
         session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=[])
         return True
 

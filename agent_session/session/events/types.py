@@ -12,6 +12,10 @@ __all__ = [
     "APPROVAL_POLICY",
     "ASSISTANT_CHUNK",
     "ASSISTANT_MESSAGE",
+    "AUDIT_ANCHOR",
+    "BUDGET_EXCEEDED",
+    "BUDGET_RESERVED",
+    "BUDGET_SET",
     "CLAUDE_ENTRY",
     "CLAUDE_SUMMARY",
     "END_SEED",
@@ -20,6 +24,7 @@ __all__ = [
     "FRAMEWORK_ITEMS_FORGOTTEN",
     "INBOX_SPLICED",
     "INTEGRATION_EVENT_TYPES",
+    "LABEL_SET",
     "LANGGRAPH_CHECKPOINT",
     "LANGGRAPH_WRITES",
     "LEGACY_HEADER_DELTA",
@@ -83,8 +88,34 @@ CLAUDE_SUMMARY: Final = "claude-code/summary"
 ENGINE_STEP: Final = "engine/step"
 """``{key, seqs}``: the events a durable-execution engine's step appended, by the step's
 identity (``agent_session.engines``); written after them, in the same flush."""
+AUDIT_ANCHOR: Final = "audit/anchor"
+"""``{chain, from, through, hash, lines, header}``: the running hash of a chained log's
+stored lines through seq ``through`` (``agent_session.audit``), written at checkpoints."""
+BUDGET_SET: Final = "budget/set"
+"""``{limits, prices?, by?, reason?}``: the session's spend budget from here on
+(``agent_session.governance.budgets``); a raise is a later one."""
+BUDGET_RESERVED: Final = "budget/reserved"
+"""``{turn, step, provider, model, inputTokens, outputTokens}``: the bound of a model request
+about to be made under a budget, durable before it goes out."""
+BUDGET_EXCEEDED: Final = "budget/exceeded"
+"""``{turn, step, spent, bound, limits, over}``: a model request that would breach the
+budget was not made; the turn is parked until the budget is raised."""
+LABEL_SET: Final = "label/set"
+"""``{labels}``: labels of the session from here on (a key with ``null`` removes it)
+(``agent_session.governance.labels``)."""
 MARKED_IGNORABLE: Final = frozenset(
-    {LANGGRAPH_CHECKPOINT, LANGGRAPH_WRITES, CLAUDE_ENTRY, CLAUDE_SUMMARY, ENGINE_STEP}
+    {
+        LANGGRAPH_CHECKPOINT,
+        LANGGRAPH_WRITES,
+        CLAUDE_ENTRY,
+        CLAUDE_SUMMARY,
+        ENGINE_STEP,
+        AUDIT_ANCHOR,
+        BUDGET_SET,
+        BUDGET_RESERVED,
+        BUDGET_EXCEEDED,
+        LABEL_SET,
+    }
 )
 """Types every event of carries ``ignorable: true``, so the reference (which knows none of
 them) skips them and still loads the log. A SQLite row has no column for the flag: the

@@ -44,6 +44,7 @@ from agent_session.session.persistence.storage import Storage
 from agent_session.session.persistence.write_behind import Scheduler
 
 if TYPE_CHECKING:
+    from agent_session.session.chain.anchoring import Anchoring
     from agent_session.session.live.runtime import PluginScope
     from agent_session.session.live.store import SessionStore
 
@@ -91,6 +92,8 @@ class SessionPersistence:
         self.cold: ColdSource | None = None
         """The store's cold tier, when it has one: a session not held here is read from it,
         and brought back by :meth:`resume` (:mod:`session.persistence.cold`)."""
+        self.integrity: Anchoring | None = None
+        """Set by :meth:`chain_logs`: the live sessions' logs are hash-chained."""
         self._store: SessionStore | None = None
         self._closing = False
         self._closed = False
@@ -105,6 +108,10 @@ class SessionPersistence:
             raise SessionBackendStateError(f"{self.name} is already installed in another runtime")
         self._store = runtime.sessions
         writer = self.writer
+        if self.integrity is not None:  # (its flush listener first: its anchor joins the batch)
+            scope.observe(SESSION_CREATED, self.integrity.on_created)
+            scope.listen(SESSION_FLUSH, self.integrity.on_flush)
+            scope.observe(SESSION_DISPOSED, self.integrity.on_disposed)
         scope.observe(SESSION_CREATED, writer.on_created)
         scope.observe(SESSION_EVENT, writer.on_event)
         scope.listen(SESSION_FLUSH, writer.on_flush)
@@ -123,6 +130,16 @@ class SessionPersistence:
         weakref.finalize(runtime, writer.warn_unflushed, self.name)
         for session in runtime.sessions.list():  # sessions that were live before install
             writer.start(session)
+
+    def chain_logs(self) -> None:
+        """Hash-chain every log this backend writes from now on (``open_store(...,
+        integrity=True)``): call before :meth:`install`. See :mod:`agent_session.audit`."""
+        from agent_session.session.chain.anchoring import Anchoring
+
+        if self._store is not None:
+            raise SessionBackendStateError(f"{self.name}: chain_logs() must come before install")
+        if self.integrity is None:
+            self.integrity = Anchoring(self.storage)
 
     # --- public API -------------------------------------------------------------------------
 
@@ -332,6 +349,8 @@ class SessionPersistence:
                 raise
             loaded = await self._commit(id, keep_open)  # (brought back from the cold tier)
         session = Session.restore(loaded.header, loaded.checked, clock=store.clock)
+        if self.integrity is not None:
+            await self.integrity.adopt(session)
         store.attach(session)
         try:
             await self.writer.claimed(session)

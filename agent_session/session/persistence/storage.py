@@ -80,6 +80,16 @@ class Storage(ABC):
     lines (``Batch.lines``). A medium that stores events otherwise leaves it ``False`` and
     is spared that work."""
 
+    pack: bool = False
+    """Whether appends pack runs of streamed deltas into one stored line (a medium that can
+    sets it; a chained store turns it off, so each seq has its own line)."""
+
+    def stored_line(self, id: str, event: SessionEvent) -> bytes:
+        """The line this medium keeps of ``event`` of session ``id``, byte for byte as
+        :meth:`read_raw` renders it once written (unpacked), without any I/O. By default its
+        JSONL line."""
+        return event.encode()
+
     def check_id(self, id: str) -> None:
         """Refuse an id this medium cannot store.
 

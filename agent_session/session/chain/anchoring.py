@@ -1,0 +1,93 @@
+"""The writer's side of the chain: a store opened with ``integrity=True`` anchors each live
+session's stored lines at every checkpoint.
+
+Guarantees:
+
+- At every flush (the checkpoints are flushes), before its batch is written, the lines of
+  every event appended since the last anchor are folded into the session's chain and one
+  ``audit/anchor`` (:mod:`.chain`) is appended; it goes to disk in that same batch, so
+  anchoring costs no write of its own. A flush with nothing new since the last anchor
+  appends none.
+- A fork's chain takes in its seed's anchors: the lines its parent anchored are anchored.
+- A resumed session's chain is rebuilt from its stored lines as read back (``read_raw``),
+  never from events encoded again, so the first anchor after a resume agrees with what a
+  verifier reads.
+- A store with a chain keeps one stored line per event (streamed deltas are not packed),
+  so each seq has its own digest.
+- A crash loses at most the lines after the last anchor that reached the disk: the next
+  writer anchors them with the rest. Nothing here can raise into an append.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from agent_session.session.chain.chain import Chain, header_digest
+from agent_session.session.events.header import header_line
+from agent_session.session.events.types import AUDIT_ANCHOR
+from agent_session.session.live.session import Session
+
+if TYPE_CHECKING:
+    from agent_session.session.persistence.storage import Storage
+
+__all__ = ["Anchoring"]
+
+log = logging.getLogger("agent_session.audit")
+
+
+class Anchoring:
+    """The chains of one backend's live sessions (installed by the backend: see
+    ``SessionPersistence.install``)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        storage.pack = False  # one stored line per event: every seq has its own digest
+        self._chains: dict[str, tuple[Chain, str]] = {}
+
+    def on_created(self, session: Session) -> None:
+        """``session/created``: a new session's chain starts at the genesis."""
+        if session.id not in self._chains:
+            self._chains[session.id] = (Chain(), header_digest(header_line(session.header)))
+
+    async def adopt(self, session: Session) -> None:
+        """Rebuild a resumed session's chain from its stored lines (call before its first
+        flush). A log that cannot be read back starts no chain: its flushes anchor nothing,
+        and a warning says so."""
+        from agent_session.session.chain.integrity import stored_units
+
+        try:
+            raw = await self.storage.read_raw(session.id)
+        except Exception as e:  # (the load just read it: this is a race with a deletion)
+            log.warning('session "%s": its chain cannot be rebuilt: %s', session.id, e)
+            self._chains.pop(session.id, None)
+            return
+        chain = Chain()
+        header = header_digest(header_line(session.header))
+        if raw is not None:
+            head, units = stored_units(raw.content)
+            header = header_digest(head)
+            for unit in units:
+                if unit.torn or unit.seq is None or unit.line is None:
+                    break  # (a torn tail: the load that resumed it cut it)
+                chain.add(unit.seq, unit.count, unit.line, unit.anchor)
+        self._chains[session.id] = (chain, header)
+
+    def on_flush(self, session: Session) -> None:
+        """``session/flush`` (registered before the writer's): fold in the new events' lines
+        and append the anchors that cover them, so this flush writes them."""
+        found = self._chains.get(session.id)
+        if found is None:
+            return
+        chain, header = found
+        events, storage = session.events, self.storage
+        for seq in range(chain.through + 1, len(events)):
+            event = events[seq]
+            line = storage.stored_line(session.id, event)
+            chain.add(seq, 1, line, event.data if event.type == AUDIT_ANCHOR else None)
+        while chain.unanchored:
+            session.append(AUDIT_ANCHOR, chain.take_anchor(header))
+
+    def on_disposed(self, session: Session) -> None:
+        """``session/disposed``: forget its chain."""
+        self._chains.pop(session.id, None)
