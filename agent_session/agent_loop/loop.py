@@ -116,6 +116,7 @@ class Agent:
         self._cancel: CancelSignal | None = None
         self._last_header: bytes | None = None
         self._first_request = True
+        self._context: Any = None  # the request context last logged (read once, then kept)
 
     # --- public surface ---------------------------------------------------------------------
 
@@ -369,10 +370,13 @@ class Agent:
             session.append(REQUEST_HEADER, {"header": header, "reason": why})
             self._first_request, self._last_header = False, encoded
         context = {"provider": self.provider, "model": self.model}
-        last = next((e.data for e in reversed(session.events) if e.type == REQUEST_CONTEXT), None)
-        if last is None or thaw(last) != context:
+        if self._context is None:
+            contexts = (e.data for e in reversed(session.events) if e.type == REQUEST_CONTEXT)
+            self._context = thaw(next(contexts, None))
+        if self._context != context:
             session.append(REQUEST_CONTEXT, context)
-        guard_request(self, turn, step)  # reserves the request's bound, or parks over budget
+            self._context = context
+        guard_request(self, turn, step, config)  # reserves the request's bound, or parks
         if cancel.cancelled:
             raise Cancelled
         request = ModelRequest(

@@ -54,27 +54,26 @@ def fold_of(agent: Agent) -> BudgetFold:
     fold = _FOLDS.get(agent)
     if fold is None:
         fold = _FOLDS[agent] = BudgetFold(seed=session.header.seed_length or 0)
-    events = session.events
-    if fold.seen < len(events):
-        fold.fold(events[fold.seen :])
+    if fold.seen < session.seq:  # (event by event: no snapshot of a long log)
+        fold.fold(session.event_at(seq) for seq in range(fold.seen, session.seq))
     return fold
 
 
-def _bound(agent: Agent, fold: BudgetFold) -> dict[str, Any]:
-    limit = agent.runtime.models.settings(agent.provider).config.get("maxTokens")
+def _bound(fold: BudgetFold, limit: Any) -> dict[str, Any]:
     output = limit if type(limit) is int and limit > 0 else None
     return {"inputTokens": fold.last_input, "outputTokens": output}
 
 
-def guard_request(agent: Agent, turn: int, step: int) -> None:
-    """Reserve the next request's bound, or park (raise :class:`BudgetParked`) when it
-    would breach the budget. Nothing is written for a session without a budget."""
+def guard_request(agent: Agent, turn: int, step: int, config: Mapping[str, Any]) -> None:
+    """Reserve the next request's bound (``config``: its header's, whose ``maxTokens``
+    bounds its output), or park (raise :class:`BudgetParked`) when it would breach the
+    budget. Nothing is written for a session without a budget."""
     session = agent.session
     fold = fold_of(agent)
     budget = fold.budget
     if budget is None:
         return
-    bound = _bound(agent, fold)
+    bound = _bound(fold, config.get("maxTokens"))
     over = fold.over(bound, agent.model)
     if over:
         data: dict[str, Any] = {
@@ -99,7 +98,8 @@ def guard_request(agent: Agent, turn: int, step: int) -> None:
 def still_over(agent: Agent) -> bool:
     """Whether the parked request would still breach the budget in force now."""
     fold = fold_of(agent)
-    return bool(fold.over(_bound(agent, fold), agent.model))
+    limit = agent.runtime.models.settings(agent.provider).config.get("maxTokens")
+    return bool(fold.over(_bound(fold, limit), agent.model))
 
 
 def awaiting_budget(session: Session) -> dict[str, Any] | None:

@@ -101,8 +101,12 @@ class SqliteStorage(Storage):
 
     name = "session-persistence-sqlite"
 
-    def stored_line(self, id: str, event: SessionEvent) -> bytes:
-        """The row of ``event`` rendered as :meth:`read_raw` renders it."""
+    def stored_line(self, id: str, event: SessionEvent, line: bytes | None = None) -> bytes:
+        """The row of ``event`` rendered as :meth:`read_raw` renders it: its JSONL line
+        itself when it has no surface columns (the row renders the same keys in the same
+        order), else the row's rendering."""
+        if line is not None and event.surface_op is None and event.source_event_seqs is None:
+            return line
         return row_line(id, event)
 
     def __init__(

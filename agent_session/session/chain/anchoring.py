@@ -4,10 +4,12 @@ session's stored lines at every checkpoint.
 Guarantees:
 
 - At every flush (the checkpoints are flushes), before its batch is written, the lines of
-  every event appended since the last anchor are folded into the session's chain and one
-  ``audit/anchor`` (:mod:`.chain`) is appended; it goes to disk in that same batch, so
-  anchoring costs no write of its own. A flush with nothing new since the last anchor
-  appends none.
+  every event appended since the last one are folded into the session's chain (a digest
+  each). The flush that follows a turn's end, or that finds :data:`EVERY_LINES` lines
+  waiting, appends the ``audit/anchor`` (:mod:`.chain`) that covers them; it goes to disk
+  in that same batch, so anchoring costs no write of its own. So a session that ends its
+  turns has every line anchored when its turn ends; a crash leaves at most the lines since
+  the last anchor uncovered, until the next writer anchors them.
 - A fork's chain takes in its seed's anchors: the lines its parent anchored are anchored.
 - A resumed session's chain is rebuilt from its stored lines as read back (``read_raw``),
   never from events encoded again, so the first anchor after a resume agrees with what a
@@ -21,29 +23,40 @@ Guarantees:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Final
 
 from agent_session.session.chain.chain import Chain, header_digest
 from agent_session.session.events.header import header_line
-from agent_session.session.events.types import AUDIT_ANCHOR
+from agent_session.session.events.types import AUDIT_ANCHOR, TURN_END
 from agent_session.session.live.session import Session
-
-if TYPE_CHECKING:
-    from agent_session.session.persistence.storage import Storage
+from agent_session.session.persistence.storage import Storage
 
 __all__ = ["Anchoring"]
 
 log = logging.getLogger("agent_session.audit")
+
+EVERY_LINES: Final = 64
+"""A flush anchors once this many lines wait for an anchor, even mid-turn."""
+_CLOSING: Final = frozenset({TURN_END})
+"""Events after which the next flush anchors: a turn's end."""
 
 
 class Anchoring:
     """The chains of one backend's live sessions (installed by the backend: see
     ``SessionPersistence.install``)."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(
+        self, storage: Storage, encoded: Callable[[Session, int], bytes | None] | None = None
+    ) -> None:
         self.storage = storage
         storage.pack = False  # one stored line per event: every seq has its own digest
         self._chains: dict[str, tuple[Chain, str]] = {}
+        self._encoded = encoded
+        """The JSONL line the writer already encoded for a pending event, so no line is
+        encoded twice (the medium's stored line is made from it)."""
+        if encoded is not None:
+            storage.writes_lines = True  # (each line encoded once, at commit: shared)
 
     def on_created(self, session: Session) -> None:
         """``session/created``: a new session's chain starts at the genesis."""
@@ -80,13 +93,19 @@ class Anchoring:
         if found is None:
             return
         chain, header = found
-        events, storage = session.events, self.storage
-        for seq in range(chain.through + 1, len(events)):
-            event = events[seq]
-            line = storage.stored_line(session.id, event)
-            chain.add(seq, 1, line, event.data if event.type == AUDIT_ANCHOR else None)
-        while chain.unanchored:
-            session.append(AUDIT_ANCHOR, chain.take_anchor(header))
+        storage, encoded = self.storage, self._encoded
+        for seq in range(chain.through + 1, session.seq):
+            event = session.event_at(seq)
+            known = encoded(session, seq) if encoded is not None else None
+            line = storage.stored_line(session.id, event, known)
+            kind = event.type
+            chain.add(seq, 1, line, event.data if kind == AUDIT_ANCHOR else None)
+            if kind in _CLOSING:
+                chain.closed = True
+        if chain.closed or len(chain.pending) >= EVERY_LINES:
+            while chain.unanchored:
+                session.append(AUDIT_ANCHOR, chain.take_anchor(header))
+            chain.closed = False
 
     def on_disposed(self, session: Session) -> None:
         """``session/disposed``: forget its chain."""

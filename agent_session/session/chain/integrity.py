@@ -12,14 +12,20 @@ last line (a crash mid-write, cut by the next load) is reported, never a mismatc
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from agent_session.session.chain.chain import CHAIN, GENESIS, SHORT, header_digest, line_digest
+from agent_session.session.chain.chain import (
+    CHAIN,
+    GENESIS,
+    SHORT,
+    header_digest,
+    line_digest,
+    segment_hash,
+)
 from agent_session.session.events.types import AUDIT_ANCHOR
 
 __all__ = ["IntegrityReport", "Unit", "check_chain", "stored_units", "unit_of"]
@@ -149,8 +155,8 @@ def check_chain(id: str, header: bytes, units: Iterable[Unit]) -> IntegrityRepor
     """Check the chain of the log ``id`` whose header line is ``header``."""
     report = IntegrityReport(id)
     seed = _seed_length(header)
-    chain = GENESIS
-    since: list[tuple[int, bytes, str]] = []  # (through, hash after, short digest)
+    previous = GENESIS
+    since: list[tuple[int, bytes]] = []  # (the last seq a line holds, its digest)
     expected = 0
     for unit in units:
         if unit.torn:
@@ -166,16 +172,16 @@ def check_chain(id: str, header: bytes, units: Iterable[Unit]) -> IntegrityRepor
             why = f"line {unit.number} holds seq {unit.seq} again, where seq {expected} was due"
             return _broken(report, expected, why)
         if unit.anchor is not None:
-            problem = _anchor_problem(unit, report.covered, since, header, seed)
+            problem = _anchor_problem(unit, report.covered, previous, since, header, seed)
             if problem is not None:
                 return _broken(report, *problem)
             through = unit.anchor["through"]
+            previous = bytes.fromhex(unit.anchor["hash"])
             report.anchors[unit.seq] = unit.anchor["hash"]
             report.covered = through
             since = [entry for entry in since if entry[0] > through]
-        chain = hashlib.sha256(chain + unit.digest).digest()
         expected = unit.seq + unit.count
-        since.append((expected - 1, chain, unit.digest.hex()[:SHORT]))
+        since.append((expected - 1, unit.digest))
     report.events = expected
     own = 1 if report.anchors and max(report.anchors) == expected - 1 else 0
     report.uncovered = max(0, expected - 1 - report.covered - own)
@@ -185,50 +191,50 @@ def check_chain(id: str, header: bytes, units: Iterable[Unit]) -> IntegrityRepor
 def _anchor_problem(
     unit: Unit,
     covered: int,
-    since: list[tuple[int, bytes, str]],
+    previous: bytes,
+    since: list[tuple[int, bytes]],
     header: bytes,
     seed: int,
 ) -> tuple[int, str] | None:
     """``(seq, why)`` when the anchor ``unit`` does not hold for the lines before it."""
     data, seq = unit.anchor or {}, unit.seq or 0
-    through, recorded, shorts = data.get("through"), data.get("hash"), data.get("lines")
-    start = data.get("from")
+    start, through = data.get("from"), data.get("through")
+    recorded, shorts = data.get("hash"), data.get("lines")
     shape = (
         data.get("chain") == CHAIN
         and type(start) is int
         and type(through) is int
         and covered < start <= through + 1
+        and through < seq
         and isinstance(recorded, str)
         and isinstance(shorts, list)
     )
     if not shape:
         return seq, f"the anchor at seq {seq} is not a {CHAIN} anchor continuing seq {covered}"
-    assert isinstance(through, int)
     assert isinstance(start, int)
+    assert isinstance(through, int)
     assert isinstance(shorts, list)
-    # (an anchor before it that no longer reads as one left a gap: its own line is here)
-    covered_lines = [entry for entry in since if start - 1 < entry[0] <= through]
-    covered = start - 1
-    if not covered_lines or covered_lines[-1][0] != through:
+    lines = [entry for entry in since if start <= entry[0] <= through]
+    if not lines or lines[-1][0] != through:
         return seq, f"the anchor at seq {seq} covers through seq {through}, which no line ends"
-    given = covered_lines[-1][1].hex()
-    if given == recorded and len(shorts) == len(covered_lines):
-        if [short for _, _, short in covered_lines] != shorts:  # the lines hold: its record not
+    given = [digest[: SHORT // 2].hex() for _, digest in lines]
+    holds = start == covered + 1 and segment_hash(previous, [d for _, d in lines]).hex() == recorded
+    if holds:
+        if given != shorts:  # the lines hold: its record of them does not
             return seq, f"the anchor at seq {seq} was rewritten (its line digests)"
-    elif given == recorded:
-        return seq, f"the anchor at seq {seq} was rewritten (it lists {len(shorts)} lines)"
     else:
-        for index, (_, _, short) in enumerate(covered_lines):
+        # (a gap before ``start``: an anchor that no longer reads as one; its line is here)
+        for index, short in enumerate(given):
             anchored = shorts[index] if index < len(shorts) else "none"
             if anchored != short:
-                first = covered_lines[index - 1][0] + 1 if index else covered + 1
+                first = lines[index - 1][0] + 1 if index else start
                 return first, (
                     f"the stored bytes of seq {first} do not match the anchor at seq {seq} "
                     f"(line digest {short}, anchored {anchored})"
                 )
         return seq, (
-            f"the anchor at seq {seq} was rewritten: it records hash {str(recorded)[:SHORT]}… "
-            f"for seqs {covered + 1}..{through}, whose lines give {given[:SHORT]}…"
+            f"the anchor at seq {seq} was rewritten: its hash {str(recorded)[:SHORT]}… is not "
+            f"the chain's through seq {through}"
         )
     if seq >= seed and data.get("header") != header_digest(header):
         return seq, f"the header line does not match the one the anchor at seq {seq} recorded"

@@ -11,11 +11,11 @@ runs; a packed run only ever holds streaming deltas, never a bracket, so it is s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_session.session.events.eventlog import is_run, iter_parts
+from agent_session.session.events.eventlog import is_log, is_run, iter_parts
 from agent_session.session.events.types import TURN_END, TURN_START
 
 __all__ = ["UNNUMBERED", "Brackets", "bracket", "brackets", "next_turn_number"]
@@ -60,7 +60,11 @@ class Brackets:
 
 
 def brackets(events: Iterable[Any]) -> Brackets:
-    """Read the turn brackets of ``events`` in one pass."""
+    """Read the turn brackets of ``events``: from its end for a sequence (reading back only
+    to the last ``turn/start``, so a turn costs what it holds, not the log before it),
+    else in one pass."""
+    if isinstance(events, Sequence):
+        return _from_end(events)
     last: Literal["start", "end"] | None = None
     start_index: int | None = None
     start: Any = None
@@ -80,6 +84,29 @@ def brackets(events: Iterable[Any]) -> Brackets:
     data = start.get("data") if isinstance(start, Mapping) else start.data
     number = data.get("turn", UNNUMBERED) if isinstance(data, Mapping) else UNNUMBERED
     return Brackets(last, start_index, number)
+
+
+def _from_end(events: Sequence[Any]) -> Brackets:
+    """:func:`brackets` of a sequence, reading back from its end."""
+    last: Literal["start", "end"] | None = None
+    end = len(events)
+    for part in reversed(events.parts if is_log(events) else (events,)):
+        if is_run(part) and not part.built:
+            end -= len(part)
+            continue
+        for offset in range(len(part) - 1, -1, -1):
+            entry = part[offset]
+            kind = None if is_run(entry) else bracket(entry)
+            if kind is None:
+                continue
+            if last is None:
+                last = kind
+            if kind == "start":
+                data = entry.get("data") if isinstance(entry, Mapping) else entry.data
+                number = data.get("turn", UNNUMBERED) if isinstance(data, Mapping) else UNNUMBERED
+                return Brackets(last, end - len(part) + offset, number)
+        end -= len(part)
+    return Brackets(last, None, None)
 
 
 def next_turn_number(events: Iterable[Any]) -> int:

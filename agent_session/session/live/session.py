@@ -194,6 +194,15 @@ class Session:
             view = self._events_view = self._events.view()
         return view
 
+    def event_at(self, seq: int) -> SessionEvent:
+        """The event ``seq`` (``0 <= seq < self.seq``), without taking a snapshot of the log:
+        for a reader that follows a long live log event by event.
+
+        Raises:
+            IndexError: No such event yet.
+        """
+        return self._events[seq]
+
     @property
     def interrupted(self) -> Interruption | None:
         """How a crash interrupted the last turn (closed ``interrupted`` by crash repair on

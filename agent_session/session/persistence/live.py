@@ -18,19 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from agent_session.session.errors import SessionCollisionError, SessionError
 from agent_session.session.events.event import SessionEvent
-from agent_session.session.events.eventlog import same_events
-from agent_session.session.events.header import SessionHeader
 from agent_session.session.events.livelog import OpenRun
 from agent_session.session.events.types import ASSISTANT_CHUNK
 from agent_session.session.live.hooks import takes_runs
 from agent_session.session.live.session import Session
+from agent_session.session.persistence.adopting import check_cwd, same_prefix
 from agent_session.session.persistence.batches import batch_of, events_in, follows, unwritten
 from agent_session.session.persistence.futures import on_landing
 from agent_session.session.persistence.ledger import Ledger, State
@@ -91,7 +90,7 @@ class LiveWriter:
     ) -> None:
         self._ledger = ledger
         self._storage: Storage = ledger.storage
-        self._encodes = self._storage.writes_lines
+        self.encodes = self._storage.writes_lines
         """Whether events are encoded as they are committed (the storage writes lines)."""
         self._delay_ms = delay_ms
         self._scheduler = scheduler
@@ -99,6 +98,9 @@ class LiveWriter:
         self._retirements: dict[str, asyncio.Future[None]] = {}
         self._closed_by: str | None = None
         """The name of the closed backend, once :meth:`close` ran: nothing is written after."""
+        self.before_flush: Callable[[Session], None] | None = None
+        """Called at the start of each flush of a live session, before its batch is taken
+        (the chain's anchoring: ``session.chain``); what it appends goes in that batch."""
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -187,8 +189,14 @@ class LiveWriter:
         live = self._live.get(session)
         if live is not None:
             live.controller.enqueue(event)
-            if self._encodes and type(event) is SessionEvent and event.type != ASSISTANT_CHUNK:
+            if self.encodes and type(event) is SessionEvent and event.type != ASSISTANT_CHUNK:
                 live.lines[event.seq] = event.encode()  # (deltas are packed at the flush)
+
+    def line_of(self, session: Session, seq: int) -> bytes | None:
+        """The JSONL line of ``session``'s event ``seq`` as encoded when it was committed, if
+        it is still pending (a medium that writes lines; never a delta's)."""
+        live = self._live.get(session)
+        return live.lines.get(seq) if live is not None else None
 
     def on_flush(self, session: Session) -> asyncio.Future[None] | None:
         """``session/flush``: the barrier; ``None`` when there is nothing to do. After
@@ -196,6 +204,8 @@ class LiveWriter:
         live = self._live.get(session)
         if live is None:
             return None
+        if self.before_flush is not None and self._closed_by is None:
+            self.before_flush(session)
         if self._closed_by is not None:
             if live.bound and not live.controller.has_work:
                 return None  # everything acknowledged is durable: nothing to refuse
@@ -313,10 +323,10 @@ class LiveWriter:
             if state is None:
                 state = await self._adopt(session, unstored)
             else:
-                _check_cwd(id, state.header, session)
+                check_cwd(id, state.header, session)
                 if state.cursor:
                     inspection = await ledger.inspect(id)
-                    if not _same_prefix(session.events, inspection.stored[: state.cursor]):
+                    if not same_prefix(session.events, inspection.stored[: state.cursor]):
                         raise SessionCollisionError(
                             f'session "{id}" is already persisted with {state.cursor} event(s) '
                             "that do not match this live session (id collision)"
@@ -334,8 +344,8 @@ class LiveWriter:
         if stored is None:
             return ledger.record(State(session.header, 0, False))
         events = ledger.check(id, stored).events
-        _check_cwd(id, stored.header, session)
-        if not _same_prefix(session.events, events):
+        check_cwd(id, stored.header, session)
+        if not same_prefix(session.events, events):
             raise SessionCollisionError(
                 f'session "{id}" already has a persisted log on disk that this live session '
                 "does not continue: another writer changed it, or another session has its id "
@@ -430,19 +440,3 @@ class LiveWriter:
                 '%s: session "%s" retirement failed: %s', self._storage.name, id, done.exception()
             )
 
-
-def _same_prefix(live: Sequence[SessionEvent], stored: Sequence[SessionEvent]) -> bool:
-    """The live log starts with exactly the stored events (the same objects, or equal as
-    written JSON)."""
-    if len(live) < len(stored):
-        return False
-    prefix = live[: len(stored)] if len(live) > len(stored) else live
-    return same_events(prefix, stored, lambda a, b: a is b or a.encode() == b.encode())
-
-
-def _check_cwd(id: str, stored: SessionHeader, session: Session) -> None:
-    if stored.cwd != session.header.cwd:
-        raise SessionCollisionError(
-            f'session "{id}" is already persisted at a different cwd (persisted: '
-            f"{stored.cwd}, live: {session.header.cwd}) (id collision)"
-        )

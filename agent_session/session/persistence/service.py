@@ -108,9 +108,8 @@ class SessionPersistence:
             raise SessionBackendStateError(f"{self.name} is already installed in another runtime")
         self._store = runtime.sessions
         writer = self.writer
-        if self.integrity is not None:  # (its flush listener first: its anchor joins the batch)
+        if self.integrity is not None:  # (its anchors join each flush's batch: before_flush)
             scope.observe(SESSION_CREATED, self.integrity.on_created)
-            scope.listen(SESSION_FLUSH, self.integrity.on_flush)
             scope.observe(SESSION_DISPOSED, self.integrity.on_disposed)
         scope.observe(SESSION_CREATED, writer.on_created)
         scope.observe(SESSION_EVENT, writer.on_event)
@@ -139,7 +138,9 @@ class SessionPersistence:
         if self._store is not None:
             raise SessionBackendStateError(f"{self.name}: chain_logs() must come before install")
         if self.integrity is None:
-            self.integrity = Anchoring(self.storage)
+            self.integrity = Anchoring(self.storage, self.writer.line_of)
+            self.writer.before_flush = self.integrity.on_flush
+            self.writer.encodes = self.storage.writes_lines
 
     # --- public API -------------------------------------------------------------------------
 

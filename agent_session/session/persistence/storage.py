@@ -84,11 +84,11 @@ class Storage(ABC):
     """Whether appends pack runs of streamed deltas into one stored line (a medium that can
     sets it; a chained store turns it off, so each seq has its own line)."""
 
-    def stored_line(self, id: str, event: SessionEvent) -> bytes:
+    def stored_line(self, id: str, event: SessionEvent, line: bytes | None = None) -> bytes:
         """The line this medium keeps of ``event`` of session ``id``, byte for byte as
-        :meth:`read_raw` renders it once written (unpacked), without any I/O. By default its
-        JSONL line."""
-        return event.encode()
+        :meth:`read_raw` renders it once written (unpacked), without any I/O; ``line``: the
+        event's JSONL line when the caller has it. By default its JSONL line."""
+        return event.encode() if line is None else line
 
     def check_id(self, id: str) -> None:
         """Refuse an id this medium cannot store.

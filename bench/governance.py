@@ -1,0 +1,165 @@
+"""``python -m bench.governance`` (through ``scripts/with-postgres`` for the PostgreSQL rows):
+what governance costs.
+
+- **The chain on the checkpoint.** A step of six events and a flush, over 300 steps, on a
+  store opened plain and one opened with ``integrity=True`` (the chain's fold, its anchor
+  event and the anchor's bytes), alternating within each run; the median wall time per
+  checkpoint and the ratio chained / plain, per store kind.
+- **The budget on a turn.** A turn of the scripted model (one request, no store: the
+  loop's own CPU) with a budget and without one: the reservation and the spend fold.
+- **A spend window.** ``spend_windows`` over a store of 200 sessions with 25 responses each
+  (with their turns' other events), labelled by tenant: the time of the one aggregate query
+  (SQLite, PostgreSQL) or of the fold of every log (JSONL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agent_session import (
+    AgentRuntime,
+    ScriptedModel,
+    ScriptedStep,
+    open_store,
+    set_budget,
+    set_labels,
+    spend_windows,
+    user_message,
+)
+from bench.postgres import DSN_ENV
+
+__all__ = ["main"]
+
+
+def _stores(base: Path) -> dict[str, str]:
+    out = {"jsonl": str(base / "jsonl"), "sqlite": f"sqlite:///{base}/s.db"}
+    if os.environ.get(DSN_ENV):
+        from bench.engines import _database
+
+        out["postgres"] = _database()
+    return out
+
+
+async def _checkpoints(store: str, integrity: bool, steps: int, id: str) -> list[float]:
+    """Wall seconds of each checkpoint: six appended events, then a flush."""
+    from agent_session.session.events.types import STEP_END, STEP_START
+
+    times = []
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store, integrity=integrity))
+        session = runtime.sessions.create(id)
+        for n in range(steps):
+            session.append(STEP_START, {"turn": 1, "step": n})
+            for _ in range(2):
+                session.append("user/message", user_message("x" * 200), surface_op="append")
+            session.append("request/context", {"provider": "p", "model": "m"})
+            session.append("llm/retry", {"retryId": f"r{n}", "turn": 1, "step": n})
+            session.append(STEP_END, {"turn": 1, "step": n})
+            began = time.perf_counter()
+            await runtime.sessions.flush(session)
+            times.append(time.perf_counter() - began)
+        await runtime.sessions.dispose(session)
+    return times
+
+
+async def chain_figures(base: Path, runs: int, steps: int) -> dict[str, dict[str, float]]:
+    """Median checkpoint (µs) plain and chained, and their ratio, per store kind."""
+    out = {}
+    for kind, store in _stores(base).items():
+        plain: list[float] = []
+        chained: list[float] = []
+        for run in range(runs):
+            plain += await _checkpoints(store, False, steps, f"plain-{run}")
+            chained += await _checkpoints(store, True, steps, f"chained-{run}")
+        p, c = statistics.median(plain) * 1e6, statistics.median(chained) * 1e6
+        out[kind] = {"plainUs": p, "chainedUs": c, "ratio": c / p}
+    return out
+
+
+async def _turns(budget: bool, turns: int) -> float:
+    """Seconds per turn with no store (the loop's own CPU: what a budget adds to it)."""
+    async with AgentRuntime() as runtime:
+        model = ScriptedModel([ScriptedStep(text=["ok"], usage=(100, 10))] * turns, max_tokens=50)
+        runtime.models.register("demo", model)
+        session = runtime.sessions.create("b")
+        if budget:
+            set_budget(session, {"totalTokens": 10**9})
+        agent = runtime.agent(session, model="demo/m")
+        began = time.perf_counter()
+        for n in range(turns):
+            await agent.run_turn(f"t{n}")
+        return (time.perf_counter() - began) / turns
+
+
+async def budget_figures(runs: int, turns: int) -> dict[str, float]:
+    """Median µs per turn with and without a budget."""
+    plain, held = [], []
+    for _ in range(runs):
+        plain.append(await _turns(False, turns))
+        held.append(await _turns(True, turns))
+    p, h = statistics.median(plain) * 1e6, statistics.median(held) * 1e6
+    return {"plainUs": p, "budgetUs": h, "ratio": h / p}
+
+
+async def _fill(store: str, sessions: int, responses: int) -> None:
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store))
+        steps = [ScriptedStep(text=["ok"], usage=(100, 10))] * (sessions * responses)
+        runtime.models.register("demo", ScriptedModel(steps))
+        for n in range(sessions):
+            session = runtime.sessions.create(f"s{n}")
+            set_labels(session, {"tenant": f"t{n % 10}"})
+            agent = runtime.agent(session, model="demo/m")
+            for turn in range(responses):
+                await agent.run_turn(f"turn {turn}")
+            await runtime.sessions.dispose(session)
+
+
+async def window_figures(base: Path, sessions: int, responses: int) -> dict[str, dict[str, Any]]:
+    """Seconds of one ``spend_windows`` by tenant, and the events the store holds."""
+    out = {}
+    for kind, store in _stores(base / "windows").items():
+        await _fill(store, sessions, responses)
+        began = time.perf_counter()
+        windows = await spend_windows(store, label=("tenant", "t3"))
+        took = time.perf_counter() - began
+        requests = sum(w["requests"] for w in windows)
+        out[kind] = {"seconds": took, "responsesInWindow": requests}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.governance", description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=300)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch)
+        chain = asyncio.run(chain_figures(base, args.runs, args.steps))
+        budget = asyncio.run(budget_figures(args.runs, 200))
+        windows = asyncio.run(window_figures(base, 200, 25))
+    print(f"checkpoint: six events and a flush, median of {args.runs} x {args.steps} steps")
+    for kind, f in chain.items():
+        print(
+            f"  {kind:9} plain {f['plainUs']:8.0f} µs   chained {f['chainedUs']:8.0f} µs   "
+            f"ratio {f['ratio']:.3f}"
+        )
+    print(
+        f"turn (no store, one request): {budget['plainUs']:.0f} µs without a budget, "
+        f"{budget['budgetUs']:.0f} µs with one (ratio {budget['ratio']:.3f})"
+    )
+    print("spend window by tenant over 200 sessions x 25 responses (5,000 responses):")
+    for kind, f in windows.items():
+        print(f"  {kind:9} {f['seconds'] * 1000:8.0f} ms ({f['responsesInWindow']} in the window)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
