@@ -1,10 +1,10 @@
 """``python -m bench.governance`` (through ``scripts/with-postgres`` for the PostgreSQL rows):
 what governance costs.
 
-- **The chain on the checkpoint.** A step of six events and a flush, over 300 steps, on a
-  store opened plain and one opened with ``integrity=True`` (the chain's fold, its anchor
-  event and the anchor's bytes), alternating within each run; the median wall time per
-  checkpoint and the ratio chained / plain, per store kind.
+- **The chain on the checkpoint.** A step of six events and a flush, 300 steps, on a store
+  opened plain and on the same store opened with ``integrity=True`` (the chain's fold, its
+  anchor event every 64 lines and the anchor's bytes), step for step in turn; the median
+  wall time of a flush and the ratio chained / plain, per store kind.
 - **The budget on a turn.** A turn of the scripted model (one request, no store: the
   loop's own CPU) with a budget and without one: the reservation and the spend fold.
 - **A spend window.** ``spend_windows`` over a store of 200 sessions with 25 responses each
@@ -47,26 +47,32 @@ def _stores(base: Path) -> dict[str, str]:
     return out
 
 
-async def _checkpoints(store: str, integrity: bool, steps: int, id: str) -> list[float]:
-    """Wall seconds of each checkpoint: six appended events, then a flush."""
+async def _checkpoints(store: str, steps: int, id: str) -> tuple[list[float], list[float]]:
+    """Wall seconds of each checkpoint (six appended events, then a flush) of a session on
+    the store opened plain and of one on it opened chained, step for step in turn."""
     from agent_session.session.events.types import STEP_END, STEP_START
 
-    times = []
-    async with AgentRuntime() as runtime:
-        runtime.install(open_store(store, integrity=integrity))
-        session = runtime.sessions.create(id)
+    async def step(runtime: AgentRuntime, session: Any, n: int) -> float:
+        session.append(STEP_START, {"turn": 1, "step": n})
+        for _ in range(2):
+            session.append("user/message", user_message("x" * 200), surface_op="append")
+        session.append("request/context", {"provider": "p", "model": "m"})
+        session.append("llm/retry", {"retryId": f"r{n}", "turn": 1, "step": n})
+        session.append(STEP_END, {"turn": 1, "step": n})
+        began = time.perf_counter()
+        await runtime.sessions.flush(session)
+        return time.perf_counter() - began
+
+    plain: list[float] = []
+    chained: list[float] = []
+    async with AgentRuntime() as a, AgentRuntime() as b:
+        a.install(open_store(store))
+        b.install(open_store(store, integrity=True))
+        one, two = a.sessions.create(f"plain-{id}"), b.sessions.create(f"chained-{id}")
         for n in range(steps):
-            session.append(STEP_START, {"turn": 1, "step": n})
-            for _ in range(2):
-                session.append("user/message", user_message("x" * 200), surface_op="append")
-            session.append("request/context", {"provider": "p", "model": "m"})
-            session.append("llm/retry", {"retryId": f"r{n}", "turn": 1, "step": n})
-            session.append(STEP_END, {"turn": 1, "step": n})
-            began = time.perf_counter()
-            await runtime.sessions.flush(session)
-            times.append(time.perf_counter() - began)
-        await runtime.sessions.dispose(session)
-    return times
+            plain.append(await step(a, one, n))
+            chained.append(await step(b, two, n))
+    return plain, chained
 
 
 async def chain_figures(base: Path, runs: int, steps: int) -> dict[str, dict[str, float]]:
@@ -76,8 +82,8 @@ async def chain_figures(base: Path, runs: int, steps: int) -> dict[str, dict[str
         plain: list[float] = []
         chained: list[float] = []
         for run in range(runs):
-            plain += await _checkpoints(store, False, steps, f"plain-{run}")
-            chained += await _checkpoints(store, True, steps, f"chained-{run}")
+            one, two = await _checkpoints(store, steps, str(run))
+            plain, chained = plain + one, chained + two
         p, c = statistics.median(plain) * 1e6, statistics.median(chained) * 1e6
         out[kind] = {"plainUs": p, "chainedUs": c, "ratio": c / p}
     return out

@@ -143,7 +143,7 @@ def add_governance(
 
     sign = command(
         "sign",
-        "sign the anchors of chained logs with a key the writers do not hold",
+        "sign chained logs' anchors with a key writers lack",
         "Check each session's chain and sign its anchors not signed yet with an Ed25519 "
         "private key, appending the signatures to DIR/<id>.anchors.jsonl. Run it as a party "
         "the agents' processes are not (another account or host): then verify --integrity "

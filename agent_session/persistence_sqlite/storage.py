@@ -103,9 +103,9 @@ class SqliteStorage(Storage):
 
     def stored_line(self, id: str, event: SessionEvent, line: bytes | None = None) -> bytes:
         """The row of ``event`` rendered as :meth:`read_raw` renders it: its JSONL line
-        itself when it has no surface columns (the row renders the same keys in the same
-        order), else the row's rendering."""
-        if line is not None and event.surface_op is None and event.source_event_seqs is None:
+        itself when it has no ``sourceEventSeqs`` (the row renders the same keys in the same
+        order: type, seq, time, data, then surfaceOp), else the row's rendering."""
+        if line is not None and event.source_event_seqs is None:
             return line
         return row_line(id, event)
 

@@ -439,4 +439,3 @@ class LiveWriter:
             log.warning(
                 '%s: session "%s" retirement failed: %s', self._storage.name, id, done.exception()
             )
-
