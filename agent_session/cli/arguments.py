@@ -19,6 +19,7 @@ from agent_session.cli.arguments_governance import (
 )
 from agent_session.cli.arguments_looking import add_looking, count, number
 from agent_session.cli.exits import USAGE
+from agent_session.see.states import LISTED_STATES
 
 __all__ = ["EXAMPLES", "MAX_DEMO_TURNS", "STORE_COMMANDS", "parser", "resolve_store"]
 
@@ -236,15 +237,7 @@ def parser() -> argparse.ArgumentParser:
     ls.add_argument(
         "--state",
         action="append",
-        choices=[
-            "balanced",
-            "open",
-            "interrupted",
-            "awaiting-approval",
-            "awaiting-budget",
-            "torn tail",
-            *_PROBLEMS,
-        ],
+        choices=[*LISTED_STATES, *_PROBLEMS],
         help="only sessions in this state (repeat for several)",
     )
     ls.add_argument("--limit", type=count, help="at most this many rows")

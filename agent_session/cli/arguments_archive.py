@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from agent_session.cli.arguments_looking import duration_ms
+from agent_session.cli.arguments_looking import age
 
 __all__ = ["ARCHIVING", "ARCHIVING_EXAMPLES", "add_archiving"]
 
@@ -17,13 +17,6 @@ ARCHIVING = ("archive",)
 ARCHIVING_EXAMPLES = {
     "archive": "agent-session archive ./agent-sessions --older-than 7d --to s3://logs/agents",
 }
-
-
-def _age(text: str) -> int:
-    value = duration_ms(text)
-    if value is None:
-        raise argparse.ArgumentTypeError(f"not an age (30m, 12h, 7d): {text!r}")
-    return value
 
 
 def add_archiving(command: Command) -> None:
@@ -41,7 +34,7 @@ def add_archiving(command: Command) -> None:
     archive.add_argument("ids", nargs="*", metavar="ID", help="only these sessions")
     archive.add_argument("--to", required=True, metavar="URL", help="s3://bucket/prefix")
     archive.add_argument(
-        "--older-than", required=True, type=_age, metavar="AGE", help="30m, 12h, 7d; 0s: all"
+        "--older-than", required=True, type=age, metavar="AGE", help="30m, 12h, 7d; 0s: all"
     )
     archive.add_argument(
         "--endpoint-url",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from agent_session.cli.arguments_looking import number
+from agent_session.cli.arguments_looking import number, whole
 
 __all__ = ["BRANCHING", "BRANCHING_EXAMPLES", "add_branching"]
 
@@ -23,16 +23,6 @@ BRANCHING_EXAMPLES = {
 }
 
 
-def _seq(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a seq: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
-    return value
-
-
 def add_branching(command: Command) -> None:
     """Add the commands through ``command(name, help, description)``."""
     fork = command(
@@ -46,7 +36,7 @@ def add_branching(command: Command) -> None:
     )
     fork.add_argument("id", help="the session to fork")
     where = fork.add_mutually_exclusive_group()
-    where.add_argument("--at", type=_seq, metavar="SEQ", help="keep the events up to this seq")
+    where.add_argument("--at", type=whole, metavar="SEQ", help="keep the events up to this seq")
     where.add_argument("--turn", type=number, metavar="N", help="keep turns up to turn N")
     where.add_argument(
         "--before-turn", type=number, metavar="N", help="keep what came before turn N"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping
 
-from agent_session.cli.arguments_looking import duration_ms
+from agent_session.cli.arguments_looking import age, prices_file, whole
 
 __all__ = [
     "GOVERNANCE",
@@ -40,16 +40,6 @@ def label_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
-    return value
-
-
 def _amount(text: str) -> float:
     try:
         value = float(text)
@@ -57,13 +47,6 @@ def _amount(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number ≥ 0, not {text}")
-    return value
-
-
-def _age(text: str) -> int:
-    value = duration_ms(text)
-    if value is None:
-        raise argparse.ArgumentTypeError(f"not an age (30m, 12h, 7d): {text!r}")
     return value
 
 
@@ -114,10 +97,13 @@ def add_governance(
         ("--output-tokens", "outputTokens"),
         ("--total-tokens", "totalTokens"),
     ):
-        budget.add_argument(flag, dest=key, type=_count, metavar="N", help=f"limit {key}")
+        budget.add_argument(flag, dest=key, type=whole, metavar="N", help=f"limit {key}")
     budget.add_argument("--cost", type=_amount, metavar="X", help="limit cost (needs --prices)")
     budget.add_argument(
-        "--prices", metavar="FILE", help="a price table (JSON; see docs/see.md): costs count"
+        "--prices",
+        type=prices_file,
+        metavar="FILE",
+        help="a price table (JSON; see docs/see.md): costs count",
     )
     budget.add_argument("--reason", help="why (kept in the log)")
     budget.add_argument("--by", help="who sets it (default: user@host)")
@@ -127,7 +113,7 @@ def add_governance(
     budget.add_argument(
         "--per", choices=["hour", "day"], default="day", help="spend: the window (default day)"
     )
-    budget.add_argument("--since", type=_age, metavar="AGE", help="spend: only the last AGE")
+    budget.add_argument("--since", type=age, metavar="AGE", help="spend: only the last AGE")
     budget.add_argument("--json", action="store_true", help="one JSON object")
 
     label = command(

@@ -9,7 +9,15 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["add_looking", "count", "duration_ms", "number"]
+__all__ = [
+    "add_looking",
+    "age",
+    "count",
+    "duration_ms",
+    "number",
+    "prices_file",
+    "whole",
+]
 
 Command = Callable[[str, str, str], argparse.ArgumentParser]
 
@@ -27,10 +35,7 @@ def duration_ms(text: str) -> int | None:
 def number(text: str, high: int | None = None) -> int:
     """A whole number from 1 (to ``high``, if given), or the argument error that says why
     not."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = whole(text)
     if high is not None and not 1 <= value <= high:
         raise argparse.ArgumentTypeError(f"must be between 1 and {high}, not {value}")
     if value < 1:
@@ -41,6 +46,26 @@ def number(text: str, high: int | None = None) -> int:
 def count(text: str) -> int:
     """A count of at least 1."""
     return number(text)
+
+
+def whole(text: str) -> int:
+    """A whole number of at least 0, or the argument error that says why not."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def age(text: str) -> int:
+    """An age written as :func:`duration_ms` reads it, in milliseconds, or the argument
+    error that says why not."""
+    value = duration_ms(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not an age (30m, 12h, 7d): {text!r}")
+    return value
 
 
 def add_looking(command: Command) -> None:
@@ -89,7 +114,7 @@ def add_looking(command: Command) -> None:
     )
     page.add_argument("id", help="the session id")
     page.add_argument("-o", "--output", help="the file to write (default: ID.html here)")
-    page.add_argument("--prices", type=_prices, metavar="FILE", help=_PRICES_HELP)
+    page.add_argument("--prices", type=prices_file, metavar="FILE", help=_PRICES_HELP)
 
     web = command(
         "serve",
@@ -104,7 +129,7 @@ def add_looking(command: Command) -> None:
     web.add_argument(
         "--allow-remote", action="store_true", help="allow an address other hosts can reach"
     )
-    web.add_argument("--prices", type=_prices, metavar="FILE", help=_PRICES_HELP)
+    web.add_argument("--prices", type=prices_file, metavar="FILE", help=_PRICES_HELP)
 
     traces = command(
         "export-otel",
@@ -153,7 +178,7 @@ def add_looking(command: Command) -> None:
         "OTEL_EXPORTER_OTLP_TIMEOUT, else 10)",
     )
     traces.add_argument("--attempts", type=count, default=5, help="tries per batch (default 5)")
-    traces.add_argument("--prices", type=_prices, metavar="FILE", help=_PRICES_HELP)
+    traces.add_argument("--prices", type=prices_file, metavar="FILE", help=_PRICES_HELP)
     traces.add_argument("--json", action="store_true", help="one JSON object")
 
 
@@ -163,7 +188,9 @@ _PRICES_HELP = (
 )
 
 
-def _prices(path: str) -> Any:
+def prices_file(path: str) -> Any:
+    """The price table in the file ``path`` (:func:`agent_session.see.prices.read_prices`),
+    or the argument error that says why not."""
     from agent_session.see.prices import PriceTableError, read_prices
 
     try:

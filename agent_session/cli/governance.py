@@ -28,7 +28,7 @@ async def budget(args: argparse.Namespace) -> int:
     if args.id is None:
         raise UserError(f"budget {args.action} needs a session id: budget {args.action} STORE ID")
     limits = {key: getattr(args, key) for key in _LIMIT_KEYS if getattr(args, key) is not None}
-    prices = _prices(args.prices)
+    prices = args.prices
     if args.action in ("set", "raise"):
         if not limits:
             raise UserError("give at least one limit: --output-tokens, --total-tokens, ...")
@@ -50,14 +50,6 @@ async def budget(args: argparse.Namespace) -> int:
     report = budget_report(examined.session.events, examined.session.header.seed_length or 0)
     say(args.json, {"id": args.id, **report}, _budget_text(args.id, report))
     return OK
-
-
-def _prices(path: str | None) -> Any:
-    if path is None:
-        return None
-    from agent_session.see.prices import read_prices
-
-    return read_prices(path)
 
 
 def _budget_text(id: str, report: dict[str, Any]) -> str:
@@ -97,7 +89,7 @@ async def _spend(args: argparse.Namespace) -> int:
 
     check_exists(args.store)
     windows = await spend_windows(
-        args.store, label=args.label, per=args.per, since_ms=args.since, prices=_prices(args.prices)
+        args.store, label=args.label, per=args.per, since_ms=args.since, prices=args.prices
     )
     if args.json:
         for window in windows:

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from agent_session.interchange.export import TranscriptError, check_transcript
+from agent_session.see.states import AWAITING_APPROVAL, AWAITING_BUDGET, LISTED_STATES
 from agent_session.session import (
     Session,
     SessionError,
@@ -27,6 +28,7 @@ from agent_session.stores import StoreSpec, require_postgres
 __all__ = [
     "AWAITING_APPROVAL",
     "AWAITING_BUDGET",
+    "LISTED_STATES",
     "PROBLEM_FLAGS",
     "SessionRow",
     "Status",
@@ -39,11 +41,6 @@ __all__ = [
     "transcript_problem",
     "waiting",
 ]
-
-AWAITING_APPROVAL: Final = "awaiting-approval"
-"""The state of a session whose last turn is parked until a tool call is decided."""
-AWAITING_BUDGET: Final = "awaiting-budget"
-"""The state of a session whose last turn is parked until its budget is raised."""
 
 Status = str
 """``balanced``, ``interrupted``, ``torn tail``, ``invalid`` (balanced, but not a history a

@@ -18,6 +18,7 @@ from typing import Any, Final
 from urllib.parse import quote, urlencode
 
 from agent_session.see.catalog import Summary
+from agent_session.see.states import LISTED_STATES
 from agent_session.see.view import csp_hash
 
 __all__ = ["PAGE", "list_page"]
@@ -25,15 +26,7 @@ __all__ = ["PAGE", "list_page"]
 PAGE: Final = 100
 """Sessions to a page."""
 
-_STATES = (
-    "balanced",
-    "open",
-    "interrupted",
-    "awaiting-approval",
-    "awaiting-budget",
-    "torn tail",
-    "corrupt",
-)
+_STATES = (*LISTED_STATES, "corrupt")
 _COLUMNS: Final[Mapping[str, tuple[str, Callable[[Summary], Any]]]] = {
     "title": ("session", lambda s: (s.title or s.id).casefold()),
     "state": ("state", lambda s: s.state),

@@ -1,15 +1,17 @@
 """The writer's side of the chain: a store opened with ``integrity=True`` anchors each live
-session's stored lines at every checkpoint.
+session's stored lines at checkpoints.
 
 Guarantees:
 
-- At every flush (the checkpoints are flushes), before its batch is written, the lines of
-  every event appended since the last one are folded into the session's chain (a digest
-  each). The flush that follows a turn's end, or that finds :data:`EVERY_LINES` lines
-  waiting, appends the ``audit/anchor`` (:mod:`.chain`) that covers them; it goes to disk
-  in that same batch, so anchoring costs no write of its own. So a session that ends its
-  turns has every line anchored when its turn ends; a crash leaves at most the lines since
-  the last anchor uncovered, until the next writer anchors them.
+- Each event's line is digested once: when it is encoded, at commit (streamed deltas, and
+  what follows them, at the next flush), and what the store writes is that encoding. At
+  every flush (the checkpoints are flushes), before its batch is written, every line not
+  folded yet is folded into the session's chain. The flush that follows a turn's end, or
+  that finds :data:`EVERY_LINES` lines waiting, appends the ``audit/anchor``
+  (:mod:`.chain`) that covers them; it goes to disk in that same batch, so anchoring costs
+  no write of its own. So a session that ends its turns has every line anchored when its
+  turn ends; a crash leaves at most the lines since the last anchor uncovered, until the
+  next writer anchors them.
 - A fork's chain takes in its seed's anchors: the lines its parent anchored are anchored.
 - A resumed session's chain is rebuilt from its stored lines as read back (``read_raw``),
   never from events encoded again, so the first anchor after a resume agrees with what a
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from typing import Final
 
 from agent_session.session.chain.chain import Chain, header_digest
+from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.header import header_line
 from agent_session.session.events.types import AUDIT_ANCHOR, TURN_END
 from agent_session.session.live.session import Session
@@ -86,6 +89,22 @@ class Anchoring:
                 chain.add(unit.seq, unit.count, unit.line, unit.anchor)
         self._chains[session.id] = (chain, header)
 
+    def on_line(self, session: Session, event: SessionEvent, line: bytes) -> None:
+        """An event's JSONL line, encoded as it was committed: folded now when it is the
+        next line of the chain (a line after an unfolded run of deltas waits for the flush),
+        so a checkpoint finds its lines digested already."""
+        found = self._chains.get(session.id)
+        if found is None or event.seq != found[0].through + 1:
+            return
+        self._fold(found[0], session.id, event, line)
+
+    def _fold(self, chain: Chain, id: str, event: SessionEvent, known: bytes | None) -> None:
+        kind = event.type
+        line = self.storage.stored_line(id, event, known)
+        chain.add(event.seq, 1, line, event.data if kind == AUDIT_ANCHOR else None)
+        if kind in _CLOSING:
+            chain.closed = True
+
     def on_flush(self, session: Session) -> None:
         """``session/flush`` (registered before the writer's): fold in the new events' lines
         and append the anchors that cover them, so this flush writes them."""
@@ -93,15 +112,10 @@ class Anchoring:
         if found is None:
             return
         chain, header = found
-        storage, encoded = self.storage, self._encoded
-        for seq in range(chain.through + 1, session.seq):
-            event = session.event_at(seq)
+        encoded = self._encoded
+        for seq in range(chain.through + 1, session.seq):  # (deltas, and what follows them)
             known = encoded(session, seq) if encoded is not None else None
-            line = storage.stored_line(session.id, event, known)
-            kind = event.type
-            chain.add(seq, 1, line, event.data if kind == AUDIT_ANCHOR else None)
-            if kind in _CLOSING:
-                chain.closed = True
+            self._fold(chain, session.id, session.event_at(seq), known)
         if chain.closed or len(chain.pending) >= EVERY_LINES:
             while chain.unanchored:
                 session.append(AUDIT_ANCHOR, chain.take_anchor(header))

@@ -101,6 +101,8 @@ class LiveWriter:
         self.before_flush: Callable[[Session], None] | None = None
         """Called at the start of each flush of a live session, before its batch is taken
         (the chain's anchoring: ``session.chain``); what it appends goes in that batch."""
+        self.on_line: Callable[[Session, SessionEvent, bytes], None] | None = None
+        """Called with each event's line as it is encoded at commit (the chain's digest)."""
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -190,7 +192,9 @@ class LiveWriter:
         if live is not None:
             live.controller.enqueue(event)
             if self.encodes and type(event) is SessionEvent and event.type != ASSISTANT_CHUNK:
-                live.lines[event.seq] = event.encode()  # (deltas are packed at the flush)
+                line = live.lines[event.seq] = event.encode()  # (deltas: packed at the flush)
+                if self.on_line is not None:
+                    self.on_line(session, event, line)
 
     def line_of(self, session: Session, seq: int) -> bytes | None:
         """The JSONL line of ``session``'s event ``seq`` as encoded when it was committed, if

@@ -140,6 +140,7 @@ class SessionPersistence:
         if self.integrity is None:
             self.integrity = Anchoring(self.storage, self.writer.line_of)
             self.writer.before_flush = self.integrity.on_flush
+            self.writer.on_line = self.integrity.on_line
             self.writer.encodes = self.storage.writes_lines
 
     # --- public API -------------------------------------------------------------------------
