@@ -2,9 +2,10 @@
 what governance costs.
 
 - **The chain on the checkpoint.** A step of six events and a flush, 300 steps, on a store
-  opened plain and on the same store opened with ``integrity=True`` (the chain's fold, its
-  anchor event every 64 lines and the anchor's bytes), step for step in turn; the median
-  wall time of a flush and the ratio chained / plain, per store kind.
+  opened plain and on the same store opened with ``integrity=True`` (each line's digest,
+  made as it is encoded at commit, its anchor event every 64 lines and the anchor's bytes),
+  step for step in turn; the median wall time of the flush (the checkpoint) and of the whole
+  step (its appends too), and the ratios chained / plain, per store kind.
 - **The budget on a turn.** A turn of the scripted model (one request, no store: the
   loop's own CPU) with a budget and without one: the reservation and the spend fold.
 - **A spend window.** ``spend_windows`` over a store of 200 sessions with 25 responses each
@@ -47,12 +48,17 @@ def _stores(base: Path) -> dict[str, str]:
     return out
 
 
-async def _checkpoints(store: str, steps: int, id: str) -> tuple[list[float], list[float]]:
-    """Wall seconds of each checkpoint (six appended events, then a flush) of a session on
-    the store opened plain and of one on it opened chained, step for step in turn."""
+Timed = tuple[float, float]
+"""Seconds of a step's flush, and of the whole step (its appends and its flush)."""
+
+
+async def _checkpoints(store: str, steps: int, id: str) -> tuple[list[Timed], list[Timed]]:
+    """The times of each step (six appended events, then a flush) of a session on the store
+    opened plain and of one on it opened chained, step for step in turn."""
     from agent_session.session.events.types import STEP_END, STEP_START
 
-    async def step(runtime: AgentRuntime, session: Any, n: int) -> float:
+    async def step(runtime: AgentRuntime, session: Any, n: int) -> Timed:
+        started = time.perf_counter()
         session.append(STEP_START, {"turn": 1, "step": n})
         for _ in range(2):
             session.append("user/message", user_message("x" * 200), surface_op="append")
@@ -61,10 +67,11 @@ async def _checkpoints(store: str, steps: int, id: str) -> tuple[list[float], li
         session.append(STEP_END, {"turn": 1, "step": n})
         began = time.perf_counter()
         await runtime.sessions.flush(session)
-        return time.perf_counter() - began
+        ended = time.perf_counter()
+        return ended - began, ended - started
 
-    plain: list[float] = []
-    chained: list[float] = []
+    plain: list[Timed] = []
+    chained: list[Timed] = []
     async with AgentRuntime() as a, AgentRuntime() as b:
         a.install(open_store(store))
         b.install(open_store(store, integrity=True))
@@ -76,16 +83,20 @@ async def _checkpoints(store: str, steps: int, id: str) -> tuple[list[float], li
 
 
 async def chain_figures(base: Path, runs: int, steps: int) -> dict[str, dict[str, float]]:
-    """Median checkpoint (µs) plain and chained, and their ratio, per store kind."""
+    """Median checkpoint and step (µs), plain and chained, and their ratios, per kind."""
     out = {}
     for kind, store in _stores(base).items():
-        plain: list[float] = []
-        chained: list[float] = []
+        plain: list[Timed] = []
+        chained: list[Timed] = []
         for run in range(runs):
             one, two = await _checkpoints(store, steps, str(run))
             plain, chained = plain + one, chained + two
-        p, c = statistics.median(plain) * 1e6, statistics.median(chained) * 1e6
-        out[kind] = {"plainUs": p, "chainedUs": c, "ratio": c / p}
+        figures: dict[str, float] = {}
+        for at, name in ((0, "flush"), (1, "step")):
+            p = statistics.median(t[at] for t in plain) * 1e6
+            c = statistics.median(t[at] for t in chained) * 1e6
+            figures |= {f"{name}PlainUs": p, f"{name}ChainedUs": c, f"{name}Ratio": c / p}
+        out[kind] = figures
     return out
 
 
@@ -151,12 +162,13 @@ def main(argv: list[str] | None = None) -> int:
         chain = asyncio.run(chain_figures(base, args.runs, args.steps))
         budget = asyncio.run(budget_figures(args.runs, 200))
         windows = asyncio.run(window_figures(base, 200, 25))
-    print(f"checkpoint: six events and a flush, median of {args.runs} x {args.steps} steps")
+    print(f"a step of six events and a flush, medians of {args.runs} x {args.steps} steps (µs)")
     for kind, f in chain.items():
-        print(
-            f"  {kind:9} plain {f['plainUs']:8.0f} µs   chained {f['chainedUs']:8.0f} µs   "
-            f"ratio {f['ratio']:.3f}"
-        )
+        for name in ("flush", "step"):
+            print(
+                f"  {kind:9} {name:5}  plain {f[name + 'PlainUs']:6.0f}  chained "
+                f"{f[name + 'ChainedUs']:6.0f}  ratio {f[name + 'Ratio']:.3f}"
+            )
     print(
         f"turn (no store, one request): {budget['plainUs']:.0f} µs without a budget, "
         f"{budget['budgetUs']:.0f} µs with one (ratio {budget['ratio']:.3f})"

@@ -220,3 +220,15 @@ async def test_ablation_measures_each_variant(tmp_path: Path) -> None:
     for variant in VARIANTS:
         assert await loop_us_per_step(variant, str(tmp_path), sessions=2, steps=3) > 0
     assert list(tmp_path.iterdir()) == []  # each variant's logs removed
+
+
+async def test_the_governance_figures_run_on_a_tiny_workload(tmp_path: Path) -> None:
+    from bench.governance import budget_figures, chain_figures, window_figures
+
+    chain = await chain_figures(tmp_path, 1, 3)
+    assert {"jsonl", "sqlite", "postgres"} <= set(chain)  # (the PostgreSQL rows too, in CI)
+    assert all(f["flushRatio"] > 0 and f["stepRatio"] > 0 for f in chain.values())
+    assert (await budget_figures(1, 2))["ratio"] > 0
+    windows = await window_figures(tmp_path, 4, 2)
+    # 4 sessions, tenants t0..t3: t3 has one session of 2 responses
+    assert all(f["responsesInWindow"] == 2 for f in windows.values())
