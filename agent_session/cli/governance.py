@@ -234,10 +234,9 @@ async def export_audit(args: argparse.Namespace) -> int:
 
 
 def is_export_argument(args: argparse.Namespace) -> str | None:
-    """The audit export ``verify --integrity`` was given in the store's place, if it was."""
-    from agent_session.audit import is_audit_export
-
+    """The file ``verify --integrity`` was given in the store's place (an audit export; a
+    SQLite store is named ``sqlite:///...``), if it was."""
     root = getattr(args, "root", None)
     if args.command == "verify" and args.integrity and root and os.path.isfile(root):
-        return root if is_audit_export(root) else None
+        return str(root)
     return None
