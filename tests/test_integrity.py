@@ -371,3 +371,58 @@ def test_any_changed_byte_of_an_anchored_line_is_named(
     report = check_chain("p", head, units)
     assert not report.ok
     assert report.bad_seq == target, report.problem
+
+
+FAILPOINTS = {
+    "jsonl": [
+        "append:after-write",
+        "materialize:after-temp-write",
+        "materialize:after-link",
+        "materialize:after-dir-fsync",
+    ],
+    "sqlite": ["sqlite:append:before-commit", "sqlite:append:after-commit"],
+    "postgres": ["postgres:append:before-commit", "postgres:append:after-commit"],
+}
+REPAIRS = {
+    "jsonl": ["repair:after-truncate", "repair:after-closer-write"],
+    "sqlite": ["sqlite:repair:before-commit", "sqlite:repair:after-commit"],
+    "postgres": ["postgres:repair:before-commit", "postgres:repair:after-commit"],
+}
+MATRIX = [
+    *(
+        (kind, f"{point}@{hit}")
+        for kind, points in FAILPOINTS.items()
+        for point in points
+        for hit in ((1,) if point.startswith("materialize") else (1, 3, 7))
+    ),
+    *((kind, f"{point}@1") for kind, points in REPAIRS.items() for point in points),
+]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("kind", "point"), sample(MATRIX, 0.5, name="chain-matrix", key=lambda c: c[0])
+)
+def test_the_kill_matrix_s_failpoints_never_raise_a_false_alarm(
+    kind: str, point: str, tmp_path: Path
+) -> None:
+    """A chained writer killed at each backend failpoint of the kill matrix (a repair's too:
+    a crashed turn, then a load killed inside its repair), then resumed to the end."""
+    from agent_session.session.persistence.failpoints import FAILPOINT_ENV
+
+    store = store_of(kind, tmp_path)
+    env = {FAILPOINT_ENV: point}
+    if "repair" in point:
+        write(store, "--die-at", "20", "--turns", "2")  # a turn left open: the next load repairs
+        if point.startswith("repair:after-truncate"):  # and a torn last line for it to cut
+            with open(next(Path(store).rglob("session.jsonl")), "ab") as log:
+                log.write(b'{"type":"assistant/chu')
+    killed = run_module("tests.chain_child", store, "--turns", "2", env=env)
+    assert killed.returncode == -9, (point, killed.stdout, killed.stderr)
+    if stored(store):
+        report = check(store)
+        assert report.ok, (point, report.problem)
+    write(store, "--turns", "1")
+    final = check(store)
+    assert final.ok, (point, final.problem)
+    assert final.uncovered == 0
