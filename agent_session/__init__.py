@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from agent_session.agent_loop.parking import AWAITING_APPROVAL as AWAITING_APPROVAL
     from agent_session.agent_loop.parking import decide as decide
     from agent_session.agent_loop.spending import AWAITING_BUDGET as AWAITING_BUDGET
+    from agent_session.audit import SigningError as SigningError
     from agent_session.audit import new_key as new_key
     from agent_session.audit import sign_anchors as sign_anchors
     from agent_session.audit.stored import check_store_log as check_store_log

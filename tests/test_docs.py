@@ -85,6 +85,7 @@ def _tree(cls: type, prefix: str = "") -> list[str]:
 
 def test_the_error_tree_is_the_code_s() -> None:
     import agent_session.agent_loop
+    import agent_session.audit  # (SigningError)
     import agent_session.otel.export  # (TraceExportError)
     import agent_session.otel.settings  # (TraceSettingsError)
     import agent_session.see.prices  # (PriceTableError)

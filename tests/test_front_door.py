@@ -102,6 +102,7 @@ EXPORTED = [
     "SessionReplayError",
     "SessionSeqError",
     "SessionStoreEntryError",
+    "SigningError",
     "SqlitePersistence",
     "TOOL_NOT_STARTED",
     "TOOL_OUTCOME_UNKNOWN",
