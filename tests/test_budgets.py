@@ -78,6 +78,9 @@ def test_a_breach_parks_and_a_raise_from_another_process_resumes_in_the_same_tur
     assert verdict.returncode == 0
     assert "job: awaiting-budget" in verdict.stdout
     assert "parked over its budget (outputTokens)" in verdict.stdout
+    shown = cli("show", store, "job").stdout
+    assert "budget: outputTokens 130 (trial)" in shown
+    assert "budget: the step 1 request was not made: over outputTokens" in shown
     lowered = cli("budget", "raise", store, "job", "--output-tokens", "100", check_rc=2)
     assert lowered.returncode == 2
     assert "cannot lower outputTokens from 130 to 100" in lowered.stderr

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent_session.see.framework_lines import framework_line
+from agent_session.see.governance_lines import governance_line
 from agent_session.session import SessionEvent
 from agent_session.session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from agent_session.session.events.types import (
@@ -129,7 +130,7 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
             took = f" ({max(0, event.time - started)} ms)" if started is not None else ""
             lines.append(f"tool {block['toolCallId']} {mark}{took}")
             lines.append(_indent(_text(block.get("content", ()))))
-        elif (said := framework_line(event)) is not None:
+        elif (said := framework_line(event) or governance_line(event)) is not None:
             lines.append(said)
         elif event.type == TURN_END:
             reason = data["reason"]
