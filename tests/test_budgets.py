@@ -294,3 +294,7 @@ def test_a_spend_window_is_one_query_over_labelled_sessions(store: str) -> None:
     every = json.loads(cli("budget", "spend", store, "--per", "hour", "--json").stdout)
     assert (every["sessions"], every["requests"]) == (3, 6)
     assert cli("label", store, "a", "bad key=1", check_rc=4).stdout == ""
+    from agent_session import spend_windows
+
+    with pytest.raises(ValueError, match="label key"):
+        asyncio.run(spend_windows(store, label=('tenant"]', "acme")))

@@ -426,3 +426,31 @@ def test_the_kill_matrix_s_failpoints_never_raise_a_false_alarm(
     final = check(store)
     assert final.ok, (point, final.problem)
     assert final.uncovered == 0
+
+
+def test_a_compressed_log_is_chained_over_its_lines(tmp_path: Path) -> None:
+    """A zstd log's chain is over its decompressed lines: it verifies, and the reference
+    loads it with the same events."""
+    asyncio.run(_two_compressed_turns(tmp_path))
+    assert next(tmp_path.rglob("session.jsonl.zstd"))
+    report = check(str(tmp_path))
+    assert report.ok, report.problem
+    assert (len(report.anchors), report.uncovered) == (2, 0)
+    theirs = reference_load(tmp_path, "job", "zstd")
+    assert "error" not in theirs, theirs
+    ours = [orjson.loads(line) for line in raw(str(tmp_path)).splitlines()[1:]]
+    assert theirs["events"] == ours
+
+
+async def _two_compressed_turns(tmp_path: Path) -> None:
+    from agent_session import AgentRuntime, ScriptedModel, ScriptedStep, checkpoint_policy
+
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(str(tmp_path), integrity=True, new_session_compression="zstd"))
+        runtime.install(checkpoint_policy)
+        steps = [ScriptedStep(text=["Some ", "text ", "in ", "deltas."])] * 2
+        runtime.models.register("demo", ScriptedModel(steps))
+        session = await runtime.sessions.open_or_create("job")
+        agent = runtime.agent(session, model="demo/m")
+        await agent.run_turn("one")
+        await agent.run_turn("two")

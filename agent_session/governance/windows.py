@@ -108,11 +108,18 @@ async def spend_windows(
     the sessions labelled ``label`` (``(key, value)``; ``None``: all), in the last
     ``since_ms`` (``None``: all time). Each window: ``{start, sessions, requests,
     unknownRequests, inputTokens, outputTokens, cost}`` (``cost`` with ``prices``, else
-    ``None``)."""
+    ``None``).
+
+    Raises:
+        ValueError: A label key that is not letters, digits, ``_``, ``-`` and ``.``.
+    """
     from agent_session.cli.commands import open_backend
+    from agent_session.governance.labels import check_labels
     from agent_session.session.events.header import now_ms
     from agent_session.stores import StoreSpec, parse_store
 
+    if label is not None:
+        check_labels({label[0]: label[1]})  # (a key a query can name safely)
     spec = store if isinstance(store, StoreSpec) else parse_store(str(store))
     width = _WIDTH[per]
     since = 0 if since_ms is None else now_ms() - since_ms
