@@ -27,6 +27,7 @@ from agent_session.agent_loop.assembler import (
 from agent_session.agent_loop.call_ids import refuse_bad_calls
 from agent_session.agent_loop.cancel import CancelSignal
 from agent_session.agent_loop.dispatch import run_tools
+from agent_session.agent_loop.inbox import Inbox
 from agent_session.agent_loop.models import LlmError, ModelRequest
 from agent_session.agent_loop.parking import awaiting, carry_out
 from agent_session.agent_loop.settle import Plan, SettlementStopped, plan, settle_step
@@ -39,14 +40,12 @@ from agent_session.session.events.builders import (
     step_start,
     turn_end,
     turn_start,
-    user_message,
 )
 from agent_session.session.events.header import now_ms
 from agent_session.session.events.parked import parked_calls
 from agent_session.session.events.turns import next_turn_number
 from agent_session.session.events.types import (
     ASSISTANT_MESSAGE,
-    INBOX_SPLICED,
     LLM_RETRY,
     LLM_RETRY_STARTED,
     REQUEST_CONTEXT,
@@ -111,8 +110,7 @@ class Agent:
         self.model = model
         self.system = system
         self.max_parallel_tools = max_parallel_tools
-        self._next_turn: list[Any] = []
-        self._next_step: list[Any] = []
+        self._inbox = Inbox(session)
         self._cancel: CancelSignal | None = None
         self._last_header: bytes | None = None
         self._first_request = True
@@ -182,13 +180,11 @@ class Agent:
 
     def followup(self, message: str | Mapping[str, Any]) -> None:
         """Queue a message for the next turn (logged as an inbox splice)."""
-        msg = user_message(message) if isinstance(message, str) else dict(message)
-        self._splice("next-turn", self._next_turn, len(self._next_turn), 0, [msg])
+        self._inbox.followup(message)
 
     def steer(self, message: str | Mapping[str, Any]) -> None:
         """Queue a message for the next step of the running turn."""
-        msg = user_message(message) if isinstance(message, str) else dict(message)
-        self._splice("next-step", self._next_step, len(self._next_step), 0, [msg])
+        self._inbox.steer(message)
 
     def cancel(self, reason: Any = None) -> None:
         """Cancel the running turn; it ends ``aborted``. Nothing happens while idle."""
@@ -196,18 +192,6 @@ class Agent:
             self._cancel.cancel(reason if reason is not None else {"kind": "user"})
 
     # --- turn -------------------------------------------------------------------------------
-
-    def _splice(
-        self, target: str, items: list[Any], start: int, removed: int, inserted: list[Any]
-    ) -> None:
-        if not removed and not inserted:
-            return
-        data: dict[str, Any] = {"target": target, "start": start}
-        if removed:
-            data["removedCount"] = removed
-        data["inserted"] = inserted
-        self.session.append(INBOX_SPLICED, data)
-        items[start : start + removed] = inserted
 
     async def _turn(
         self, settlement: Plan | None = None, parked: tuple[Any, Any] | None = None
@@ -243,7 +227,7 @@ class Agent:
             while True:
                 step += 1
                 resuming = parked is not None and step == parked[1]
-                claimed = [] if resuming else self._claim(first=step == 1)
+                claimed = [] if resuming else self._inbox.claim(first=step == 1)
                 first_empty = step == 1 and not settlement
                 if not claimed and not resuming and (first_empty or outcome is not None):
                     break
@@ -268,7 +252,7 @@ class Agent:
                     reason = {"kind": "max-tokens"}
                 if cancel.cancelled:
                     raise Cancelled
-                if outcome is not None and not self._next_step:
+                if outcome is not None and not self._inbox.next_step:
                     break
         except Parked as stop:
             teardown = stop.teardown
@@ -323,14 +307,6 @@ class Agent:
             log.warning(
                 'agent on session "%s": flush after a torn-down turn failed: %s', self.session.id, e
             )
-
-    def _claim(self, *, first: bool) -> list[Any]:
-        claimed = list(self._next_step)
-        self._splice("next-step", self._next_step, 0, len(self._next_step), [])
-        if first and self._next_turn:
-            claimed.append(self._next_turn[0])
-            self._splice("next-turn", self._next_turn, 0, 1, [])
-        return claimed
 
     async def _hooks_chain(self, name: str, context: StepContext) -> None:
         async def terminal(_: StepContext) -> None:
