@@ -39,6 +39,7 @@ __all__ = [
     "blocks_of",
     "item_kind",
     "items_of",
+    "plain_item",
     "tool_result_data",
     "user_data",
 ]
@@ -167,3 +168,18 @@ def items_of(event: SessionEvent) -> list[dict[str, Any]]:
         if b.get("type") == "tool-call"
     )
     return items
+
+
+def plain_item(item: Any) -> dict[str, Any]:
+    """An SDK item as the dict it is stored as (a mapping, or an SDK output object handed
+    over as is).
+
+    Raises:
+        TypeError: Neither.
+    """
+    if isinstance(item, Mapping):
+        return dict(item)
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):
+        return dict(dump(exclude_unset=True))
+    raise TypeError(f"an SDK item must be a mapping, got {type(item).__name__}")

@@ -42,9 +42,7 @@ from agent_session.integrations.home_loop import HomeLoop
 from agent_session.integrations.openai_agents.approvals import decided_in_process, parked_calls
 from agent_session.integrations.openai_agents.budget import guard_call, usage_of
 from agent_session.integrations.openai_agents.history import HistoryIndex, history
-from agent_session.integrations.openai_agents.items import (
-    item_kind,
-)
+from agent_session.integrations.openai_agents.items import item_kind, plain_item
 from agent_session.integrations.openai_agents.recent import recent_items
 from agent_session.integrations.openai_agents.writing import ItemWriter
 from agent_session.integrations.turns import BracketCursor, next_step, record_call
@@ -67,15 +65,6 @@ log = logging.getLogger("agent_session.integrations.openai_agents")
 
 UNKNOWN_MODEL = "unknown"
 """The model an assistant message names when no hook said which model answered."""
-
-
-def _plain(item: Any) -> dict[str, Any]:
-    if isinstance(item, Mapping):
-        return dict(item)
-    dump = getattr(item, "model_dump", None)
-    if callable(dump):  # an SDK output object handed over as is
-        return dict(dump(exclude_unset=True))
-    raise TypeError(f"an SDK item must be a mapping, got {type(item).__name__}")
 
 
 class EventLogSession(ItemWriter):
@@ -321,7 +310,7 @@ class EventLogSession(ItemWriter):
         return await self._call(self._add_items(items))
 
     async def _add_items(self, items: Sequence[Any]) -> None:
-        batch = [_plain(item) for item in items]
+        batch = [plain_item(item) for item in items]
         unhooked = not self._hooked and self.warn_without_hooks
         if unhooked and any(item_kind(item) == "model" for item in batch):
             self.warn_without_hooks = False  # once
@@ -392,24 +381,7 @@ class EventLogSession(ItemWriter):
         self._hooked = True
         async with self._lock:
             session = await self._live()
-            tail: list[dict[str, Any]] = []
-            for item in reversed([_plain(i) for i in input_items]):
-                if item_kind(item) != "user":
-                    break
-                tail.insert(0, item)
-            if tail:
-                # a tail of user items can only repeat items of the last turn (an earlier one
-                # ended on a model item); runs at once interleave theirs, so each item of the
-                # tail is missing only as often as the turn has fewer copies of it
-                since = self._brackets.marks(session).start_index
-                after = -1 if since is None else since
-                recorded = [entry.item for entry in self._index.since(session, after)]
-                for item in tail:
-                    if item in recorded:
-                        recorded.remove(item)
-                        continue
-                    self._user(session, item)
-                    self._pending.append(item)
+            self._run_input(session, [plain_item(i) for i in input_items])
             opened = next_step(session, self._turn(session), marks=self._brackets.marks(session))
             if header is not None:
                 self._headers.log(session, header)
@@ -427,7 +399,7 @@ class EventLogSession(ItemWriter):
         async with self._lock:
             session = await self._live()
             self._usage = usage_of(usage)
-            batch = [_plain(item) for item in items]
+            batch = [plain_item(item) for item in items]
             self._write(session, batch, from_hooks=True)
             self._pending.extend(batch)
 

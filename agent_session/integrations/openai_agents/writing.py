@@ -120,6 +120,30 @@ class ItemWriter:
         if not from_hooks and batch and item_kind(batch[-1]) == "model":
             self._end_if_final(session, batch[-1])
 
+    def _run_input(self, session: Session, items: list[dict[str, Any]]) -> None:
+        """Record the user items that end a run's input and are not in the log yet (a
+        streamed run saves its input only after its first request started)."""
+        tail: list[dict[str, Any]] = []
+        for item in reversed(items):
+            if item_kind(item) != "user":
+                break
+            tail.insert(0, item)
+        if not tail:
+            return
+        # a tail of user items can only repeat items of the last turn (an earlier one ended
+        # on a model item); runs at once interleave theirs, so each item of the tail is
+        # missing only as often as the turn has fewer copies of it
+        since = self._brackets.marks(session).start_index
+        recorded = [
+            entry.item for entry in self._index.since(session, -1 if since is None else since)
+        ]
+        for item in tail:
+            if item in recorded:
+                recorded.remove(item)
+                continue
+            self._user(session, item)
+            self._pending.append(item)
+
     def _user(self, session: Session, item: dict[str, Any]) -> None:
         turn = self._turn(session)
         if turn is None or turn.answered_any:
