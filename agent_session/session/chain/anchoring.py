@@ -3,8 +3,9 @@ session's stored lines at checkpoints.
 
 Guarantees:
 
-- Each event's line is digested once: when it is encoded, at commit (streamed deltas, and
-  what follows them, at the next flush), and what the store writes is that encoding. At
+- Each event's line is encoded once and digested then: at commit (a streamed delta, at the
+  next flush), and what a JSONL or PostgreSQL store writes is that encoding (a SQLite row
+  is made from the event's columns, and digested as the row renders). At
   every flush (the checkpoints are flushes), before its batch is written, every line not
   folded yet is folded into the session's chain. The flush that follows a turn's end, or
   that finds :data:`EVERY_LINES` lines waiting, appends the ``audit/anchor``
@@ -25,7 +26,6 @@ Guarantees:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Final
 
 from agent_session.session.chain.chain import Chain, header_digest
@@ -33,6 +33,7 @@ from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.header import header_line
 from agent_session.session.events.types import AUDIT_ANCHOR, TURN_END
 from agent_session.session.live.session import Session
+from agent_session.session.persistence.live import LiveWriter
 from agent_session.session.persistence.storage import Storage
 
 __all__ = ["Anchoring"]
@@ -49,17 +50,17 @@ class Anchoring:
     """The chains of one backend's live sessions (installed by the backend: see
     ``SessionPersistence.install``)."""
 
-    def __init__(
-        self, storage: Storage, encoded: Callable[[Session, int], bytes | None] | None = None
-    ) -> None:
+    def __init__(self, storage: Storage, writer: LiveWriter) -> None:
         self.storage = storage
         storage.pack = False  # one stored line per event: every seq has its own digest
+        storage.writes_lines = True  # (each line encoded once, at commit, and shared)
+        writer.encodes = True
+        self._writer = writer
+        """Whose pending lines a fold reads (so no line is encoded twice), and keeps the
+        lines a fold encoded for the write to take (a streamed delta's)."""
+        self._keeps = type(storage).stored_line is Storage.stored_line
+        """Whether the medium stores the JSONL line itself (what the write can take)."""
         self._chains: dict[str, tuple[Chain, str]] = {}
-        self._encoded = encoded
-        """The JSONL line the writer already encoded for a pending event, so no line is
-        encoded twice (the medium's stored line is made from it)."""
-        if encoded is not None:
-            storage.writes_lines = True  # (each line encoded once, at commit: shared)
 
     def on_created(self, session: Session) -> None:
         """``session/created``: a new session's chain starts at the genesis."""
@@ -112,10 +113,16 @@ class Anchoring:
         if found is None:
             return
         chain, header = found
-        encoded = self._encoded
+        writer = self._writer
+        deltas: dict[int, bytes] = {}
         for seq in range(chain.through + 1, session.seq):  # (deltas, and what follows them)
-            known = encoded(session, seq) if encoded is not None else None
-            self._fold(chain, session.id, session.event_at(seq), known)
+            event = session.event_at(seq)
+            known = writer.line_of(session, seq)
+            if known is None:  # (a delta's: encoded once, here, for the chain and the write)
+                known = deltas[seq] = event.encode()
+            self._fold(chain, session.id, event, known)
+        if deltas and self._keeps:
+            writer.keep_lines(session, deltas)
         if chain.closed or len(chain.pending) >= EVERY_LINES:
             while chain.unanchored:
                 session.append(AUDIT_ANCHOR, chain.take_anchor(header))

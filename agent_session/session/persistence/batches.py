@@ -23,8 +23,8 @@ class Batch(EventLog[SessionEvent]):
 
     lines: dict[int, bytes]
     """The JSONL line of some of its events, by seq, encoded as they were committed (an
-    encoder may use them instead of encoding those events again); never a line of an
-    ``assistant/chunk``, which a packed row may take."""
+    encoder may use them instead of encoding those events again). A run's deltas have lines
+    only where a chain encoded them, in a store that packs no rows."""
 
 
 def events_in(pending: Sequence[Any]) -> int:
@@ -49,6 +49,9 @@ def batch_of(items: list[Any], lines: dict[int, bytes]) -> Batch:
                 size += len(plain)
                 plain = []
             run = item.seal()
+            if run.seq0 in lines:  # (a chain encoded its deltas: all of them)
+                for seq in range(run.seq0, run.seq0 + len(run)):
+                    known[seq] = lines.pop(seq)
             parts.append(run)
             starts.append(size)
             size += len(run)

@@ -202,6 +202,21 @@ class LiveWriter:
         live = self._live.get(session)
         return live.lines.get(seq) if live is not None else None
 
+    def keep_lines(self, session: Session, lines: dict[int, bytes]) -> None:
+        """Keep the JSONL lines encoded elsewhere (deltas', for the chain) of ``session``'s
+        runs of deltas still waiting to be written, for their batch's encoder to take (a
+        run's first delta's line is kept only with all of them)."""
+        live = self._live.get(session)
+        if live is None:
+            return
+        for item in live.controller.pending:
+            if type(item) is not OpenRun:
+                continue
+            end = item.seq0 + len(item.texts)
+            if item.seq0 in lines and end - 1 in lines:  # (the whole run, or none of it)
+                for seq in range(item.seq0, end):
+                    live.lines[seq] = lines[seq]
+
     def on_flush(self, session: Session) -> asyncio.Future[None] | None:
         """``session/flush``: the barrier; ``None`` when there is nothing to do. After
         :meth:`close`, a flush with events to write fails (the backend is closed)."""

@@ -138,10 +138,9 @@ class SessionPersistence:
         if self._store is not None:
             raise SessionBackendStateError(f"{self.name}: chain_logs() must come before install")
         if self.integrity is None:
-            self.integrity = Anchoring(self.storage, self.writer.line_of)
+            self.integrity = Anchoring(self.storage, self.writer)
             self.writer.before_flush = self.integrity.on_flush
             self.writer.on_line = self.integrity.on_line
-            self.writer.encodes = self.storage.writes_lines
 
     # --- public API -------------------------------------------------------------------------
 
