@@ -119,16 +119,16 @@ def test_resume_while_the_budget_still_does_not_allow_writes_nothing(tmp_path: P
     store = str(tmp_path / "s")
     asyncio.run(run_until_parked(store, replies(5), 70))
 
-    async def resume() -> tuple[Any, int, int]:
+    async def resume() -> tuple[Any, int]:
         async with AgentRuntime() as runtime:
             runtime.install(open_store(store))
             runtime.models.register("demo", replies(1))
             session = await runtime.sessions.resume("job")
             before = session.seq
             result = await runtime.agent(session, model="demo/m").resume()
-            return result, session.seq - before, 0
+            return result, session.seq - before
 
-    result, written, _ = asyncio.run(resume())
+    result, written = asyncio.run(resume())
     assert result["kind"] == "awaiting-budget"
     assert written == 0
 

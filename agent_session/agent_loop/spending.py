@@ -31,14 +31,22 @@ from agent_session.session.live.session import Session
 if TYPE_CHECKING:
     from agent_session.agent_loop.loop import Agent  # (a string below: weakref needs it)
 
-__all__ = ["AWAITING_BUDGET", "BudgetParked", "awaiting_budget", "guard_request", "still_over"]
+__all__ = [
+    "AWAITING_BUDGET",
+    "BudgetParked",
+    "awaiting_budget",
+    "fold_of",
+    "guard_request",
+    "reserve",
+    "still_over",
+]
 
 AWAITING_BUDGET: Final = "awaiting-budget"
 """The ``kind`` of what ``run_turn`` and ``resume`` return while a turn is parked over its
 budget."""
 
-_FOLDS: weakref.WeakKeyDictionary[Agent, BudgetFold] = weakref.WeakKeyDictionary()
-"""Each agent's fold of its session (an agent runs one session)."""
+_FOLDS: weakref.WeakKeyDictionary[Any, tuple[Session, BudgetFold]] = weakref.WeakKeyDictionary()
+"""Each writer's fold of its session (an agent, or an integration's session object)."""
 
 
 class BudgetParked(Parked):
@@ -48,13 +56,14 @@ class BudgetParked(Parked):
         super().__init__("budget")
 
 
-def fold_of(agent: Agent) -> BudgetFold:
-    """The agent's session's budget fold, brought up to its last event."""
-    session = agent.session
-    fold = _FOLDS.get(agent)
-    if fold is None:
-        fold = _FOLDS[agent] = BudgetFold(seed=session.header.seed_length or 0)
-    if fold.seen < session.seq:  # (event by event: no snapshot of a long log)
+def fold_of(writer: Any, session: Session) -> BudgetFold:
+    """``writer``'s budget fold of ``session``, brought up to its last event (read event by
+    event: no snapshot of a long log)."""
+    held = _FOLDS.get(writer)
+    if held is None or held[0] is not session:
+        held = _FOLDS[writer] = (session, BudgetFold(seed=session.header.seed_length or 0))
+    fold = held[1]
+    if fold.seen < session.seq:
         fold.fold(session.event_at(seq) for seq in range(fold.seen, session.seq))
     return fold
 
@@ -64,40 +73,46 @@ def _bound(fold: BudgetFold, limit: Any) -> dict[str, Any]:
     return {"inputTokens": fold.last_input, "outputTokens": output}
 
 
+def reserve(
+    writer: Any,
+    session: Session,
+    turn: int,
+    step: int,
+    where: tuple[str, str],
+    max_tokens: Any,
+) -> list[str]:
+    """Before a model request of ``session`` (``where``: its provider and model; its
+    ``max_tokens`` bounds its output): append its reservation and return ``[]``, or, when
+    it would breach the budget, append ``budget/exceeded`` and return the limits it would
+    breach. Nothing is written for a session without a budget."""
+    fold = fold_of(writer, session)
+    budget = fold.budget
+    if budget is None:
+        return []
+    bound = _bound(fold, max_tokens)
+    over = fold.over(bound, where[1])
+    at: dict[str, Any] = {"turn": turn, "step": step}
+    if not over:
+        session.append(BUDGET_RESERVED, {**at, "provider": where[0], "model": where[1], **bound})
+        return []
+    spent, limits = fold.spend().to_json(), dict(budget.limits)
+    data = {**at, "spent": spent, "bound": bound, "limits": limits, "over": over}
+    session.append(BUDGET_EXCEEDED, data)
+    return over
+
+
 def guard_request(agent: Agent, turn: int, step: int, config: Mapping[str, Any]) -> None:
     """Reserve the next request's bound (``config``: its header's, whose ``maxTokens``
     bounds its output), or park (raise :class:`BudgetParked`) when it would breach the
-    budget. Nothing is written for a session without a budget."""
-    session = agent.session
-    fold = fold_of(agent)
-    budget = fold.budget
-    if budget is None:
-        return
-    bound = _bound(fold, config.get("maxTokens"))
-    over = fold.over(bound, agent.model)
-    if over:
-        data: dict[str, Any] = {
-            "turn": turn,
-            "step": step,
-            "spent": fold.spend().to_json(),
-            "bound": bound,
-            "limits": dict(budget.limits),
-            "over": over,
-        }
-        session.append(BUDGET_EXCEEDED, data)
+    budget (:func:`reserve`)."""
+    where = (agent.provider, agent.model)
+    if reserve(agent, agent.session, turn, step, where, config.get("maxTokens")):
         raise BudgetParked
-    where: dict[str, Any] = {
-        "turn": turn,
-        "step": step,
-        "provider": agent.provider,
-        "model": agent.model,
-    }
-    session.append(BUDGET_RESERVED, {**where, **bound})
 
 
 def still_over(agent: Agent) -> bool:
     """Whether the parked request would still breach the budget in force now."""
-    fold = fold_of(agent)
+    fold = fold_of(agent, agent.session)
     limit = agent.runtime.models.settings(agent.provider).config.get("maxTokens")
     return bool(fold.over(_bound(fold, limit), agent.model))
 

@@ -2,7 +2,7 @@
 the self-checking audit export (:mod:`.export`). The chain itself, and the check of a log's
 stored lines, are :mod:`agent_session.session.chain`'s."""
 
-from agent_session.audit.export import FORMAT, audit_lines, is_audit_export, verify_export
+from agent_session.audit.export import FORMAT, audit_lines, verify_export
 from agent_session.audit.signing import (
     SignatureCheck,
     SigningError,
@@ -21,7 +21,6 @@ __all__ = [
     "audit_lines",
     "check_signatures",
     "check_store_log",
-    "is_audit_export",
     "new_key",
     "read_signatures",
     "sign_anchors",

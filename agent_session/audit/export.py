@@ -31,7 +31,7 @@ from agent_session.session.chain import (
 )
 from agent_session.session.events.types import AUDIT_ANCHOR
 
-__all__ = ["FORMAT", "audit_lines", "is_audit_export", "read_export", "verify_export"]
+__all__ = ["FORMAT", "audit_lines", "read_export", "verify_export"]
 
 FORMAT: Final = "agent-session-audit/1"
 """The first line's ``format``."""
@@ -64,16 +64,6 @@ def audit_lines(
         yield json.dumps(entry, ensure_ascii=False)
     for signature in signatures:
         yield json.dumps({"signature": dict(signature)})
-
-
-def is_audit_export(path: str | Path) -> bool:
-    """Whether ``path`` is a file that starts as an audit export does."""
-    try:
-        with open(path, "rb") as file:
-            start = file.read(64)
-    except OSError:
-        return False
-    return start.startswith(b'{"format": "' + FORMAT.encode())
 
 
 def read_export(path: str | Path) -> tuple[str, bytes, list[Unit], list[Mapping[str, Any]]]:

@@ -14,20 +14,19 @@ from agent_session.cli.output import json_line, say
 
 __all__ = ["audit_key", "budget", "export_audit", "label", "sign", "verify_integrity"]
 
-_LIMIT_KEYS = ("inputTokens", "outputTokens", "totalTokens", "cost")
-
 
 async def budget(args: argparse.Namespace) -> int:
     """Set, raise or show one session's budget, or print the store's spend per window."""
     from agent_session.cli.commands import backend, check_exists, diagnose
     from agent_session.deciders import who
     from agent_session.governance.budgets import budget_report, set_stored_budget
+    from agent_session.session.events.budget import LIMITS
 
     if args.action == "spend":
         return await _spend(args)
     if args.id is None:
         raise UserError(f"budget {args.action} needs a session id: budget {args.action} STORE ID")
-    limits = {key: getattr(args, key) for key in _LIMIT_KEYS if getattr(args, key) is not None}
+    limits = {key: getattr(args, key) for key in LIMITS if getattr(args, key) is not None}
     prices = args.prices
     if args.action in ("set", "raise"):
         if not limits:

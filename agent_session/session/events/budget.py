@@ -195,31 +195,14 @@ class BudgetFold:
         model = message_model(data.get("message"))
         if not isinstance(usage, Mapping):
             if reserved is not None:
-                self._charge_bound(reserved)
+                _charge_bound(self._spend, self._by_model, reserved)
             return
         spend = self._spend
         spend.requests += 1
         spend.inputTokens += _tokens(usage.get("inputTokens"))
         spend.outputTokens += _tokens(usage.get("outputTokens"))
         self._last_input = _tokens(usage.get("inputTokens")) or self._last_input
-        self._count(model, usage)
-
-    def _charge_bound(self, reserved: Mapping[str, Any]) -> None:
-        unknown, spend = self._spend.unknown, self._spend
-        bound = _bound(reserved)
-        unknown["requests"] += 1
-        if reserved.get("outputTokens") is None:
-            unknown["unbounded"] = unknown.get("unbounded", 0) + 1
-        for key in ("inputTokens", "outputTokens"):
-            unknown[key] += bound[key]
-        spend.inputTokens += bound["inputTokens"]
-        spend.outputTokens += bound["outputTokens"]
-        self._count(reserved.get("model"), bound)
-
-    def _count(self, model: Any, usage: Mapping[str, Any]) -> None:
-        counts = self._by_model.setdefault(model, dict.fromkeys(_PRICED, 0))
-        for key in _PRICED:
-            counts[key] += _tokens(usage.get(key))
+        _count(self._by_model, model, usage)
 
     def spend(self) -> Spend:
         """The spend so far: every request still unanswered charged at its bound; the cost
@@ -231,12 +214,12 @@ class BudgetFold:
             self._spend.requests,
             dict(self._spend.unknown),
         )
-        pending = BudgetFold(budget=self.budget, _spend=out, _by_model=_copied(self._by_model))
+        by_model = {model: dict(counts) for model, counts in self._by_model.items()}
         for reserved in self._open.values():
-            pending._charge_bound(reserved)
+            _charge_bound(out, by_model, reserved)
         prices = self.budget.prices if self.budget is not None else None
         if prices is not None:
-            costs = [prices.cost(model, counts) for model, counts in pending._by_model.items()]
+            costs = [prices.cost(model, counts) for model, counts in by_model.items()]
             priced = [cost for cost in costs if cost is not None]
             out.cost = sum(priced) if priced else None
         return out
@@ -273,8 +256,26 @@ class BudgetFold:
 _PRICED: Final = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
 
 
-def _copied(counts: dict[Any, dict[str, int]]) -> dict[Any, dict[str, int]]:
-    return {model: dict(values) for model, values in counts.items()}
+def _count(by_model: dict[Any, dict[str, int]], model: Any, usage: Mapping[str, Any]) -> None:
+    """Add ``usage`` to ``model``'s token counts (priced when a spend is asked for)."""
+    counts = by_model.setdefault(model, dict.fromkeys(_PRICED, 0))
+    for key in _PRICED:
+        counts[key] += _tokens(usage.get(key))
+
+
+def _charge_bound(
+    spend: Spend, by_model: dict[Any, dict[str, int]], reserved: Mapping[str, Any]
+) -> None:
+    """Charge an unanswered reservation at its bound, as unknown spend."""
+    bound, unknown = _bound(reserved), spend.unknown
+    unknown["requests"] += 1
+    if reserved.get("outputTokens") is None:
+        unknown["unbounded"] = unknown.get("unbounded", 0) + 1
+    for key in ("inputTokens", "outputTokens"):
+        unknown[key] += bound[key]
+    spend.inputTokens += bound["inputTokens"]
+    spend.outputTokens += bound["outputTokens"]
+    _count(by_model, reserved.get("model"), bound)
 
 
 def _tokens(value: Any) -> int:
