@@ -454,3 +454,18 @@ async def _two_compressed_turns(tmp_path: Path) -> None:
         agent = runtime.agent(session, model="demo/m")
         await agent.run_turn("one")
         await agent.run_turn("two")
+
+
+def test_a_sqlite_row_s_line_is_its_rendering_whatever_order_the_event_keeps() -> None:
+    """An event whose JSONL line keeps another key order (one read from another writer's
+    log) is digested as its SQLite row renders, not as its line."""
+    from agent_session.persistence_sqlite.rows import event_values, render_row, row_line
+    from agent_session.session import SessionEvent
+
+    odd = SessionEvent.from_json({"seq": 3, "type": "turn/start", "time": 5, "data": {"turn": 1}})
+    _, seq, kind, time, data, _, _ = event_values("s", odd)
+    rendered = render_row((seq, kind.encode(), time, data.encode(), None, None))
+    assert odd.encode() != rendered  # (its own line keeps its order)
+    assert row_line("s", odd, odd.encode()) == rendered
+    plain = SessionEvent.from_json({"type": "turn/start", "seq": 3, "time": 5, "data": {"turn": 1}})
+    assert row_line("s", plain, plain.encode()) == plain.encode() == rendered

@@ -138,9 +138,19 @@ def batch_values(id: str, events: Sequence[SessionEvent]) -> list[tuple[Any, ...
     return rows
 
 
-def row_line(id: str, event: SessionEvent) -> bytes:
+def row_line(id: str, event: SessionEvent, line: bytes | None = None) -> bytes:
     """The line :func:`render_row` makes of the row :func:`event_values` writes of
-    ``event`` (what ``read_raw`` returns for it once written)."""
+    ``event`` (what ``read_raw`` returns for it once written). ``line``, the event's JSONL
+    line when the caller has it, is that line itself when it has the row's keys in the
+    row's order (type, seq, time, data, then surfaceOp: no ``sourceEventSeqs``)."""
+    if line is not None and event.source_event_seqs is None:
+        head = b'{"type":%s,"seq":%d,"time":%d,"data":' % (
+            encode_json(event.type),
+            event.seq,
+            event.time,
+        )
+        if line.startswith(head):
+            return line
     _, seq, kind, time, data, sources, op = event_values(id, event)
     return render_row((seq, kind.encode(), time, data.encode(), _utf8(sources), _utf8(op)))
 

@@ -102,12 +102,8 @@ class SqliteStorage(Storage):
     name = "session-persistence-sqlite"
 
     def stored_line(self, id: str, event: SessionEvent, line: bytes | None = None) -> bytes:
-        """The row of ``event`` rendered as :meth:`read_raw` renders it: its JSONL line
-        itself when it has no ``sourceEventSeqs`` (the row renders the same keys in the same
-        order: type, seq, time, data, then surfaceOp), else the row's rendering."""
-        if line is not None and event.source_event_seqs is None:
-            return line
-        return row_line(id, event)
+        """The row of ``event`` rendered as :meth:`read_raw` renders it (:func:`row_line`)."""
+        return row_line(id, event, line)
 
     def __init__(
         self,
