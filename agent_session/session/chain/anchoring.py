@@ -33,6 +33,7 @@ from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.header import header_line
 from agent_session.session.events.types import AUDIT_ANCHOR, TURN_END
 from agent_session.session.live.session import Session
+from agent_session.session.persistence.batches import keep_run_lines
 from agent_session.session.persistence.live import LiveWriter
 from agent_session.session.persistence.storage import Storage
 
@@ -113,16 +114,16 @@ class Anchoring:
         if found is None:
             return
         chain, header = found
-        writer = self._writer
+        lines, items = self._writer.pending(session)
         deltas: dict[int, bytes] = {}
         for seq in range(chain.through + 1, session.seq):  # (deltas, and what follows them)
             event = session.event_at(seq)
-            known = writer.line_of(session, seq)
+            known = lines.get(seq)
             if known is None:  # (a delta's: encoded once, here, for the chain and the write)
                 known = deltas[seq] = event.encode()
             self._fold(chain, session.id, event, known)
         if deltas and self._keeps:
-            writer.keep_lines(session, deltas)
+            keep_run_lines(items, deltas, lines)
         if chain.closed or len(chain.pending) >= EVERY_LINES:
             while chain.unanchored:
                 session.append(AUDIT_ANCHOR, chain.take_anchor(header))

@@ -13,7 +13,7 @@ from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.eventlog import EventLog, first_seq, is_run
 from agent_session.session.events.livelog import OpenRun
 
-__all__ = ["Batch", "batch_of", "events_in", "follows", "unwritten"]
+__all__ = ["Batch", "batch_of", "events_in", "follows", "keep_run_lines", "unwritten"]
 
 
 class Batch(EventLog[SessionEvent]):
@@ -67,6 +67,20 @@ def batch_of(items: list[Any], lines: dict[int, bytes]) -> Batch:
     batch = Batch.of_parts(tuple(parts), starts, size)
     batch.lines = known
     return batch
+
+
+def keep_run_lines(
+    pending: Sequence[Any], encoded: dict[int, bytes], lines: dict[int, bytes]
+) -> None:
+    """Copy into ``lines`` (a live session's, which its next batch takes) the ``encoded``
+    JSONL lines of each run of deltas still ``pending``: all of a run's, or none."""
+    for item in pending:
+        if type(item) is not OpenRun:
+            continue
+        end = item.seq0 + len(item.texts)
+        if item.seq0 in encoded and end - 1 in encoded:
+            for seq in range(item.seq0, end):
+                lines[seq] = encoded[seq]
 
 
 def follows(batch: EventLog[SessionEvent], cursor: int) -> bool:

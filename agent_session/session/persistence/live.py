@@ -99,10 +99,9 @@ class LiveWriter:
         self._closed_by: str | None = None
         """The name of the closed backend, once :meth:`close` ran: nothing is written after."""
         self.before_flush: Callable[[Session], None] | None = None
-        """Called at the start of each flush of a live session, before its batch is taken
-        (the chain's anchoring: ``session.chain``); what it appends goes in that batch."""
+        """Called as a flush starts, before its batch is taken (``session.chain``)."""
         self.on_line: Callable[[Session, SessionEvent, bytes], None] | None = None
-        """Called with each event's line as it is encoded at commit (the chain's digest)."""
+        """Called with each event's line as it is encoded at commit (``session.chain``)."""
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -196,26 +195,11 @@ class LiveWriter:
                 if self.on_line is not None:
                     self.on_line(session, event, line)
 
-    def line_of(self, session: Session, seq: int) -> bytes | None:
-        """The JSONL line of ``session``'s event ``seq`` as encoded when it was committed, if
-        it is still pending (a medium that writes lines; never a delta's)."""
+    def pending(self, session: Session) -> tuple[dict[int, bytes], tuple[Any, ...]]:
+        """The JSONL lines of ``session``'s buffered events encoded so far, by seq (what its
+        next batch takes: a caller may add a delta's), and its buffered items."""
         live = self._live.get(session)
-        return live.lines.get(seq) if live is not None else None
-
-    def keep_lines(self, session: Session, lines: dict[int, bytes]) -> None:
-        """Keep the JSONL lines encoded elsewhere (deltas', for the chain) of ``session``'s
-        runs of deltas still waiting to be written, for their batch's encoder to take (a
-        run's first delta's line is kept only with all of them)."""
-        live = self._live.get(session)
-        if live is None:
-            return
-        for item in live.controller.pending:
-            if type(item) is not OpenRun:
-                continue
-            end = item.seq0 + len(item.texts)
-            if item.seq0 in lines and end - 1 in lines:  # (the whole run, or none of it)
-                for seq in range(item.seq0, end):
-                    live.lines[seq] = lines[seq]
+        return (live.lines, live.controller.pending) if live is not None else ({}, ())
 
     def on_flush(self, session: Session) -> asyncio.Future[None] | None:
         """``session/flush``: the barrier; ``None`` when there is nothing to do. After
