@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agent_session.session.persistence.redaction import mask_store, remember_store
 
 if TYPE_CHECKING:
+    from agent_session.sealing.keyring import Keyring
     from agent_session.session.persistence.service import SessionPersistence
 
 __all__ = [
@@ -76,11 +77,15 @@ class StoreSpec:
         path = self.path if relative.startswith("..") else relative
         return path if self.kind == "jsonl" else SQLITE_PREFIX + path
 
-    def open(self, *, integrity: bool = False, **options: Any) -> SessionPersistence:
+    def open(
+        self, *, integrity: bool = False, keyring: Keyring | None = None, **options: Any
+    ) -> SessionPersistence:
         """A backend on this store (created on its first write if it does not exist):
         ``JsonlPersistence``, ``SqlitePersistence`` or ``PostgresPersistence``, given
         ``options`` as keyword arguments. With ``integrity``, every log it writes is
-        hash-chained (``SessionPersistence.chain_logs``).
+        hash-chained (``SessionPersistence.chain_logs``). With ``keyring`` (default: the one
+        ``AGENT_SESSION_KEYRING`` names, if set), every session it creates is sealed
+        (:mod:`agent_session.sealing`).
 
         Raises:
             ValueError: An option that backend does not take (naming the ones it does), or a
@@ -109,6 +114,15 @@ class StoreSpec:
 
         opened = backend(self.path, **options)
         opened.cold = ColdTier(self)  # (read from the store's record on first use)
+        if keyring is None:
+            from agent_session.sealing.keyring import keyring_from_env
+
+            keyring = keyring_from_env()
+        if keyring is not None:
+            from agent_session.sealing.storage import SealedStorage
+
+            sealing = keyring
+            opened.wrap_storage(lambda storage: SealedStorage(storage, sealing))
         if integrity:
             opened.chain_logs()
         return opened
@@ -119,7 +133,9 @@ def open_store(store: str | os.PathLike[str] | None = None, **options: Any) -> S
     ``None``: the environment's :data:`STORE_ENV`), ready for ``runtime.install``.
 
     Nothing is created until the first session is written. ``integrity=True`` hash-chains
-    every log it writes (``agent-session verify --integrity`` checks them). Other
+    every log it writes (``agent-session verify --integrity`` checks them);
+    ``keyring=Keyring(...)`` seals every session it creates (erasable by deleting its key:
+    :mod:`agent_session.sealing`). Other
     ``options`` go to the backend's constructor (``write_batch_max_delay_ms`` for every
     kind; ``max_log_bytes`` or ``ops`` for JSONL; ``journal_mode`` or ``read_only`` for
     SQLite; ``transaction_pooler`` for PostgreSQL).

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -22,11 +23,13 @@ pytestmark = pytest.mark.process
 COMMANDS = ["demo", "ls", "show", "verify", "recover", "export", "convert", "rm", "copy"]
 
 
-def cli(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, check_rc: int | None = 0, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``agent-session *args``, a real process forked from an interpreter that imported the
     library already (the console script itself is run by the tests of the script and of the
-    wheel)."""
-    result = run_cli(*args)
+    wheel); ``env``: variables set for it."""
+    result = run_cli(*args, env=env)
     if check_rc is not None:
         assert result.returncode == check_rc, (result.stdout, result.stderr)
     return result

@@ -18,6 +18,7 @@ from agent_session.cli.arguments_governance import (
     add_governance,
 )
 from agent_session.cli.arguments_looking import add_looking, count, number
+from agent_session.cli.arguments_retention import RETENTION, RETENTION_EXAMPLES, add_retention
 from agent_session.cli.exits import USAGE
 from agent_session.see.states import LISTED_STATES
 
@@ -91,6 +92,7 @@ STORE_COMMANDS = (
     *BRANCHING,
     *ARCHIVING,
     *GOVERNANCE,
+    *RETENTION,
 )
 _EXITS = (
     "Exit codes: 0 healthy, 1 needs recovery, 2 corrupt/unsupported/invalid, 3 not found, "
@@ -118,6 +120,7 @@ EXAMPLES = {
     **BRANCHING_EXAMPLES,
     **ARCHIVING_EXAMPLES,
     **GOVERNANCE_EXAMPLES,
+    **RETENTION_EXAMPLES,
 }
 """One example per command, shown at the end of its ``--help``."""
 
@@ -399,9 +402,16 @@ def parser() -> argparse.ArgumentParser:
     copy.add_argument("target", metavar="DST", help="the store to copy into (created if missing)")
     copy.add_argument("ids", nargs="*", metavar="ID", help="sessions to copy (default: all)")
     copy.add_argument("--json", action="store_true", help="one JSON object per session")
+    copy.add_argument(
+        "--move",
+        action="store_true",
+        help="then delete each copied session from SRC (refused under a legal hold: the copy "
+        "is kept, the source too)",
+    )
     add_branching(command)
     add_archiving(command)
     add_governance(command, add_store, commands.choices)
+    add_retention(command)
     return parser
 
 

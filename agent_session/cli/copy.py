@@ -1,5 +1,6 @@
-"""``agent-session copy SRC DST [ID...]``: sessions from one store into another, of any kind
-(JSONL directory, SQLite database), every stored event as it is stored."""
+"""``agent-session copy SRC DST [ID...] [--move]``: sessions from one store into another, of
+any kind (JSONL directory, SQLite database), every stored event as it is stored; ``--move``
+then deletes each from SRC (a session under legal hold is neither copied nor deleted)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,21 @@ from agent_session.session import (
     SessionBusyError,
     SessionCollisionError,
     SessionError,
+    SessionHeldError,
     SessionNotFoundError,
 )
+from agent_session.session.events.holds import check_not_held, holds_in_lines
+from agent_session.session.persistence.service import SessionPersistence
 from agent_session.stores import parse_store
 
 __all__ = ["Copied", "copy", "copy_session"]  # (copy_session: interchange.copying)
+
+
+async def refuse_held(store: SessionPersistence, id: str) -> None:
+    """Raise ``SessionHeldError`` when a legal hold stands on ``id`` in ``store``."""
+    raw = await store.read_raw(id)
+    if raw is not None:
+        check_not_held(holds_in_lines(raw.content), id)
 
 
 async def copy(args: argparse.Namespace) -> int:
@@ -28,20 +39,26 @@ async def copy(args: argparse.Namespace) -> int:
     source_spec, target_spec = parse_store(args.source), parse_store(args.target)
     if source_spec == target_spec:
         raise UserError(f"SRC and DST are the same store ({source_spec.shown})")
-    source = backend(source_spec, read_only=True)
+    source = backend(source_spec, read_only=not args.move)
     target = open_backend(target_spec)
     worst, done, refused = OK, 0, 0
     try:
         ids = args.ids or [header.id for header in await source.list_headers()]
         for id in ids:
             try:
+                if args.move:  # (a held session is neither copied nor deleted)
+                    await refuse_held(source, id)
                 copied = await copy_session(source, target, id)
+                if args.move:
+                    await source.delete(id)
             except SessionNotFoundError as e:
                 worst, refused = max(worst, NOT_FOUND), refused + 1
                 say_action(args.json, id, "not found", str(e))
             except (SessionError, ValueError, TypeError) as e:
                 worst, refused = max(worst, CORRUPT), refused + 1
-                if isinstance(e, SessionBusyError):
+                if isinstance(e, SessionHeldError):
+                    say_action(args.json, id, "held", str(e))
+                elif isinstance(e, SessionBusyError):
                     say_action(args.json, id, "live", str(e))
                 elif isinstance(e, SessionCollisionError):
                     say_action(
@@ -54,12 +71,13 @@ async def copy(args: argparse.Namespace) -> int:
                 notes = ["interrupted (a load repairs it)"] if copied.interrupted else []
                 notes += ["torn tail in SRC not copied"] if copied.torn_tail else []
                 detail = f"{copied.events} events" + "".join(f"; {n}" for n in notes)
-                say_action(args.json, id, "copied", detail)
+                say_action(args.json, id, "moved" if args.move else "copied", detail)
     finally:
         try:
             await target.aclose()
         finally:
             await source.aclose()
     if not args.json:
-        print(f"copied {done} session(s) to {target_spec.shown}; {refused} refused")
+        verb = "moved" if args.move else "copied"
+        print(f"{verb} {done} session(s) to {target_spec.shown}; {refused} refused")
     return worst

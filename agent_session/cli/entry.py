@@ -143,6 +143,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from agent_session.cli.archive import archive
 
         return await archive(args)
+    if args.command in ("purge", "hold", "release", "erase"):
+        from agent_session.cli import retention
+
+        return int(await getattr(retention, args.command)(args))
     if args.command in ("budget", "label", "sign", "audit-key") or _integrity(args):
         from agent_session.cli import governance
 

@@ -37,6 +37,8 @@ from agent_session.cold.objects import Objects
 from agent_session.interchange.copying import copy_session
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_jsonl.layout import session_dir
+from agent_session.sealing.keyring import keyring_from_env
+from agent_session.sealing.storage import SealedStorage, seal_like
 from agent_session.session import SessionHeader, SessionPersistenceCorruptionError
 from agent_session.session.persistence.api import Diagnosis
 from agent_session.session.persistence.kit import failpoint
@@ -160,6 +162,9 @@ async def materialized(objects: Objects, id: str) -> AsyncIterator[JsonlPersiste
         with open(os.path.join(directory, DATA), "wb") as file:
             file.write(data)
         store = JsonlPersistence(place)
+        keyring = keyring_from_env()  # (a sealed archive opens with the keyring)
+        if keyring is not None:
+            store.wrap_storage(lambda storage: SealedStorage(storage, keyring))
         try:
             yield store
         finally:
@@ -186,6 +191,7 @@ async def archive_session(
             examined = await hot.diagnose(id)
         async with _staging() as place:
             stage = JsonlPersistence(place, new_session_compression="zstd")
+            seal_like(stage, hot.storage)  # (a sealed session is archived sealed)
             try:
                 await copy_session(hot, stage, id, examined=examined)  # (read back)
                 path = stage.locate(examined.session.header)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from agent_session.deciders import append_judged
 from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.eventlog import is_run, iter_parts
+from agent_session.session.events.holds import records_in_lines
 from agent_session.session.events.types import LABEL_SET
 from agent_session.session.live.session import Session
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from agent_session.session.persistence.service import SessionPersistence
     from agent_session.stores import StoreSpec
 
-__all__ = ["check_labels", "labels_of", "set_labels", "set_stored_labels"]
+__all__ = ["check_labels", "labels_in_lines", "labels_of", "set_labels", "set_stored_labels"]
 
 
 def check_labels(labels: Mapping[str, str | None]) -> dict[str, str | None]:
@@ -71,11 +72,21 @@ async def set_stored_labels(
 
 def labels_of(events: Iterable[Any]) -> dict[str, str]:
     """A log's labels now (the last value of each key, removed keys left out)."""
+    return _fold(
+        event.data for event in iter_parts(events) if not is_run(event) and event.type == LABEL_SET
+    )
+
+
+def labels_in_lines(content: bytes) -> dict[str, str]:
+    """:func:`labels_of` a log's stored JSONL text (``read_raw``), each line read on its own
+    (``session.events.holds.records_in_lines``)."""
+    return _fold(data for _, _, _, data in records_in_lines(content, (LABEL_SET,)))
+
+
+def _fold(datas: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     found: dict[str, str] = {}
-    for event in iter_parts(events):
-        if is_run(event) or event.type != LABEL_SET:
-            continue
-        labels = event.data.get("labels")
+    for data in datas:
+        labels = data.get("labels")
         if not isinstance(labels, Mapping):
             continue
         for key, value in labels.items():

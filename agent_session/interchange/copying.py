@@ -22,6 +22,25 @@ from agent_session.session.persistence.service import SessionPersistence
 __all__ = ["Copied", "copy_session"]
 
 
+def _keep_key(source: SessionPersistence, target: SessionPersistence, id: str) -> None:
+    """A sealed session's copy is sealed with the same key (one erasure covers both).
+
+    Raises:
+        SessionCopyError: ``target`` cannot seal it (it would hold the content in clear).
+    """
+    key_of = getattr(source.storage, "key_of", None)
+    kid = key_of(id) if key_of is not None else None
+    if kid is None:
+        return
+    use_key = getattr(target.storage, "use_key", None)
+    if use_key is None:
+        raise SessionCopyError(
+            f'session "{id}" is sealed: open the target store with the keyring too, or its '
+            "copy would hold the content in clear (nothing was copied)"
+        )
+    use_key(id, kid)
+
+
 @dataclass(frozen=True, slots=True)
 class Copied:
     """One session copied."""
@@ -67,6 +86,7 @@ async def copy_session(
             f'session "{id}" is being written by a live writer in the source; copy it once '
             "it stopped (nothing was copied)"
         )
+    _keep_key(source, target, id)
     batches = _batches(examined.session.events[: examined.stored_events])
     events = [event for batch in batches for event in batch]
     await publish(target, examined.session.header, batches)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_jsonl.layout import session_dir
+from agent_session.sealing.storage import seal_like
 from agent_session.session import SessionCollisionError, SessionEvent, SessionHeader
 from agent_session.session.persistence.service import SessionPersistence
 
@@ -52,6 +53,7 @@ async def _staged(
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(root)}.copy-", dir=os.path.dirname(root))
     try:
         stage = JsonlPersistence(staging, new_session_compression=target.jsonl.new_encoding.name)
+        seal_like(stage, target.storage, header.id)  # (a sealed session is staged sealed)
         try:
             await stage.create(header)
             for batch in batches:

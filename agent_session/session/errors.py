@@ -26,11 +26,13 @@ __all__ = [
     "SessionCopyError",
     "SessionDataError",
     "SessionDurabilityError",
+    "SessionErasedError",
     "SessionError",
     "SessionEventError",
     "SessionForkError",
     "SessionFormatUnsupportedError",
     "SessionHeaderError",
+    "SessionHeldError",
     "SessionLogTooLargeError",
     "SessionNotFoundError",
     "SessionNotHeldError",
@@ -38,6 +40,7 @@ __all__ = [
     "SessionOpenTurnError",
     "SessionPersistenceCorruptionError",
     "SessionReentrancyError",
+    "SessionSealError",
     "SessionSeqError",
     "SessionStoreEntryError",
 ]
@@ -209,3 +212,20 @@ class BudgetPendingError(SessionError):
     """A new turn on a session whose turn is parked over its budget: raise the budget
     (``agent-session budget raise``, ``set_stored_budget(..., raising=True)``), then call
     ``agent.resume()``."""
+
+
+class SessionHeldError(SessionError):
+    """A delete (``rm``, ``purge``, ``copy --move``, an archive's drop, a framework's own
+    delete) of a session under a legal hold; nothing was deleted. The message names the
+    hold: release it first (``agent-session release``)."""
+
+
+class SessionSealError(SessionPersistenceCorruptionError):
+    """A sealed (encrypted) session cannot be read as it should: a row that should be
+    sealed is not (it fails closed), a sealed row does not authenticate, or no keyring
+    that holds its key was given."""
+
+
+class SessionErasedError(SessionError, LookupError):
+    """The session's content was erased: its key is deleted, so no copy of it can be read
+    again. Its seqs, sizes and chain still verify."""

@@ -22,6 +22,8 @@ __all__ = [
     "ENGINE_STEP",
     "FRAMEWORK_ITEM",
     "FRAMEWORK_ITEMS_FORGOTTEN",
+    "HOLD_RELEASED",
+    "HOLD_SET",
     "INBOX_SPLICED",
     "INTEGRATION_EVENT_TYPES",
     "LABEL_SET",
@@ -103,6 +105,11 @@ budget was not made; the turn is parked until the budget is raised."""
 LABEL_SET: Final = "label/set"
 """``{labels}``: labels of the session from here on (a key with ``null`` removes it)
 (``agent_session.governance.labels``)."""
+HOLD_SET: Final = "hold/set"
+"""``{reason, by?}``: a legal hold on the session from here on: every delete path refuses it
+until a ``hold/released`` (``agent_session.governance.holds``)."""
+HOLD_RELEASED: Final = "hold/released"
+"""``{holds, reason, by?}``: the holds placed at the seqs ``holds`` no longer stand."""
 MARKED_IGNORABLE: Final = frozenset(
     {
         LANGGRAPH_CHECKPOINT,
@@ -115,6 +122,8 @@ MARKED_IGNORABLE: Final = frozenset(
         BUDGET_RESERVED,
         BUDGET_EXCEEDED,
         LABEL_SET,
+        HOLD_SET,
+        HOLD_RELEASED,
     }
 )
 """Types every event of carries ``ignorable: true``, so the reference (which knows none of

@@ -24,6 +24,7 @@ from agent_session.session.errors import (
     SessionFormatUnsupportedError,
     SessionNotFoundError,
     SessionPersistenceCorruptionError,
+    SessionSealError,
     SessionSeqError,
 )
 from agent_session.session.events.event import SessionEvent, is_known_event_type
@@ -276,6 +277,7 @@ class Ledger:
         try:
             return validate_log(stored.events)
         except (SessionError, JsonValueError, ValueError, TypeError) as e:
+            _refuse_sealed(id, stored.events)
             raise SessionPersistenceCorruptionError(
                 f'stored session "{id}" failed validation: {e}'
             ) from e
@@ -292,6 +294,7 @@ class Ledger:
         try:
             events = check_events(stored.events, stored.start)
         except (SessionError, JsonValueError, ValueError, TypeError) as e:
+            _refuse_sealed(id, stored.events)
             raise SessionPersistenceCorruptionError(
                 f'stored session "{id}" failed validation: {e}'
             ) from e
@@ -335,4 +338,19 @@ def _check_vocabulary(
                 f'session "{id}" contains event type "{kind}" (seq {raw.get("seq", seq)}) '
                 "unknown to this harness and not marked ignorable; refusing to interpret the "
                 f"log — it was likely written by a newer harness{where()}"
+            )
+
+
+def _refuse_sealed(id: str, events: Sequence[Any]) -> None:
+    """Raise :class:`SessionSealError` when a log that failed validation is sealed (its
+    content encrypted, ``agent_session.sealing``) and was read without its keyring."""
+    for item in iter_parts(events):
+        data = (
+            None if is_run(item) else (item.get("data") if isinstance(item, Mapping) else item.data)
+        )
+        sealed = data.get("sealed") if isinstance(data, Mapping) else None
+        if isinstance(sealed, str) and sealed.startswith("v1."):
+            raise SessionSealError(
+                f'session "{id}" is sealed (key {sealed.split(".")[1]}): open the store with '
+                "its keyring (AGENT_SESSION_KEYRING and AGENT_SESSION_MASTER_KEY_FILE)"
             )

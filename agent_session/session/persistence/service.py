@@ -10,7 +10,7 @@ A backend is a storage plus, if it likes, a convenience constructor (``JsonlPers
 from __future__ import annotations
 
 import weakref
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent_session.session.errors import (
@@ -82,6 +82,8 @@ class SessionPersistence:
         """Where the bytes live."""
         self.name = storage.name
         """The backend's label in log messages and errors."""
+        self._cache_size, self._delay_ms = prepared_session_cache_size, write_batch_max_delay_ms
+        self._scheduler = scheduler
         self.ledger = Ledger(storage, repair, prepared_session_cache_size)
         """Per-id state, locks and validated cold reads (shared by the cold and live paths)."""
         self.writer = LiveWriter(
@@ -129,6 +131,17 @@ class SessionPersistence:
         weakref.finalize(runtime, writer.warn_unflushed, self.name)
         for session in runtime.sessions.list():  # sessions that were live before install
             writer.start(session)
+
+    def wrap_storage(self, wrap: Callable[[Storage], Storage]) -> None:
+        """Put ``wrap(storage)`` in the storage's place (a sealing layer): call before
+        :meth:`chain_logs` and :meth:`install`, so every write and read goes through it."""
+        if self._store is not None or self.integrity is not None:
+            raise SessionBackendStateError(
+                f"{self.name}: wrap_storage() must come before chain_logs() and install"
+            )
+        self.storage = wrap(self.storage)
+        self.ledger = Ledger(self.storage, self.ledger.repair, self._cache_size)
+        self.writer = LiveWriter(self.ledger, delay_ms=self._delay_ms, scheduler=self._scheduler)
 
     def chain_logs(self) -> None:
         """Hash-chain every log this backend writes from now on (``open_store(...,
@@ -308,6 +321,8 @@ class SessionPersistence:
         Raises:
             SessionCollisionError: It is live here (dispose it first), or another writer
                 holds it; nothing is removed.
+            SessionHeldError: A legal hold stands on it (``governance.holds``), checked
+                under its writer lock; nothing is removed.
             SessionNotFoundError: Nothing of ``id`` is stored.
         """
         self._check_open()
@@ -318,12 +333,27 @@ class SessionPersistence:
                 raise SessionCollisionError(
                     f'cannot delete session "{id}" while it is live; dispose it first'
                 )
-            self.ledger.forget(id)
-            deleted = await self.storage.delete(id)
+            taken = await self.storage.acquire(id)  # (no hold lands between check and delete)
+            try:
+                await self._refuse_held(id)
+                self.ledger.forget(id)
+                deleted = await self.storage.delete(id)
+            finally:
+                if taken:
+                    await self.storage.release(id)
         if self.cold is not None and not keep_cold:  # (nothing brings the session back)
             deleted = await self.cold.forget(id) or deleted
         if not deleted:
             raise SessionNotFoundError(f'session "{id}" not found')
+
+    async def _refuse_held(self, id: str) -> None:
+        """Raise :class:`SessionHeldError` when a legal hold stands on ``id`` (hot or cold
+        copy), read from its stored bytes (``session.events.holds``)."""
+        from agent_session.session.events.holds import check_not_held, holds_in_lines
+
+        raw = await self.read_raw(id)
+        if raw is not None:
+            check_not_held(holds_in_lines(raw.content), id)
 
     async def resume(self, id: str, *, keep_open: bool = False) -> Session:
         """Load a stored session (repairing it durably if it was interrupted) and publish it as

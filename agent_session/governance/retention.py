@@ -1,0 +1,197 @@
+"""Retention: :func:`purge` deletes a store's sessions last written before a cutoff (and
+carrying given labels), each with a receipt (:mod:`.receipts`) that says what was removed,
+when, and by which rule.
+
+Guarantees:
+
+- Each session is deleted by the store's one delete (``SessionPersistence.delete``): whole
+  or not at all, refused while a live writer holds it or a legal hold stands on it
+  (:mod:`.holds`), and never while it is a conversation's current branch.
+- A receipt ``purging`` is durable before the delete starts and a receipt ``purged`` (or
+  ``intact``, with why) after it ends. A crash in between leaves a ``purging`` receipt
+  without an end; the next :func:`purge` (or :func:`settle_receipts`) looks at the store and
+  adds the end that is true: ``purged`` when the session is gone, ``intact`` when it is not.
+- A receipt holds no content: the id, the rule, the time, the count of stored lines and
+  bytes removed and their SHA-256, so the removal can be proven without keeping what it
+  removed.
+- ``dry_run`` writes nothing, receipts included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agent_session.governance.labels import labels_in_lines
+from agent_session.governance.receipts import Receipts, receipts_for
+from agent_session.session import SessionCollisionError, SessionHeldError, SessionNotFoundError
+from agent_session.session.events.holds import holds_in_lines
+
+if TYPE_CHECKING:
+    from agent_session.session.persistence.service import SessionPersistence
+    from agent_session.stores import StoreSpec
+
+__all__ = ["Purged", "purge", "settle_receipts"]
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """What :func:`purge` did with one session: ``purged``, ``would purge`` (a dry run),
+    ``held``, ``live``, ``current branch``, or ``settled`` (a receipt a crash left open,
+    ended now)."""
+
+    id: str
+    action: str
+    detail: str
+    receipt: dict[str, Any] = field(default_factory=dict)
+
+
+def _removed(content: bytes, updated_at: int | None) -> dict[str, Any]:
+    lines = content.count(b"\n")
+    return {
+        "lines": lines,
+        "bytes": len(content),
+        "sha256": hashlib.sha256(content).hexdigest(),
+        **({"lastWrite": updated_at} if updated_at is not None else {}),
+    }
+
+
+async def _exists(backend: SessionPersistence, id: str) -> bool:
+    return await backend.read_raw(id) is not None
+
+
+async def settle_receipts(store: StoreSpec, backend: SessionPersistence) -> list[Purged]:
+    """End each ``purging`` receipt a crash left without an end, as the store is now."""
+    receipts = receipts_for(store)
+    try:
+        ended = {(r.get("run"), r.get("id")) for r in receipts.all() if r.get("state") != "purging"}
+        done = []
+        for receipt in receipts.all():
+            key = (receipt.get("run"), receipt.get("id"))
+            if receipt.get("state") != "purging" or key in ended:
+                continue
+            id = str(receipt.get("id"))
+            gone = not await _exists(backend, id)
+            end = {
+                **receipt,
+                "state": "purged" if gone else "intact",
+                "settled": _now_iso(),
+                "note": "the purge was interrupted; this is what the store holds now",
+            }
+            receipts.add(end)
+            ended.add(key)
+            done.append(Purged(id, "settled", f"{end['state']} (an interrupted purge)", end))
+        return done
+    finally:
+        receipts.close()
+
+
+def _now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+async def purge(
+    store: StoreSpec,
+    backend: SessionPersistence,
+    *,
+    older_than_ms: int,
+    labels: Mapping[str, str] | None = None,
+    dry_run: bool = False,
+    rule: str | None = None,
+    now_ms: int | None = None,
+) -> tuple[list[Purged], str]:
+    """Delete the sessions of ``store`` (through its open ``backend``) last written more
+    than ``older_than_ms`` ago and carrying every label of ``labels``; returns what was done
+    to each and where the receipts are. ``rule``: how receipts name the rule (by default
+    built from the arguments)."""
+    from agent_session.lineage.current import branches_for
+    from agent_session.see.inventory import rows
+
+    cutoff = (now_ms if now_ms is not None else int(time.time() * 1000)) - older_than_ms
+    wanted = dict(labels or {})
+    shown_rule = rule or _rule(older_than_ms, wanted)
+    done = [] if dry_run else await settle_receipts(store, backend)
+    pointers = branches_for(store, read_only=True)
+    try:
+        current = set(pointers.all().values())
+    finally:
+        pointers.close()
+    run = secrets.token_hex(8)
+    receipts = receipts_for(store)
+    try:
+        for row in list(rows(store)):
+            if row.updated_at is None or row.updated_at > cutoff:
+                continue
+            raw = await backend.read_raw(row.id)
+            if raw is None:
+                continue
+            found = labels_in_lines(raw.content)
+            if any(found.get(key) != value for key, value in wanted.items()):
+                continue
+            done.append(
+                await _one(
+                    backend,
+                    receipts,
+                    row.id,
+                    raw.content,
+                    row.updated_at,
+                    run,
+                    shown_rule,
+                    current,
+                    dry_run,
+                )
+            )
+        return done, receipts.where
+    finally:
+        receipts.close()
+
+
+async def _one(
+    backend: SessionPersistence,
+    receipts: Receipts,
+    id: str,
+    content: bytes,
+    updated_at: int | None,
+    run: str,
+    rule: str,
+    current: set[str],
+    dry_run: bool,
+) -> Purged:
+    holds = holds_in_lines(content)
+    if holds:
+        return Purged(id, "held", "; ".join(hold.named() for hold in holds))
+    if id in current:
+        return Purged(id, "current branch", "a conversation's current branch: rewind it first")
+    removed = _removed(content, updated_at)
+    receipt: dict[str, Any] = {
+        "receipt": "purge",
+        "id": id,
+        "run": run,
+        "rule": rule,
+        "at": _now_iso(),
+        "removed": removed,
+    }
+    if dry_run:
+        return Purged(id, "would purge", f"{removed['lines']} lines", receipt)
+    receipts.add({**receipt, "state": "purging"})
+    try:
+        await backend.delete(id)
+    except (SessionHeldError, SessionCollisionError) as e:
+        end = {**receipt, "state": "intact", "why": str(e)}
+        receipts.add(end)
+        return Purged(id, "held" if isinstance(e, SessionHeldError) else "live", str(e), end)
+    except SessionNotFoundError:
+        pass  # (deleted meanwhile by someone else: it is gone all the same)
+    end = {**receipt, "state": "purged", "at": _now_iso()}
+    receipts.add(end)
+    return Purged(id, "purged", f"{removed['lines']} lines", end)
+
+
+def _rule(older_than_ms: int, labels: Mapping[str, str]) -> str:
+    days, rest = divmod(older_than_ms, 86_400_000)
+    age = f"{days}d" if not rest else f"{older_than_ms // 1000}s"
+    return " ".join([f"older-than {age}", *(f"label {k}={v}" for k, v in sorted(labels.items()))])

@@ -1,0 +1,169 @@
+"""One event's ``data`` sealed with its session's key (AES-256-GCM) and opened again.
+
+A sealed event keeps its envelope (``type``, ``seq``, ``time``, the surface fields) and a
+``data`` of ``{"sealed": "v1.<key id>.<nonce and ciphertext, base64url>", ...}``: the key id
+rides in each sealed value (a SQLite row has no header column for it). What stays in clear,
+so budgets, listings, holds and retention work without the key:
+
+- every field of the governance and structure events (:data:`CLEAR_TYPES`): budgets,
+  labels, holds, anchors, turn and step brackets, the seed's end;
+- of an ``assistant/message``: its ``usage``, ``turn``, ``step`` and ``message.source`` (the
+  provider and model that answered), for spend windows.
+
+Guarantees: the ciphertext is bound to the session id, the seq and the type (the associated
+data), so a sealed value moved to another event or session does not open; the nonce is
+derived from the key, the associated data and the plaintext (HMAC-SHA256, 96 bits), so
+sealing the same event twice gives the same bytes (a chain digests what the store writes)
+and two different plaintexts never share a nonce in practice; a session that is sealed
+fails closed on an event of a sealed type that is not (:func:`open_event`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Mapping
+from typing import Any, Final
+
+from agent_session.sealing.keyring import Keyring, _crypto
+from agent_session.session import SessionSealError
+from agent_session.session.events.event import SessionEvent, build_event
+from agent_session.session.events.types import (
+    ASSISTANT_MESSAGE,
+    AUDIT_ANCHOR,
+    BUDGET_EXCEEDED,
+    BUDGET_RESERVED,
+    BUDGET_SET,
+    END_SEED,
+    HOLD_RELEASED,
+    HOLD_SET,
+    LABEL_SET,
+    STEP_END,
+    STEP_START,
+    TURN_END,
+    TURN_START,
+)
+from agent_session.session.json.codec import decode_json, encode_json
+from agent_session.session.json.lossless import snapshot
+
+__all__ = ["CLEAR_TYPES", "SEALED", "is_sealed", "open_event", "seal_event"]
+
+SEALED: Final = "sealed"
+CLEAR_TYPES: Final = frozenset(
+    {
+        AUDIT_ANCHOR,
+        BUDGET_EXCEEDED,
+        BUDGET_RESERVED,
+        BUDGET_SET,
+        END_SEED,
+        HOLD_RELEASED,
+        HOLD_SET,
+        LABEL_SET,
+        STEP_END,
+        STEP_START,
+        TURN_END,
+        TURN_START,
+    }
+)
+"""Types whose data is never sealed: they say how the session went, not what was said."""
+_CLEAR_KEYS: Final = ("usage", "turn", "step")
+
+
+def _clear_part(kind: str, data: Any) -> dict[str, Any]:
+    if kind != ASSISTANT_MESSAGE or not isinstance(data, Mapping):
+        return {}
+    kept = {key: data[key] for key in _CLEAR_KEYS if key in data}
+    message = data.get("message")
+    if isinstance(message, Mapping) and isinstance(message.get("source"), Mapping):
+        kept["message"] = {"source": message["source"]}
+    return kept
+
+
+def _aad(session_id: str, event: SessionEvent) -> bytes:
+    return f"{session_id}\0{event.seq}\0{event.type}".encode()
+
+
+def is_sealed(event: SessionEvent) -> bool:
+    """Whether ``event``'s data is a sealed value."""
+    data = event.data
+    return isinstance(data, Mapping) and isinstance(data.get(SEALED), str)
+
+
+def seal_event(keyring: Keyring, kid: str, session_id: str, event: SessionEvent) -> SessionEvent:
+    """``event`` with its data sealed (an event of a clear type, or one sealed already, as
+    it is)."""
+    if event.type in CLEAR_TYPES or is_sealed(event):
+        return event
+    key, nonce_key = keyring.keys(kid, session_id)
+    _, aesgcm, _ = _crypto()
+    plain = encode_json(event.data)
+    aad = _aad(session_id, event)
+    nonce = hmac.new(nonce_key, aad + b"\0" + plain, hashlib.sha256).digest()[:12]
+    sealed = nonce + aesgcm(key).encrypt(nonce, plain, aad)
+    value = f"v1.{kid}.{base64.urlsafe_b64encode(sealed).decode().rstrip('=')}"
+    data = snapshot({SEALED: value, **_clear_part(event.type, event.data)}, "data")
+    return _with_data(event, data)
+
+
+def sealed_key(event: SessionEvent) -> str | None:
+    """The key id of a sealed event."""
+    if not is_sealed(event):
+        return None
+    parts = str(event.data[SEALED]).split(".")
+    return parts[1] if len(parts) == 3 and parts[0] == "v1" else None
+
+
+def open_event(
+    keyring: Keyring | None, session_id: str, event: SessionEvent, *, sealed_session: bool
+) -> SessionEvent:
+    """``event`` with its data opened.
+
+    Raises:
+        SessionSealError: ``sealed_session`` and ``event`` is of a sealed type but not sealed
+            (fail closed), a sealed value that is not one or does not authenticate, or no
+            keyring.
+        SessionErasedError: Its key was erased.
+    """
+    if not is_sealed(event):
+        if sealed_session and event.type not in CLEAR_TYPES:
+            raise SessionSealError(
+                f'session "{session_id}" is sealed, but its event at seq {event.seq} '
+                f"({event.type}) is stored in clear: refusing to read it"
+            )
+        return event
+    kid = sealed_key(event)
+    if kid is None:
+        raise SessionSealError(
+            f'session "{session_id}": the sealed value at seq {event.seq} is not one'
+        )
+    if keyring is None:
+        raise SessionSealError(
+            f'session "{session_id}" is sealed (key {kid}): open the store with its keyring '
+            "(AGENT_SESSION_KEYRING and AGENT_SESSION_MASTER_KEY_FILE)"
+        )
+    key, _ = keyring.keys(kid, session_id)
+    _, aesgcm, _ = _crypto()
+    text = str(event.data[SEALED]).split(".")[2]
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        plain = aesgcm(key).decrypt(raw[:12], raw[12:], _aad(session_id, event))
+    except Exception as e:  # (InvalidTag, a bad base64 or a short value)
+        raise SessionSealError(
+            f'session "{session_id}": the sealed event at seq {event.seq} ({event.type}) '
+            "does not open with its key (changed, or moved from another event)"
+        ) from e
+    return _with_data(event, snapshot(decode_json(plain), "data", js_numbers=True))
+
+
+def _with_data(event: SessionEvent, data: Any) -> SessionEvent:
+    return build_event(
+        event.type,
+        event.seq,
+        event.time,
+        data,
+        event.surface_op,
+        event.source_event_seqs,
+        event.ignorable,
+        event._key_order,
+    )

@@ -1,0 +1,188 @@
+"""Retention, legal holds and erasure on every store: ``purge`` deletes what is past its
+retention with a receipt per session; a hold makes every delete path refuse, naming it;
+a sealed session's content is unreadable once its key is erased, in every copy, while its
+chain still verifies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from agent_session import AgentRuntime, ScriptedModel, ScriptedStep, checkpoint_policy, open_store
+from agent_session.governance.holds import place_hold, release_hold
+from agent_session.governance.labels import set_stored_labels
+from agent_session.sealing import Keyring
+from agent_session.session import SessionErasedError, SessionHeldError, SessionSealError
+from tests.test_cli import cli
+
+CANARY = "canary-7f3a9c1e-do-not-keep"
+
+
+async def write_session(
+    store: str, id: str, *, keyring: Keyring | None = None, text: str = CANARY, turns: int = 1
+) -> None:
+    """A session of ``turns`` real agent turns whose user text and answer hold ``text``."""
+    model = ScriptedModel([ScriptedStep(text=[f"echo {text}"])] * turns)
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store, keyring=keyring, integrity=True))
+        runtime.install(checkpoint_policy)
+        runtime.models.register("demo", model)
+        session = await runtime.sessions.open_or_create(id)
+        agent = runtime.agent(session, model="demo/m")
+        for turn in range(turns):
+            await agent.run_turn(f"{text} turn {turn}")
+
+
+def ids_in(store: str) -> set[str]:
+    listed = cli("ls", store, "--json").stdout
+    return {json.loads(line)["id"] for line in listed.splitlines() if line.strip()}
+
+
+def receipts_of(store: str) -> list[dict[str, Any]]:
+    from agent_session.governance.receipts import receipts_for
+    from agent_session.stores import parse_store
+
+    found = receipts_for(parse_store(store))
+    try:
+        return found.all()
+    finally:
+        found.close()
+
+
+def test_a_hold_refuses_every_delete_path_and_its_release_is_kept(store: str) -> None:
+    asyncio.run(write_session(store, "held"))
+    asyncio.run(write_session(store, "free"))
+    cli("label", store, "held", "user=ana")
+    cli("hold", store, "--label", "user=ana", "--reason", "matter 114", "--by", "counsel")
+    rm = cli("rm", store, "held", check_rc=2)
+    assert "under legal hold" in rm.stderr and "matter 114" in rm.stderr and "counsel" in rm.stderr
+    purged = cli("purge", store, "--older-than", "0s", check_rc=2)
+    assert "held: " in purged.stdout and "free: purged" in purged.stdout
+    target = store + "-moved" if "://" not in store else None
+    if target is not None:
+        moved = cli("copy", store, target, "held", "--move", check_rc=2)
+        assert "held — " in moved.stdout and not os.path.exists(target + "/held")
+    with pytest.raises(SessionHeldError, match="matter 114"):
+        asyncio.run(_delete(store, "held"))  # (a framework's delete: the service's own)
+    assert ids_in(store) == {"held"}
+    cli("release", store, "held", "--reason", "matter closed")
+    log = cli("show", store, "held", "--json").stdout
+    kinds = [json.loads(line).get("type") for line in log.splitlines() if line.startswith("{")]
+    assert "hold/set" in kinds and "hold/released" in kinds
+    cli("rm", store, "held")
+    assert ids_in(store) == set()
+
+
+async def _delete(store: str, id: str) -> None:
+    backend = open_store(store)
+    try:
+        await backend.delete(id)
+    finally:
+        await backend.aclose()
+
+
+def test_release_names_a_hold_by_its_seq_and_keeps_the_others(tmp_path: Path) -> None:
+    store = str(tmp_path)
+    asyncio.run(write_session(store, "s"))
+    asyncio.run(place_hold(store, "s", "matter A"))
+    asyncio.run(place_hold(store, "s", "matter B"))
+    with pytest.raises(ValueError, match="a hold needs a reason"):
+        asyncio.run(place_hold(store, "s", " "))
+    with pytest.raises(ValueError, match="no standing hold at seq 1 "):
+        asyncio.run(release_hold(store, "s", "done", seqs=[1]))
+    log = orjson.loads(cli("show", store, "s", "--json").stdout.splitlines()[0])
+    assert log  # (the session is readable)
+    raw = asyncio.run(_raw(store, "s")).splitlines()
+    first = next(orjson.loads(line)["seq"] for line in raw if b'"hold/set"' in line)
+    released = asyncio.run(release_hold(store, "s", "A closed", seqs=[first]))
+    assert [hold.reason for hold in released] == ["matter A"]
+    rm = cli("rm", store, "s", check_rc=2)
+    assert "matter B" in rm.stderr and "matter A" not in rm.stderr
+
+
+def test_purge_deletes_by_age_and_label_with_a_receipt_each(store: str) -> None:
+    for id, tenant in (("a1", "acme"), ("a2", "acme"), ("b1", "beta")):
+        asyncio.run(write_session(store, id))
+        asyncio.run(set_stored_labels(store, id, {"tenant": tenant}))
+    young = cli("purge", store, "--older-than", "1d", "--label", "tenant=acme")
+    assert "purged 0 session(s)" in young.stdout
+    dry = cli("purge", store, "--older-than", "0s", "--label", "tenant=acme", "--dry-run")
+    assert dry.stdout.count("would purge —") == 2 and receipts_of(store) == []
+    done = cli("purge", store, "--older-than", "0s", "--label", "tenant=acme", "--json")
+    actions = {json.loads(line)["id"]: json.loads(line)["action"] for line in done.stdout.splitlines()}
+    assert actions == {"a1": "purged", "a2": "purged"}
+    assert ids_in(store) == {"b1"}
+    receipts = receipts_of(store)
+    assert [(r["id"], r["state"]) for r in receipts] == [
+        ("a1", "purging"), ("a1", "purged"), ("a2", "purging"), ("a2", "purged")
+    ]
+    for receipt in receipts:
+        assert receipt["rule"] == "older-than 0d label tenant=acme"
+        assert receipt["removed"]["lines"] > 5 and len(receipt["removed"]["sha256"]) == 64
+        assert CANARY not in json.dumps(receipt)
+
+
+def test_erasure_makes_every_copy_unreadable_and_the_chain_still_verifies(
+    store: str, tmp_path: Path
+) -> None:
+    ring_dir, master = tmp_path / "ring", tmp_path / "master.key"
+    master.write_bytes(os.urandom(32))
+    ring = Keyring(ring_dir, master.read_bytes())
+    asyncio.run(write_session(store, "p", keyring=ring, turns=2))
+    env = {"AGENT_SESSION_KEYRING": str(ring_dir), "AGENT_SESSION_MASTER_KEY_FILE": str(master)}
+    copy_to = str(tmp_path / "copy")
+    shown = cli("show", store, "p", env=env).stdout
+    assert CANARY in shown
+    cli("copy", store, copy_to, "p", env=env)
+    raw = asyncio.run(_raw(store, "p"))
+    assert CANARY.encode() not in raw and b'"sealed":"v1.' in raw
+    cold = cli("show", store, "p", check_rc=2)
+    assert "is sealed" in cold.stderr and "AGENT_SESSION_KEYRING" in cold.stderr
+    erased = cli("erase", store, "p", env=env)
+    assert "p: erased — key(s)" in erased.stdout
+    for where in (store, copy_to):
+        gone = cli("show", where, "p", env=env, check_rc=2)
+        assert "was erased" in gone.stderr
+        cli("verify", "--integrity", where, "p", env=env)
+    assert receipts_of(store)[-1]["state"] == "erased"
+    with pytest.raises(SessionErasedError):
+        asyncio.run(_load(copy_to, "p", Keyring(ring_dir, master.read_bytes())))
+
+
+async def _raw(store: str, id: str) -> bytes:
+    backend = open_store(store)
+    try:
+        raw = await backend.read_raw(id)
+        assert raw is not None
+        return raw.content
+    finally:
+        await backend.aclose()
+
+
+async def _load(store: str, id: str, ring: Keyring) -> None:
+    backend = open_store(store, keyring=ring)
+    try:
+        await backend.load(id)
+    finally:
+        await backend.aclose()
+
+
+def test_a_sealed_session_fails_closed_on_a_line_in_clear(tmp_path: Path) -> None:
+    ring = Keyring(tmp_path / "ring", os.urandom(32))
+    root = tmp_path / "s"
+    asyncio.run(write_session(str(root), "p", keyring=ring))
+    (path,) = root.rglob("session.jsonl")
+    lines = path.read_bytes().splitlines()
+    index = next(i for i, line in enumerate(lines) if b'"user/message"' in line)
+    event = orjson.loads(lines[index])
+    event["data"] = {"content": [{"type": "text", "text": "planted"}], "role": "user"}
+    lines[index] = orjson.dumps(event)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(SessionSealError, match=f"seq {event['seq']} .*stored in clear"):
+        asyncio.run(_load(str(root), "p", ring))
