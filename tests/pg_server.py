@@ -120,8 +120,10 @@ class OwnServer:
     """A PostgreSQL cluster of one test's own (the binaries ``scripts/with-postgres`` found),
     so that killing it disturbs no other test."""
 
-    def __init__(self, password: str | None = None) -> None:
+    def __init__(self, password: str | None = None, *, settings: str = "") -> None:
+        """``settings``: more ``-c name=value`` options of the server."""
         self.password = password
+        self.settings = settings
         self.bin = os.environ["AGENT_SESSION_PG_BIN"]
         self.prefix = shlex.split(os.environ.get("AGENT_SESSION_PG_AS", ""))
         directory = self.directory = _directory("agent-session-pg-")
@@ -145,7 +147,7 @@ class OwnServer:
 
     def start(self) -> None:
         options = f"-c listen_addresses=127.0.0.1 -p {self.port}"
-        options += f" -c unix_socket_directories={self.directory}"
+        options += f" -c unix_socket_directories={self.directory} {self.settings}"
         data, log = str(self.directory / "data"), str(self.directory / "server.log")
         self._run("pg_ctl", "-D", data, "-l", log, "-w", "-t", "60", "-o", options, "start")
 

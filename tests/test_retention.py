@@ -115,12 +115,17 @@ def test_purge_deletes_by_age_and_label_with_a_receipt_each(store: str) -> None:
     dry = cli("purge", store, "--older-than", "0s", "--label", "tenant=acme", "--dry-run")
     assert dry.stdout.count("would purge —") == 2 and receipts_of(store) == []
     done = cli("purge", store, "--older-than", "0s", "--label", "tenant=acme", "--json")
-    actions = {json.loads(line)["id"]: json.loads(line)["action"] for line in done.stdout.splitlines()}
+    actions = {
+        json.loads(line)["id"]: json.loads(line)["action"] for line in done.stdout.splitlines()
+    }
     assert actions == {"a1": "purged", "a2": "purged"}
     assert ids_in(store) == {"b1"}
     receipts = receipts_of(store)
     assert [(r["id"], r["state"]) for r in receipts] == [
-        ("a1", "purging"), ("a1", "purged"), ("a2", "purging"), ("a2", "purged")
+        ("a1", "purging"),
+        ("a1", "purged"),
+        ("a2", "purging"),
+        ("a2", "purged"),
     ]
     for receipt in receipts:
         assert receipt["rule"] == "older-than 0d label tenant=acme"

@@ -343,6 +343,9 @@ def _configure(
     build's durability and busy-timeout settings."""
     connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     connection.execute("PRAGMA foreign_keys = ON")
+    # A deleted row's bytes are overwritten with zeros, in its page and in the free pages
+    # (a deleted session leaves no trace in the file: ``SqliteStorage.delete``).
+    connection.execute("PRAGMA secure_delete = ON")
     connection.execute("BEGIN IMMEDIATE")
     try:
         on_disk = _checked_identity(connection, path)

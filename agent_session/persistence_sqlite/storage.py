@@ -344,12 +344,18 @@ class SqliteStorage(Storage):
 
     async def delete(self, id: str) -> bool:
         """Take the session's writer lock (refused while another writer holds it), then
-        delete its row and (by ``ON DELETE CASCADE``) its events in one transaction;
-        ``False`` when it is not stored."""
+        delete its row and (by ``ON DELETE CASCADE``) its events in one transaction, their
+        bytes overwritten with zeros (``secure_delete``), and truncate the WAL; ``False``
+        when it is not stored."""
 
         def delete(db: sqlite3.Connection) -> bool:
             with transaction(db, "IMMEDIATE"):
-                return db.execute("DELETE FROM sessions WHERE id = ?", (id,)).rowcount > 0
+                deleted = db.execute("DELETE FROM sessions WHERE id = ?", (id,)).rowcount > 0
+            # Its rows were zeroed (secure_delete); the WAL still holds their earlier pages
+            # until a checkpoint copies the zeroed ones back and truncates it (a reader in
+            # another process may defer that to the next checkpoint).
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return deleted
 
         taken = await self.acquire(id)
         try:
