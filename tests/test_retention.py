@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,11 @@ from agent_session.governance.holds import place_hold, release_hold
 from agent_session.governance.labels import set_stored_labels
 from agent_session.sealing import Keyring
 from agent_session.session import SessionErasedError, SessionHeldError, SessionSealError
+from agent_session.session.persistence.failpoints import FAILPOINT_ENV
+from tests.forkserver import run_cli
+from tests.sweeps import sample
 from tests.test_cli import cli
+from tests.test_settle_crash import store_of
 
 CANARY = "canary-7f3a9c1e-do-not-keep"
 
@@ -61,20 +66,25 @@ def test_a_hold_refuses_every_delete_path_and_its_release_is_kept(store: str) ->
     cli("label", store, "held", "user=ana")
     cli("hold", store, "--label", "user=ana", "--reason", "matter 114", "--by", "counsel")
     rm = cli("rm", store, "held", check_rc=2)
-    assert "under legal hold" in rm.stderr and "matter 114" in rm.stderr and "counsel" in rm.stderr
+    assert "under legal hold" in rm.stderr
+    assert "matter 114" in rm.stderr
+    assert "counsel" in rm.stderr
     purged = cli("purge", store, "--older-than", "0s", check_rc=2)
-    assert "held: " in purged.stdout and "free: purged" in purged.stdout
+    assert "held: " in purged.stdout
+    assert "free: purged" in purged.stdout
     target = store + "-moved" if "://" not in store else None
     if target is not None:
         moved = cli("copy", store, target, "held", "--move", check_rc=2)
-        assert "held — " in moved.stdout and not os.path.exists(target + "/held")
+        assert "held — " in moved.stdout
+        assert not os.path.exists(target + "/held")
     with pytest.raises(SessionHeldError, match="matter 114"):
         asyncio.run(_delete(store, "held"))  # (a framework's delete: the service's own)
     assert ids_in(store) == {"held"}
     cli("release", store, "held", "--reason", "matter closed")
     log = cli("show", store, "held", "--json").stdout
     kinds = [json.loads(line).get("type") for line in log.splitlines() if line.startswith("{")]
-    assert "hold/set" in kinds and "hold/released" in kinds
+    assert "hold/set" in kinds
+    assert "hold/released" in kinds
     cli("rm", store, "held")
     assert ids_in(store) == set()
 
@@ -103,7 +113,8 @@ def test_release_names_a_hold_by_its_seq_and_keeps_the_others(tmp_path: Path) ->
     released = asyncio.run(release_hold(store, "s", "A closed", seqs=[first]))
     assert [hold.reason for hold in released] == ["matter A"]
     rm = cli("rm", store, "s", check_rc=2)
-    assert "matter B" in rm.stderr and "matter A" not in rm.stderr
+    assert "matter B" in rm.stderr
+    assert "matter A" not in rm.stderr
 
 
 def test_purge_deletes_by_age_and_label_with_a_receipt_each(store: str) -> None:
@@ -113,7 +124,8 @@ def test_purge_deletes_by_age_and_label_with_a_receipt_each(store: str) -> None:
     young = cli("purge", store, "--older-than", "1d", "--label", "tenant=acme")
     assert "purged 0 session(s)" in young.stdout
     dry = cli("purge", store, "--older-than", "0s", "--label", "tenant=acme", "--dry-run")
-    assert dry.stdout.count("would purge —") == 2 and receipts_of(store) == []
+    assert dry.stdout.count("would purge —") == 2
+    assert receipts_of(store) == []
     done = cli("purge", store, "--older-than", "0s", "--label", "tenant=acme", "--json")
     actions = {
         json.loads(line)["id"]: json.loads(line)["action"] for line in done.stdout.splitlines()
@@ -129,7 +141,8 @@ def test_purge_deletes_by_age_and_label_with_a_receipt_each(store: str) -> None:
     ]
     for receipt in receipts:
         assert receipt["rule"] == "older-than 0d label tenant=acme"
-        assert receipt["removed"]["lines"] > 5 and len(receipt["removed"]["sha256"]) == 64
+        assert receipt["removed"]["lines"] > 5
+        assert len(receipt["removed"]["sha256"]) == 64
         assert CANARY not in json.dumps(receipt)
 
 
@@ -146,9 +159,11 @@ def test_erasure_makes_every_copy_unreadable_and_the_chain_still_verifies(
     assert CANARY in shown
     cli("copy", store, copy_to, "p", env=env)
     raw = asyncio.run(_raw(store, "p"))
-    assert CANARY.encode() not in raw and b'"sealed":"v1.' in raw
+    assert CANARY.encode() not in raw
+    assert b'"sealed":"v1.' in raw
     cold = cli("show", store, "p", check_rc=2)
-    assert "is sealed" in cold.stderr and "AGENT_SESSION_KEYRING" in cold.stderr
+    assert "is sealed" in cold.stderr
+    assert "AGENT_SESSION_KEYRING" in cold.stderr
     erased = cli("erase", store, "p", env=env)
     assert "p: erased — key(s)" in erased.stdout
     for where in (store, copy_to):
@@ -191,3 +206,46 @@ def test_a_sealed_session_fails_closed_on_a_line_in_clear(tmp_path: Path) -> Non
     path.write_bytes(b"\n".join(lines) + b"\n")
     with pytest.raises(SessionSealError, match=f"seq {event['seq']} .*stored in clear"):
         asyncio.run(_load(str(root), "p", ring))
+
+
+KILLS = [
+    (kind, point, hit)
+    for kind in ("jsonl", "sqlite", "postgres")
+    for point in ("purge:after-intent", "purge:after-delete")
+    for hit in (1, 2, 3)
+]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("kind", "point", "hit"),
+    sample(KILLS, 0.5, name="purge-kills", key=lambda case: case[0], also=lambda c: c[1]),
+)
+def test_a_kill_during_a_purge_leaves_each_session_purged_or_intact(
+    kind: str, point: str, hit: int, tmp_path: Path
+) -> None:
+    store = store_of(kind, tmp_path)
+    ids = ["s1", "s2", "s3"]
+    for id in ids:
+        asyncio.run(write_session(store, id))
+    before = {id: asyncio.run(_raw(store, id)) for id in ids}
+    killed = run_cli("purge", store, "--older-than", "0s", env={FAILPOINT_ENV: f"{point}@{hit}"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    left = ids_in(store)
+    for id in left:  # never half: what is left is the session as it was
+        assert asyncio.run(_raw(store, id)) == before[id]
+    gone = [id for id in ids if id not in left]
+    assert len(gone) == (hit if point == "purge:after-delete" else hit - 1)
+    settled = cli("purge", store, "--older-than", "100d").stdout
+    assert f"{'purged' if point == 'purge:after-delete' else 'intact'} (an interrupted purge)" in (
+        settled
+    )
+    ends: dict[str, str] = {}
+    for receipt in receipts_of(store):
+        if receipt["state"] != "purging":
+            ends[receipt["id"]] = receipt["state"]
+    assert ends == {
+        **dict.fromkeys(gone, "purged"),
+        **({} if point == "purge:after-delete" else {ids[hit - 1]: "intact"}),
+    }
+    assert "interrupted" in receipts_of(store)[-1]["note"]

@@ -30,6 +30,7 @@ from agent_session.governance.labels import labels_in_lines
 from agent_session.governance.receipts import Receipts, receipts_for
 from agent_session.session import SessionCollisionError, SessionHeldError, SessionNotFoundError
 from agent_session.session.events.holds import holds_in_lines
+from agent_session.session.persistence.kit import failpoint
 
 if TYPE_CHECKING:
     from agent_session.session.persistence.service import SessionPersistence
@@ -178,6 +179,7 @@ async def _one(
     if dry_run:
         return Purged(id, "would purge", f"{removed['lines']} lines", receipt)
     receipts.add({**receipt, "state": "purging"})
+    failpoint("purge:after-intent")
     try:
         await backend.delete(id)
     except (SessionHeldError, SessionCollisionError) as e:
@@ -186,6 +188,7 @@ async def _one(
         return Purged(id, "held" if isinstance(e, SessionHeldError) else "live", str(e), end)
     except SessionNotFoundError:
         pass  # (deleted meanwhile by someone else: it is gone all the same)
+    failpoint("purge:after-delete")
     end = {**receipt, "state": "purged", "at": _now_iso()}
     receipts.add(end)
     return Purged(id, "purged", f"{removed['lines']} lines", end)
