@@ -7,8 +7,8 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
