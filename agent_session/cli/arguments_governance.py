@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping
 
-from agent_session.cli.arguments_looking import age, prices_file, whole
+from agent_session.cli.arguments_looking import add_redact, age, prices_file, whole
 
 __all__ = [
     "GOVERNANCE",
@@ -70,11 +70,7 @@ def add_governance(
         "--signatures", metavar="DIR", help="with --public-key: where `sign --to` keeps them"
     )
     export = made["export"]
-    export.add_argument(
-        "--redact",
-        choices=["content"],
-        help="--format audit: leave out every line's content but the anchors (digests stay)",
-    )
+    add_redact(export)
     export.add_argument(
         "--signatures", metavar="DIR", help="--format audit: carry the anchors' signatures"
     )

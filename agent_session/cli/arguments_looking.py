@@ -59,6 +59,29 @@ def whole(text: str) -> int:
     return value
 
 
+def redact_rule(text: str) -> str:
+    """A redaction rule (``agent_session.governance.redaction``), checked."""
+    from agent_session.governance.redaction import redaction
+
+    try:
+        redaction([text])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def add_redact(parser: argparse.ArgumentParser) -> None:
+    """``--redact RULE`` (repeatable) on a command that shows or sends content."""
+    parser.add_argument(
+        "--redact",
+        type=redact_rule,
+        action="append",
+        metavar="RULE",
+        help="rewrite what leaves the store (never the log): secrets, emails, content or "
+        "pattern:REGEX (repeatable; docs/governance.md)",
+    )
+
+
 def age(text: str) -> int:
     """An age written as :func:`duration_ms` reads it, in milliseconds, or the argument
     error that says why not."""
@@ -115,6 +138,7 @@ def add_looking(command: Command) -> None:
     page.add_argument("id", help="the session id")
     page.add_argument("-o", "--output", help="the file to write (default: ID.html here)")
     page.add_argument("--prices", type=prices_file, metavar="FILE", help=_PRICES_HELP)
+    add_redact(page)
 
     web = command(
         "serve",
@@ -130,6 +154,7 @@ def add_looking(command: Command) -> None:
         "--allow-remote", action="store_true", help="allow an address other hosts can reach"
     )
     web.add_argument("--prices", type=prices_file, metavar="FILE", help=_PRICES_HELP)
+    add_redact(web)
 
     traces = command(
         "export-otel",
@@ -164,6 +189,7 @@ def add_looking(command: Command) -> None:
         default="off",
         help="messages on the spans: off (default), refs (session#seq), full (redacted)",
     )
+    add_redact(traces)
     traces.add_argument(
         "--shape",
         choices=("spans", "records"),

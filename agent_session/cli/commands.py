@@ -13,6 +13,7 @@ import os
 import shlex
 import stat
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent_session.cli.exits import CORRUPT, OK, STATUS_CODES, NotFound, UserError
@@ -250,6 +251,7 @@ async def export(args: argparse.Namespace) -> int:
     finally:
         await store.aclose()
     stored, inspected = examined.stored_events, examined.session
+    events = redacted(args, inspected.events)
     if len(inspected.events) > stored:
         print(
             f"agent-session: note: session {args.id} is interrupted; exporting it with its "
@@ -259,11 +261,11 @@ async def export(args: argparse.Namespace) -> int:
     if args.format == "claude-code":
         from agent_session.cli.claude_code import export_claude_code
 
-        export_claude_code(args.id, inspected.events)
+        export_claude_code(args.id, events)
         return OK
-    seeded = Session.create(args.id, seed=inspected.events)  # validated once, for every format
+    seeded = Session.create(args.id, seed=events)  # validated once, for every format
     messages = seeded.derive_messages()
-    headers = [e for e in inspected.events if e.type == REQUEST_HEADER]
+    headers = [e for e in events if e.type == REQUEST_HEADER]
     system = headers[-1].data["header"].get("system") if headers else None
     try:
         check_transcript(messages)
@@ -281,6 +283,14 @@ async def export(args: argparse.Namespace) -> int:
     else:
         print(json.dumps(document, ensure_ascii=False, indent=2))
     return OK
+
+
+def redacted(args: argparse.Namespace, events: Sequence[Any]) -> Sequence[Any]:
+    """``events`` as ``--redact``'s rules rewrite them for a sink (the log is not changed)."""
+    from agent_session.governance.redaction import redaction
+
+    rules = redaction(getattr(args, "redact", None))
+    return events if rules is None else rules.events(events)
 
 
 def _integration(name: str, extra: str) -> Any:

@@ -224,10 +224,14 @@ async def export_audit(args: argparse.Namespace) -> int:
     if raw is None:
         raise NotFound(f'no session "{args.id}" in {args.store.shown}')
     signatures = read_signatures(args.signatures, args.id) if args.signatures else []
+    rules = args.redact or []
+    if any(rule != "content" for rule in rules):
+        raise UserError(
+            "--format audit takes --redact content only (each line is left out whole: its "
+            "digest stays, so the chain still verifies)"
+        )
     out = sys.stdout
-    for line in audit_lines(
-        args.id, raw.content, redact=args.redact == "content", signatures=signatures
-    ):
+    for line in audit_lines(args.id, raw.content, redact=bool(rules), signatures=signatures):
         out.write(line + "\n")
     return OK
 

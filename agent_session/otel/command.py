@@ -9,10 +9,14 @@ import argparse
 import datetime
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from agent_session.cli.arguments_looking import duration_ms
 from agent_session.cli.exits import OK, UserError
 from agent_session.cli.output import Progress, json_line
+
+if TYPE_CHECKING:
+    from agent_session.governance.redaction import Redaction
 
 __all__ = ["export_otel", "parse_headers", "parse_since"]
 
@@ -46,11 +50,20 @@ def parse_headers(values: list[str] | None) -> dict[str, str]:
     return headers
 
 
+def _redactor(rules: Redaction | None, scrub: Callable[[str], str]) -> Callable[[str], str]:
+    """The texts of ``--content full`` masked of known secrets, then ``--redact``'s rules."""
+    if rules is None:
+        return scrub
+    return lambda text: rules.text(scrub(text))
+
+
 async def export_otel(args: argparse.Namespace) -> int:
     """Export, then print what was sent (one JSON object with ``--json``)."""
     from agent_session.cli.commands import check_exists
+    from agent_session.governance.redaction import redaction
     from agent_session.otel.export import OtlpSink, export_store
     from agent_session.otel.settings import TraceSettingsError, otlp_settings
+    from agent_session.session.persistence.redaction import scrub
 
     check_exists(args.store)
     try:
@@ -83,6 +96,7 @@ async def export_otel(args: argparse.Namespace) -> int:
             sink,
             args.ids,
             content=args.content,
+            redact=_redactor(redaction(args.redact), scrub),
             since=args.since,
             on_session=step,
             prices=args.prices,

@@ -19,11 +19,13 @@ import errno
 import ipaddress
 import json
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from agent_session.cli.exits import IO_ERROR, OK, UserError
+from agent_session.governance.redaction import Redaction, redaction
 from agent_session.see.catalog import Catalog
 from agent_session.see.prices import PriceTable
 
@@ -37,14 +39,15 @@ def _loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _session(store: Any, id: str) -> tuple[dict[str, Any], Any]:
+def _session(store: Any, id: str, rules: Redaction | None) -> tuple[dict[str, Any], Any]:
     from agent_session.cli.commands import open_backend
 
     async def read() -> tuple[dict[str, Any], Any]:
         reader = open_backend(store, read_only=True)
         try:
             examined = await reader.diagnose(id)
-            return examined.session.header.to_json(), examined.session.events
+            events = examined.session.events
+            return examined.session.header.to_json(), rules.events(events) if rules else events
         finally:
             await reader.aclose()
 
@@ -55,6 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
     store: Any = None
     catalog: Catalog | None = None
     prices: PriceTable | None = None
+    rules: Redaction | None = None
 
     def do_GET(self) -> None:
         from agent_session.see.session_list import list_page
@@ -68,12 +72,15 @@ class _Handler(BaseHTTPRequestHandler):
                 assert self.catalog is not None
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 found, complete = self.catalog.current()
+                if self.rules is not None:  # (a title is the first message's text)
+                    rules = self.rules
+                    found = [replace(row, title=rules.text(row.title)) for row in found]
                 currency = self.prices.currency if self.prices else None
                 body = list_page(found, complete, query, self.store.shown, currency)
                 self._send(200, "text/html", body)
             elif url.path.startswith("/session/"):
                 id = unquote(url.path.removeprefix("/session/"))
-                header, events = _session(self.store, id)
+                header, events = _session(self.store, id, self.rules)
                 live = f"/api/session/{quote(id, safe='')}"
                 parent = header.get("parentSession")
                 up = f"/session/{quote(parent, safe='')}" if isinstance(parent, str) else None
@@ -81,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, "text/html", body)
             elif url.path.startswith("/api/session/"):
                 header, events = _session(
-                    self.store, unquote(url.path.removeprefix("/api/session/"))
+                    self.store, unquote(url.path.removeprefix("/api/session/")), self.rules
                 )
                 self._send(200, "application/json", json.dumps(timeline(header, events, **shown)))
             else:
@@ -114,9 +121,8 @@ async def serve(args: argparse.Namespace) -> int:
         )
     check_exists(args.store)
     catalog = Catalog(args.store, args.prices)
-    handler = type(
-        "Handler", (_Handler,), {"store": args.store, "catalog": catalog, "prices": args.prices}
-    )
+    given = {"store": args.store, "catalog": catalog, "prices": args.prices}
+    handler = type("Handler", (_Handler,), {**given, "rules": redaction(args.redact)})
     try:
         server = ThreadingHTTPServer((args.host, args.port), handler)
     except OSError as e:

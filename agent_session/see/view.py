@@ -327,13 +327,14 @@ def csp_hash(text: str) -> str:
 
 async def view(args: argparse.Namespace) -> int:
     """Write the session's timeline page and say where."""
-    from agent_session.cli.commands import examined
+    from agent_session.cli.commands import examined, redacted
 
     session = (await examined(args.store, args.id)).session
     header = session.header.to_json()
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.id).lstrip(".")
     target = Path(args.output or f"{safe or 'session'}.html")
-    html = page(header, session.events, prices=args.prices, store=args.store.shown)
+    events = redacted(args, session.events)
+    html = page(header, events, prices=args.prices, store=args.store.shown)
     target.write_text(html, encoding="utf-8")
     print(f"wrote {target} ({target.stat().st_size:,} bytes); open it in a browser")
     return OK
