@@ -14,15 +14,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent_session.session.errors import (
-    JsonValueError,
     SessionBackendStateError,
     SessionCollisionError,
     SessionNotFoundError,
     SessionOpenTurnError,
 )
 from agent_session.session.events.event import SessionEvent
-from agent_session.session.events.header import SessionHeader, header_problem
-from agent_session.session.json.lossless import is_safe_int, snapshot
+from agent_session.session.events.header import SessionHeader
+from agent_session.session.json.lossless import is_safe_int
 from agent_session.session.live.hooks import (
     SESSION_CREATED,
     SESSION_DISPOSED,
@@ -38,6 +37,11 @@ from agent_session.session.persistence.api import (
     StoredSession,
 )
 from agent_session.session.persistence.cold import ColdSource, falls_back
+from agent_session.session.persistence.inputs import (
+    checked_header,
+    snapshot_batch,
+    validate_options,
+)
 from agent_session.session.persistence.ledger import Inspection, Ledger, Repair
 from agent_session.session.persistence.live import LiveWriter
 from agent_session.session.persistence.storage import Storage
@@ -49,8 +53,6 @@ if TYPE_CHECKING:
     from agent_session.session.live.store import SessionStore
 
 __all__ = ["Repair", "SessionPersistence"]
-
-_MAX_DELAY = 2_147_483_647
 
 
 class SessionPersistence:
@@ -77,7 +79,7 @@ class SessionPersistence:
         prepared_session_cache_size: int = 5,
         scheduler: Scheduler | None = None,
     ) -> None:
-        _validate_options(prepared_session_cache_size, write_batch_max_delay_ms)
+        validate_options(prepared_session_cache_size, write_batch_max_delay_ms)
         self.storage = storage
         """Where the bytes live."""
         self.name = storage.name
@@ -164,7 +166,7 @@ class SessionPersistence:
         raw_id = header.id if isinstance(header, SessionHeader) else header.get("id")
         if isinstance(raw_id, str):
             self.storage.check_id(raw_id)
-        checked = _checked_header(header)
+        checked = checked_header(header)
         self._check_open()
         async with self.ledger.locks.hold(checked.id):
             await self.ledger.create(checked)
@@ -176,7 +178,7 @@ class SessionPersistence:
         objects are ignored). An id known only to storage is adopted first (which repairs an
         interrupted log). Raises ``TypeError`` for non-JSON data at the call; the awaitable
         raises ``SessionError`` for a seq that does not continue the log."""
-        batch = _snapshot_batch(events)
+        batch = snapshot_batch(events)
         self._check_open()
         return self._append(id, batch)
 
@@ -427,41 +429,3 @@ class SessionPersistence:
     def _check_open(self) -> None:
         if self._closed or self._closing:
             raise SessionBackendStateError(f"{self.name} is closed")
-
-
-def _validate_options(cache_size: int, delay_ms: int) -> None:
-    if not is_safe_int(cache_size) or cache_size < 1:
-        raise TypeError("prepared_session_cache_size must be a positive safe integer")
-    if not is_safe_int(delay_ms) or not 1 <= delay_ms <= _MAX_DELAY:
-        raise TypeError("write_batch_max_delay_ms must be an integer between 1 and 2147483647")
-
-
-def _checked_header(header: SessionHeader | Mapping[str, Any]) -> SessionHeader:
-    raw = header.to_json() if isinstance(header, SessionHeader) else header
-    try:
-        value: Any = snapshot(raw, "metadata")
-    except JsonValueError as e:
-        raise TypeError(f"session metadata must be losslessly JSON-serializable: {e}") from e
-    if not isinstance(value, Mapping):
-        raise TypeError("session metadata must be a JSON object")
-    problem = header_problem(value)
-    if problem is not None:
-        raise TypeError(f"session metadata {problem}")
-    return SessionHeader.model_validate(value)
-
-
-def _snapshot_batch(events: Sequence[SessionEvent | Mapping[str, Any]]) -> list[SessionEvent]:
-    batch: list[SessionEvent] = []
-    for index, event in enumerate(events):
-        if isinstance(event, SessionEvent):
-            batch.append(event)
-            continue
-        kind = event.get("type") if isinstance(event, Mapping) else None
-        try:
-            batch.append(SessionEvent.from_json(event))
-        except JsonValueError as e:
-            raise TypeError(
-                f'session event batch is not losslessly JSON-serializable: event "{kind}" at '
-                f"index {index} carries non-JSON-serializable data: {e}"
-            ) from e
-    return batch
