@@ -69,9 +69,15 @@ if TYPE_CHECKING:
     from agent_session.governance.budgets import budget_report as budget_report
     from agent_session.governance.budgets import set_budget as set_budget
     from agent_session.governance.budgets import set_stored_budget as set_stored_budget
+    from agent_session.governance.holds import hold_live as hold_live
+    from agent_session.governance.holds import place_hold as place_hold
+    from agent_session.governance.holds import release_hold as release_hold
     from agent_session.governance.labels import labels_of as labels_of
     from agent_session.governance.labels import set_labels as set_labels
     from agent_session.governance.labels import set_stored_labels as set_stored_labels
+    from agent_session.governance.redaction import redaction as redaction
+    from agent_session.governance.retention import purge_store as purge_store
+    from agent_session.sealing import Keyring as Keyring
     from agent_session.governance.windows import spend_windows as spend_windows
     from agent_session.integrations.claude_agent_sdk import (
         EventLogSessionStore as EventLogSessionStore,
@@ -145,6 +151,9 @@ if TYPE_CHECKING:
         SessionDurabilityError as SessionDurabilityError,
     )
     from agent_session.session import (
+        SessionErasedError as SessionErasedError,
+    )
+    from agent_session.session import (
         SessionError as SessionError,
     )
     from agent_session.session import (
@@ -164,6 +173,9 @@ if TYPE_CHECKING:
     )
     from agent_session.session import (
         SessionHeaderError as SessionHeaderError,
+    )
+    from agent_session.session import (
+        SessionHeldError as SessionHeldError,
     )
     from agent_session.session import (
         SessionLogTooLargeError as SessionLogTooLargeError,
@@ -188,6 +200,9 @@ if TYPE_CHECKING:
     )
     from agent_session.session import (
         SessionReplayError as SessionReplayError,
+    )
+    from agent_session.session import (
+        SessionSealError as SessionSealError,
     )
     from agent_session.session import (
         SessionSeqError as SessionSeqError,

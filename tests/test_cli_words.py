@@ -44,6 +44,10 @@ COMMANDS = [
     "label",
     "sign",
     "audit-key",
+    "purge",
+    "hold",
+    "release",
+    "erase",
 ]
 
 

@@ -24,6 +24,7 @@ from agent_session.session.persistence.failpoints import FAILPOINT_ENV
 from tests.forkserver import run_cli
 from tests.sweeps import sample
 from tests.test_cli import cli
+from tests.test_reference_interop import reference_load
 from tests.test_settle_crash import store_of
 
 CANARY = "canary-7f3a9c1e-do-not-keep"
@@ -249,3 +250,118 @@ def test_a_kill_during_a_purge_leaves_each_session_purged_or_intact(
         **({} if point == "purge:after-delete" else {ids[hit - 1]: "intact"}),
     }
     assert "interrupted" in receipts_of(store)[-1]["note"]
+
+
+def sealed_env(tmp_path: Path) -> tuple[Keyring, dict[str, str]]:
+    ring_dir, master = tmp_path / "ring", tmp_path / "master.key"
+    master.write_bytes(os.urandom(32))
+    env = {"AGENT_SESSION_KEYRING": str(ring_dir), "AGENT_SESSION_MASTER_KEY_FILE": str(master)}
+    return Keyring(ring_dir, master.read_bytes()), env
+
+
+def test_erasure_refuses_a_hold_a_session_in_clear_and_a_keyring_that_cannot_read(
+    tmp_path: Path,
+) -> None:
+    ring, env = sealed_env(tmp_path)
+    store = str(tmp_path / "s")
+    asyncio.run(write_session(store, "sealed", keyring=ring))
+    asyncio.run(write_session(store, "clear"))
+    cli("hold", store, "sealed", "--reason", "matter 7", env=env)
+    held = cli("erase", store, "sealed", env=env, check_rc=2)
+    assert "under legal hold" in held.stdout
+    clear = cli("erase", store, "clear", env=env, check_rc=2)
+    assert "is stored in clear" in clear.stdout
+    assert CANARY in cli("show", store, "sealed", env=env).stdout  # (nothing was erased)
+    no_ring = cli("erase", store, "sealed", check_rc=4)
+    assert "AGENT_SESSION_KEYRING" in no_ring.stderr
+    no_master = cli(
+        "show", store, "sealed", env={**env, "AGENT_SESSION_MASTER_KEY_FILE": ""}, check_rc=2
+    )
+    assert "no master key" in no_master.stderr
+    other = Keyring(tmp_path / "other-ring", os.urandom(32))
+    with pytest.raises(SessionSealError, match="which the keyring .* does not hold"):
+        asyncio.run(_load(store, "sealed", other))
+    short = tmp_path / "short.key"
+    short.write_bytes(b"x" * 16)
+    bad = cli(
+        "show",
+        store,
+        "sealed",
+        env={**env, "AGENT_SESSION_MASTER_KEY_FILE": str(short)},
+        check_rc=4,
+    )
+    assert "32 or more random bytes" in bad.stderr
+
+
+def test_a_moved_session_leaves_its_source_and_a_sealed_one_moves_sealed(tmp_path: Path) -> None:
+    ring, env = sealed_env(tmp_path)
+    source, target = str(tmp_path / "a"), f"sqlite:///{tmp_path}/b.db"
+    asyncio.run(write_session(source, "m", keyring=ring))
+    moved = cli("copy", source, target, "m", "--move", env=env)
+    assert "m: moved —" in moved.stdout
+    assert ids_in(source) == set()
+    raw = asyncio.run(_raw(target, "m"))
+    assert CANARY.encode() not in raw
+    assert CANARY in cli("show", target, "m", env=env).stdout
+    plain = asyncio.run(_copy_to_plain(target, str(tmp_path / "c"), ring))
+    assert "is sealed: open the target store with the keyring too" in plain
+
+
+async def _copy_to_plain(source: str, target: str, ring: Keyring) -> str:
+    from agent_session.interchange.copying import copy_session
+    from agent_session.session import SessionCopyError
+
+    src, dst = open_store(source, keyring=ring), open_store(target)
+    try:
+        with pytest.raises(SessionCopyError) as refused:
+            await copy_session(src, dst, "m")
+        return str(refused.value)
+    finally:
+        await dst.aclose()
+        await src.aclose()
+
+
+@pytest.mark.process
+def test_the_reference_loads_a_held_and_released_log(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    asyncio.run(write_session(str(root), "h"))
+    cli("hold", str(root), "h", "--reason", "matter 9")
+    cli("release", str(root), "h", "--reason", "closed")
+    loaded = reference_load(root, "h", "none")
+    assert "error" not in loaded, loaded
+    kinds = [e["type"] for e in loaded["events"]]
+    assert kinds.count("hold/set") == 1
+    assert kinds.count("hold/released") == 1
+
+
+@pytest.mark.process
+def test_an_archived_sealed_session_is_erased_in_the_archive_too(tmp_path: Path) -> None:
+    from tests.s3_server import bucket
+
+    ring, sealing = sealed_env(tmp_path)
+    store, name = str(tmp_path / "s"), bucket()
+    env = {**os.environ, **sealing}  # (the S3 server's credentials too)
+    asyncio.run(write_session(store, "z", keyring=ring))
+    cli("archive", store, "--older-than", "0s", "--to", f"s3://{name}/p", env=env)
+    assert CANARY in cli("show", store, "z", env=env).stdout  # (read from the archive)
+    archived = _archive_bytes(name)
+    assert archived
+    assert CANARY.encode() not in archived
+    cli("erase", store, "z", env=env)
+    gone = cli("show", store, "z", env=env, check_rc=2)
+    assert "was erased" in gone.stderr
+
+
+def _archive_bytes(name: str) -> bytes:
+    import boto3
+    import zstandard
+
+    s3 = boto3.client("s3")
+    listed = s3.list_objects_v2(Bucket=name, Prefix="p/").get("Contents", [])
+    data = [s3.get_object(Bucket=name, Key=o["Key"])["Body"].read() for o in listed]
+    return b"".join(
+        zstandard.ZstdDecompressor().decompressobj().decompress(d)
+        if d[:4] == b"\x28\xb5\x2f\xfd"
+        else d
+        for d in data
+    )

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from agent_session.session.persistence.service import SessionPersistence
     from agent_session.stores import StoreSpec
 
-__all__ = ["Purged", "purge", "settle_receipts"]
+__all__ = ["Purged", "purge", "purge_store", "settle_receipts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,3 +198,25 @@ def _rule(older_than_ms: int, labels: Mapping[str, str]) -> str:
     days, rest = divmod(older_than_ms, 86_400_000)
     age = f"{days}d" if not rest else f"{older_than_ms // 1000}s"
     return " ".join([f"older-than {age}", *(f"label {k}={v}" for k, v in sorted(labels.items()))])
+
+
+async def purge_store(
+    store: str,
+    *,
+    older_than_ms: int,
+    labels: Mapping[str, str] | None = None,
+    dry_run: bool = False,
+) -> list[Purged]:
+    """:func:`purge` on the store ``store`` names (a directory, ``sqlite:///…`` or
+    ``postgresql://…``), opened and closed here; what was done to each session."""
+    from agent_session.stores import parse_store
+
+    spec = parse_store(store)
+    backend = spec.open()
+    try:
+        done, _ = await purge(
+            spec, backend, older_than_ms=older_than_ms, labels=labels, dry_run=dry_run
+        )
+        return done
+    finally:
+        await backend.aclose()
