@@ -36,10 +36,10 @@ from agent_session import (
 )
 from bench.postgres import DSN_ENV
 
-__all__ = ["main"]
+__all__ = ["Timed", "checkpoints", "main", "stores"]
 
 
-def _stores(base: Path) -> dict[str, str]:
+def stores(base: Path) -> dict[str, str]:
     out = {"jsonl": str(base / "jsonl"), "sqlite": f"sqlite:///{base}/s.db"}
     if os.environ.get(DSN_ENV):
         from bench.engines import _database
@@ -52,9 +52,12 @@ Timed = tuple[float, float]
 """Seconds of a step's flush, and of the whole step (its appends and its flush)."""
 
 
-async def _checkpoints(store: str, steps: int, id: str) -> tuple[list[Timed], list[Timed]]:
+async def checkpoints(
+    store: str, steps: int, id: str, **options: Any
+) -> tuple[list[Timed], list[Timed]]:
     """The times of each step (six appended events, then a flush) of a session on the store
-    opened plain and of one on it opened chained, step for step in turn."""
+    opened plain and of one on it opened with ``options`` (default: chained), step for step
+    in turn."""
     from agent_session.session.events.types import STEP_END, STEP_START
 
     async def step(runtime: AgentRuntime, session: Any, n: int) -> Timed:
@@ -74,7 +77,7 @@ async def _checkpoints(store: str, steps: int, id: str) -> tuple[list[Timed], li
     chained: list[Timed] = []
     async with AgentRuntime() as a, AgentRuntime() as b:
         a.install(open_store(store))
-        b.install(open_store(store, integrity=True))
+        b.install(open_store(store, **(options or {"integrity": True})))
         one, two = a.sessions.create(f"plain-{id}"), b.sessions.create(f"chained-{id}")
         for n in range(steps):
             plain.append(await step(a, one, n))
@@ -85,11 +88,11 @@ async def _checkpoints(store: str, steps: int, id: str) -> tuple[list[Timed], li
 async def chain_figures(base: Path, runs: int, steps: int) -> dict[str, dict[str, float]]:
     """Median checkpoint and step (µs), plain and chained, and their ratios, per kind."""
     out = {}
-    for kind, store in _stores(base).items():
+    for kind, store in stores(base).items():
         plain: list[Timed] = []
         chained: list[Timed] = []
         for run in range(runs):
-            one, two = await _checkpoints(store, steps, str(run))
+            one, two = await checkpoints(store, steps, str(run))
             plain, chained = plain + one, chained + two
         figures: dict[str, float] = {}
         for at, name in ((0, "flush"), (1, "step")):
@@ -142,7 +145,7 @@ async def _fill(store: str, sessions: int, responses: int) -> None:
 async def window_figures(base: Path, sessions: int, responses: int) -> dict[str, dict[str, Any]]:
     """Seconds of one ``spend_windows`` by tenant, and the events the store holds."""
     out = {}
-    for kind, store in _stores(base / "windows").items():
+    for kind, store in stores(base / "windows").items():
         await _fill(store, sessions, responses)
         began = time.perf_counter()
         windows = await spend_windows(store, label=("tenant", "t3"))

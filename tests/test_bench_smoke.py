@@ -232,3 +232,13 @@ async def test_the_governance_figures_run_on_a_tiny_workload(tmp_path: Path) -> 
     windows = await window_figures(tmp_path, 4, 2)
     # 4 sessions, tenants t0..t3: t3 has one session of 2 responses
     assert all(f["responsesInWindow"] == 2 for f in windows.values())
+
+
+async def test_the_retention_figures_run_on_a_tiny_workload(tmp_path: Path) -> None:
+    from bench.retention import delete_figures, purge_figures, sealing_figures
+
+    sealing = await sealing_figures(tmp_path, 1, 3)
+    assert {"jsonl", "sqlite", "postgres"} <= set(sealing)  # (the PostgreSQL rows too, in CI)
+    assert all(f["flushRatio"] > 0 for f in sealing.values())
+    assert (await delete_figures(tmp_path, 3, 2, 2))["ratio"] > 0
+    assert all(ms > 0 for ms in (await purge_figures(tmp_path, 2)).values())
