@@ -45,7 +45,9 @@ class Receipts(Protocol):
 def receipts_for(store: StoreSpec) -> Receipts:
     """The receipts of the store ``store`` names."""
     if store.kind == "jsonl":
-        return _FileReceipts(os.path.join(store.path, RECEIPT_FILE))
+        receipts = _FileReceipts(os.path.join(store.path, RECEIPT_FILE))
+        receipts.where = os.path.join(store.shown, RECEIPT_FILE)
+        return receipts
     return _TableReceipts(side_database(store), f"table {RECEIPT_TABLE} of {store.shown}")
 
 

@@ -35,7 +35,12 @@ MASTER_KEY_ENV = "AGENT_SESSION_MASTER_KEY_FILE"
 _INFO = b"agent-session sealed content v1 "
 
 
+_LOADED: list[tuple[Any, Any, Any]] = []
+
+
 def _crypto() -> tuple[Any, Any, Any]:
+    if _LOADED:
+        return _LOADED[0]
     try:
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -45,7 +50,8 @@ def _crypto() -> tuple[Any, Any, Any]:
             "sealed sessions need the cryptography package: "
             f"pip install 'agent-session-runtime[encryption]' ({e})"
         ) from None
-    return hashes, AESGCM, HKDF
+    _LOADED.append((hashes, AESGCM, HKDF))
+    return _LOADED[0]
 
 
 class Keyring:
@@ -57,7 +63,7 @@ class Keyring:
             raise ValueError("the master key must be 32 or more random bytes")
         self.directory = Path(directory)
         self._master = master_key
-        self._keys: dict[str, tuple[bytes, bytes]] = {}
+        self._keys: dict[str, tuple[Any, bytes]] = {}
 
     @classmethod
     def from_files(cls, directory: str | os.PathLike[str], master_key_file: str | None) -> Keyring:
@@ -84,8 +90,9 @@ class Keyring:
         replace_durably(str(self._file(kid, "key")), json.dumps(record).encode())
         return kid
 
-    def keys(self, kid: str, session_id: str) -> tuple[bytes, bytes]:
-        """The content key and the nonce key of ``kid`` (for ``session_id``).
+    def keys(self, kid: str, session_id: str) -> tuple[Any, bytes]:
+        """The content cipher (AES-256-GCM, keyed) and the nonce key of ``kid`` (for
+        ``session_id``).
 
         Raises:
             SessionErasedError: The key was erased.
@@ -107,14 +114,14 @@ class Keyring:
                 f'session "{session_id}" is sealed with key {kid}, which the keyring '
                 f"{self.directory} does not hold"
             ) from None
-        hashes, _, hkdf = _crypto()
+        hashes, aesgcm, hkdf = _crypto()
         derived = hkdf(
             algorithm=hashes.SHA256(),
             length=64,
             salt=base64.b64decode(record["salt"]),
             info=_INFO + kid.encode(),
         ).derive(self._master)
-        found = self._keys[kid] = (derived[:32], derived[32:])
+        found = self._keys[kid] = (aesgcm(derived[:32]), derived[32:])
         return found
 
     def erase(self, kid: str, session_id: str) -> bool:

@@ -21,12 +21,11 @@ fails closed on an event of a sealed type that is not (:func:`open_event`).
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 from collections.abc import Mapping
 from typing import Any, Final
 
-from agent_session.sealing.keyring import Keyring, _crypto
+from agent_session.sealing.keyring import Keyring
 from agent_session.session import SessionSealError
 from agent_session.session.events.event import SessionEvent, build_event
 from agent_session.session.events.types import (
@@ -95,12 +94,11 @@ def seal_event(keyring: Keyring, kid: str, session_id: str, event: SessionEvent)
     it is)."""
     if event.type in CLEAR_TYPES or is_sealed(event):
         return event
-    key, nonce_key = keyring.keys(kid, session_id)
-    _, aesgcm, _ = _crypto()
+    cipher, nonce_key = keyring.keys(kid, session_id)
     plain = encode_json(event.data)
     aad = _aad(session_id, event)
-    nonce = hmac.new(nonce_key, aad + b"\0" + plain, hashlib.sha256).digest()[:12]
-    sealed = nonce + aesgcm(key).encrypt(nonce, plain, aad)
+    nonce = hmac.digest(nonce_key, aad + b"\0" + plain, "sha256")[:12]
+    sealed = nonce + cipher.encrypt(nonce, plain, aad)
     value = f"v1.{kid}.{base64.urlsafe_b64encode(sealed).decode().rstrip('=')}"
     data = snapshot({SEALED: value, **_clear_part(event.type, event.data)}, "data")
     return _with_data(event, data)
@@ -142,12 +140,11 @@ def open_event(
             f'session "{session_id}" is sealed (key {kid}): open the store with its keyring '
             "(AGENT_SESSION_KEYRING and AGENT_SESSION_MASTER_KEY_FILE)"
         )
-    key, _ = keyring.keys(kid, session_id)
-    _, aesgcm, _ = _crypto()
+    cipher, _ = keyring.keys(kid, session_id)
     text = str(event.data[SEALED]).split(".")[2]
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        plain = aesgcm(key).decrypt(raw[:12], raw[12:], _aad(session_id, event))
+        plain = cipher.decrypt(raw[:12], raw[12:], _aad(session_id, event))
     except Exception as e:  # (InvalidTag, a bad base64 or a short value)
         raise SessionSealError(
             f'session "{session_id}": the sealed event at seq {event.seq} ({event.type}) '
