@@ -25,7 +25,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent_session import AgentRuntime, ScriptedModel, ScriptedStep, open_store
+from agent_session import (
+    AgentRuntime,
+    ScriptedModel,
+    ScriptedStep,
+    checkpoint_policy,
+    open_store,
+)
 from agent_session.governance.retention import purge_store
 from agent_session.sealing import Keyring
 from bench.governance import Timed, checkpoints, stores
@@ -55,6 +61,7 @@ async def sealing_figures(base: Path, runs: int, steps: int) -> dict[str, dict[s
 async def _fill(store: str, sessions: int, turns: int) -> None:
     async with AgentRuntime() as runtime:
         runtime.install(open_store(store))
+        runtime.install(checkpoint_policy)
         steps = [ScriptedStep(text=["ok " * 40])] * (sessions * turns)
         runtime.models.register("demo", ScriptedModel(steps))
         for n in range(sessions):
