@@ -77,7 +77,6 @@ if TYPE_CHECKING:
     from agent_session.governance.labels import set_stored_labels as set_stored_labels
     from agent_session.governance.redaction import redaction as redaction
     from agent_session.governance.retention import purge_store as purge_store
-    from agent_session.sealing import Keyring as Keyring
     from agent_session.governance.windows import spend_windows as spend_windows
     from agent_session.integrations.claude_agent_sdk import (
         EventLogSessionStore as EventLogSessionStore,
@@ -108,6 +107,7 @@ if TYPE_CHECKING:
     from agent_session.recovery import (
         TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN,
     )
+    from agent_session.sealing import Keyring as Keyring
     from agent_session.see.prices import PriceTableError as PriceTableError
     from agent_session.session import ApprovalError as ApprovalError
     from agent_session.session import ApprovalExpiredError as ApprovalExpiredError
