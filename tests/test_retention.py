@@ -9,15 +9,19 @@ import asyncio
 import json
 import os
 import signal
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent_session import AgentRuntime, ScriptedModel, ScriptedStep, checkpoint_policy, open_store
 from agent_session.governance.holds import place_hold, release_hold
 from agent_session.governance.labels import set_stored_labels
+from agent_session.integrations.langgraph import EventLogSaver
 from agent_session.sealing import Keyring
 from agent_session.session import SessionErasedError, SessionHeldError, SessionSealError
 from agent_session.session.persistence.failpoints import FAILPOINT_ENV
@@ -28,6 +32,8 @@ from tests.test_reference_interop import reference_load
 from tests.test_settle_crash import store_of
 
 CANARY = "canary-7f3a9c1e-do-not-keep"
+PROPERTY_RING = Keyring(tempfile.mkdtemp(prefix="ring-"), bytes(range(32)))
+PROPERTY_KID = PROPERTY_RING.new_key("s")
 
 
 async def write_session(
@@ -365,3 +371,59 @@ def _archive_bytes(name: str) -> bytes:
         else d
         for d in data
     )
+
+
+async def test_a_framework_s_own_delete_obeys_a_hold(tmp_path: Path) -> None:
+    from agent_session.integrations.langgraph.records import log_id
+    from tests.test_langgraph import config, graph
+
+    store = str(tmp_path / "s")
+    with EventLogSaver(store) as saver:
+        await graph(saver, 2).ainvoke({"count": 0, "seen": []}, config("t"))
+    await place_hold(store, log_id("t"), "matter 5")
+    with EventLogSaver(store) as saver:
+        with pytest.raises(SessionHeldError, match="matter 5"):
+            await saver.adelete_thread("t")
+        assert saver.get_tuple(config("t")) is not None  # (nothing was deleted)
+
+
+def test_a_fork_of_a_sealed_session_is_erased_with_it(tmp_path: Path) -> None:
+    ring, env = sealed_env(tmp_path)
+    store = str(tmp_path / "s")
+    asyncio.run(write_session(store, "p", keyring=ring, turns=2))
+    cli("fork", store, "p", "--turn", "1", "--new-id", "p-fork", env=env)
+    assert CANARY in cli("show", store, "p-fork", env=env).stdout
+    assert CANARY.encode() not in asyncio.run(_raw(store, "p-fork"))
+    cli("erase", store, "p", env=env)
+    gone = cli("show", store, "p-fork", env=env, check_rc=2)
+    assert "was erased" in gone.stderr
+
+
+def test_listing_and_verify_name_a_sealed_store_read_without_its_keyring(tmp_path: Path) -> None:
+    ring, _ = sealed_env(tmp_path)
+    store = str(tmp_path / "s")
+    asyncio.run(write_session(store, "p", keyring=ring))
+    listed = cli("ls", store).stdout
+    assert "balanced" in listed
+    verified = cli("verify", store, check_rc=None)
+    assert "is sealed" in verified.stdout + verified.stderr
+
+
+@given(
+    st.text(max_size=200), st.integers(0, 10**6), st.sampled_from(["user/message", "tool/result"])
+)
+def test_sealing_round_trips_and_binds_the_event(text: str, seq: int, kind: str) -> None:
+    from agent_session.sealing.seal import open_event, seal_event
+    from agent_session.session.events.event import build_event
+    from agent_session.session.json.lossless import snapshot
+
+    event = build_event(kind, seq, 1, snapshot({"text": text, "n": seq}, "data"))
+    sealed = seal_event(PROPERTY_RING, PROPERTY_KID, "s", event)
+    assert sealed.data.keys() == {"sealed"}  # (nothing of the data in clear)
+    assert seal_event(PROPERTY_RING, PROPERTY_KID, "s", event) == sealed  # deterministic
+    assert open_event(PROPERTY_RING, "s", sealed, sealed_session=True) == event
+    moved = build_event(kind, seq + 1, 1, sealed.data)
+    with pytest.raises(SessionSealError, match="does not open"):
+        open_event(PROPERTY_RING, "s", moved, sealed_session=True)
+    with pytest.raises(SessionSealError, match="does not open"):
+        open_event(PROPERTY_RING, "t", sealed, sealed_session=True)

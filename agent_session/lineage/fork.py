@@ -156,13 +156,27 @@ def _writer(store: SessionPersistence, parent_at: str | None) -> SessionPersiste
     """A JSONL store that writes the fork in its parent's encoding, where the store would
     write a new session in another (``None``: the store itself writes it)."""
     from agent_session.persistence_jsonl import JsonlPersistence
+    from agent_session.sealing.storage import seal_like
 
     if not isinstance(store, JsonlPersistence) or parent_at is None:
         return None
     packed = parent_at.endswith(".zstd")
     if packed == (store.jsonl.new_encoding.name == "zstd"):
         return None
-    return JsonlPersistence(store.root, new_session_compression="zstd" if packed else "none")
+    writer = JsonlPersistence(store.root, new_session_compression="zstd" if packed else "none")
+    seal_like(writer, store.storage)  # (a sealed store's fork is sealed)
+    return writer
+
+
+def _keep_key(
+    writer: SessionPersistence, store: SessionPersistence, source: str, child: str
+) -> None:
+    """A fork of a sealed session is sealed with its parent's key: erasing the parent
+    erases the content its forks were seeded with too."""
+    key_of = getattr(store.storage, "key_of", None)
+    kid = key_of(source) if key_of is not None else None
+    if kid is not None:
+        writer.storage.use_key(child, kid)  # type: ignore[attr-defined]
 
 
 async def fork_session(
@@ -188,6 +202,7 @@ async def fork_session(
         if await opened.storage.revision(child) is not None:
             raise SessionForkError(f'session "{child}" already exists', "SESSION_ALREADY_EXISTS")
         encoded = _writer(opened, parent_at)
+        _keep_key(encoded or opened, opened, source, child)
         runtime = Runtime()
         uninstall = runtime.install(encoded or opened)  # (borrowed: the owner closes it)
         try:
