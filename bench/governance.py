@@ -36,7 +36,7 @@ from agent_session import (
 )
 from bench.postgres import DSN_ENV
 
-__all__ = ["Timed", "checkpoints", "main", "stores"]
+__all__ = ["Timed", "checkpoints", "main", "paired_figures", "stores"]
 
 
 def stores(base: Path) -> dict[str, str]:
@@ -85,22 +85,30 @@ async def checkpoints(
     return plain, chained
 
 
-async def chain_figures(base: Path, runs: int, steps: int) -> dict[str, dict[str, float]]:
-    """Median checkpoint and step (µs), plain and chained, and their ratios, per kind."""
+async def paired_figures(
+    base: Path, runs: int, steps: int, name: str, **options: Any
+) -> dict[str, dict[str, float]]:
+    """Median checkpoint and step (µs), plain and opened with ``options`` (named ``name``
+    in the keys), and their ratios, per kind."""
     out = {}
-    for kind, store in stores(base).items():
+    for kind, store in stores(base / name).items():
         plain: list[Timed] = []
-        chained: list[Timed] = []
+        other: list[Timed] = []
         for run in range(runs):
-            one, two = await checkpoints(store, steps, str(run))
-            plain, chained = plain + one, chained + two
+            one, two = await checkpoints(store, steps, str(run), **options)
+            plain, other = plain + one, other + two
         figures: dict[str, float] = {}
-        for at, name in ((0, "flush"), (1, "step")):
+        for at, step in ((0, "flush"), (1, "step")):
             p = statistics.median(t[at] for t in plain) * 1e6
-            c = statistics.median(t[at] for t in chained) * 1e6
-            figures |= {f"{name}PlainUs": p, f"{name}ChainedUs": c, f"{name}Ratio": c / p}
+            c = statistics.median(t[at] for t in other) * 1e6
+            figures |= {f"{step}PlainUs": p, f"{step}{name}Us": c, f"{step}Ratio": c / p}
         out[kind] = figures
     return out
+
+
+async def chain_figures(base: Path, runs: int, steps: int) -> dict[str, dict[str, float]]:
+    """Median checkpoint and step (µs), plain and chained, and their ratios, per kind."""
+    return await paired_figures(base, runs, steps, "Chained", integrity=True)
 
 
 async def _turns(budget: bool, turns: int) -> float:

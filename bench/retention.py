@@ -34,7 +34,7 @@ from agent_session import (
 )
 from agent_session.governance.retention import purge_store
 from agent_session.sealing import Keyring
-from bench.governance import Timed, checkpoints, stores
+from bench.governance import paired_figures, stores
 
 __all__ = ["delete_figures", "main", "purge_figures", "sealing_figures"]
 
@@ -42,20 +42,7 @@ __all__ = ["delete_figures", "main", "purge_figures", "sealing_figures"]
 async def sealing_figures(base: Path, runs: int, steps: int) -> dict[str, dict[str, float]]:
     """Median checkpoint and step (µs), plain and sealed, and their ratios, per kind."""
     ring = Keyring(base / "ring", os.urandom(32))
-    out = {}
-    for kind, store in stores(base / "sealing").items():
-        plain: list[Timed] = []
-        sealed: list[Timed] = []
-        for run in range(runs):
-            one, two = await checkpoints(store, steps, str(run), keyring=ring)
-            plain, sealed = plain + one, sealed + two
-        figures: dict[str, float] = {}
-        for at, name in ((0, "flush"), (1, "step")):
-            p = statistics.median(t[at] for t in plain) * 1e6
-            c = statistics.median(t[at] for t in sealed) * 1e6
-            figures |= {f"{name}PlainUs": p, f"{name}SealedUs": c, f"{name}Ratio": c / p}
-        out[kind] = figures
-    return out
+    return await paired_figures(base, runs, steps, "Sealed", keyring=ring)
 
 
 async def _fill(store: str, sessions: int, turns: int) -> None:

@@ -4,6 +4,7 @@ store (:mod:`agent_session.governance`)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Awaitable, Callable
 
 from agent_session.cli.exits import CORRUPT, NOT_FOUND, OK, UserError
 from agent_session.cli.output import say, say_action
@@ -72,51 +73,51 @@ async def _targets(args: argparse.Namespace) -> list[str]:
     return found
 
 
-async def hold(args: argparse.Namespace) -> int:
-    """Place a hold on each target; exits with the worst outcome."""
+async def _each(
+    args: argparse.Namespace, act: Callable[[str, str], Awaitable[str]], done: str
+) -> int:
+    """``act(id, by)`` on each target, reporting ``done`` with what it returns; exits with
+    the worst outcome (3 for an id not stored, 2 for one refused)."""
     from agent_session.cli.commands import check_exists
     from agent_session.deciders import who
-    from agent_session.governance.holds import place_hold
 
     check_exists(args.store)
     worst = OK
     for id in await _targets(args):
         try:
-            await place_hold(args.store, id, args.reason, by=args.by or who())
-        except SessionNotFoundError as e:
-            worst = max(worst, NOT_FOUND)
-            say_action(args.json, id, "not found", str(e))
-        except SessionCollisionError as e:
-            worst = max(worst, CORRUPT)
-            say_action(args.json, id, "live", str(e))
-        else:
-            say_action(args.json, id, "held", args.reason)
-    return worst
-
-
-async def release(args: argparse.Namespace) -> int:
-    """Release the holds of each target; exits with the worst outcome."""
-    from agent_session.cli.commands import check_exists
-    from agent_session.deciders import who
-    from agent_session.governance.holds import release_hold
-
-    check_exists(args.store)
-    worst = OK
-    for id in await _targets(args):
-        try:
-            gone = await release_hold(
-                args.store, id, args.reason, seqs=args.hold, by=args.by or who()
-            )
+            detail = await act(id, args.by or who())
         except SessionNotFoundError as e:
             worst = max(worst, NOT_FOUND)
             say_action(args.json, id, "not found", str(e))
         except (SessionError, ValueError) as e:
             worst = max(worst, CORRUPT)
-            say_action(args.json, id, "kept", str(e))
+            live = isinstance(e, SessionCollisionError)
+            say_action(args.json, id, "live" if live else "kept", str(e))
         else:
-            named = ", ".join(f"seq {hold.seq}" for hold in gone)
-            say_action(args.json, id, "released", f"{named}: {args.reason}")
+            say_action(args.json, id, done, detail)
     return worst
+
+
+async def hold(args: argparse.Namespace) -> int:
+    """Place a hold on each target."""
+    from agent_session.governance.holds import place_hold
+
+    async def act(id: str, by: str) -> str:
+        await place_hold(args.store, id, args.reason, by=by)
+        return str(args.reason)
+
+    return await _each(args, act, "held")
+
+
+async def release(args: argparse.Namespace) -> int:
+    """Release the holds of each target."""
+    from agent_session.governance.holds import release_hold
+
+    async def act(id: str, by: str) -> str:
+        gone = await release_hold(args.store, id, args.reason, seqs=args.hold, by=by)
+        return f"{', '.join(f'seq {hold.seq}' for hold in gone)}: {args.reason}"
+
+    return await _each(args, act, "released")
 
 
 async def erase(args: argparse.Namespace) -> int:
