@@ -27,42 +27,36 @@ from typing import Any, Final
 
 from agent_session.sealing.keyring import Keyring
 from agent_session.session import SessionSealError
+from agent_session.session.events import types as t
 from agent_session.session.events.event import SessionEvent, build_event
-from agent_session.session.events.types import (
-    ASSISTANT_MESSAGE,
-    AUDIT_ANCHOR,
-    BUDGET_EXCEEDED,
-    BUDGET_RESERVED,
-    BUDGET_SET,
-    END_SEED,
-    HOLD_RELEASED,
-    HOLD_SET,
-    LABEL_SET,
-    STEP_END,
-    STEP_START,
-    TURN_END,
-    TURN_START,
-)
 from agent_session.session.json.codec import decode_json, encode_json
 from agent_session.session.json.lossless import snapshot
 
-__all__ = ["CLEAR_TYPES", "SEALED", "is_sealed", "open_event", "seal_event"]
+__all__ = [
+    "CLEAR_TYPES",
+    "SEALED",
+    "is_sealed",
+    "key_of_value",
+    "open_event",
+    "seal_event",
+    "sealed_key",
+]
 
 SEALED: Final = "sealed"
 CLEAR_TYPES: Final = frozenset(
     {
-        AUDIT_ANCHOR,
-        BUDGET_EXCEEDED,
-        BUDGET_RESERVED,
-        BUDGET_SET,
-        END_SEED,
-        HOLD_RELEASED,
-        HOLD_SET,
-        LABEL_SET,
-        STEP_END,
-        STEP_START,
-        TURN_END,
-        TURN_START,
+        t.AUDIT_ANCHOR,
+        t.BUDGET_EXCEEDED,
+        t.BUDGET_RESERVED,
+        t.BUDGET_SET,
+        t.END_SEED,
+        t.HOLD_RELEASED,
+        t.HOLD_SET,
+        t.LABEL_SET,
+        t.STEP_END,
+        t.STEP_START,
+        t.TURN_END,
+        t.TURN_START,
     }
 )
 """Types whose data is never sealed: they say how the session went, not what was said."""
@@ -70,7 +64,7 @@ _CLEAR_KEYS: Final = ("usage", "turn", "step")
 
 
 def _clear_part(kind: str, data: Any) -> dict[str, Any]:
-    if kind != ASSISTANT_MESSAGE or not isinstance(data, Mapping):
+    if kind != t.ASSISTANT_MESSAGE or not isinstance(data, Mapping):
         return {}
     kept = {key: data[key] for key in _CLEAR_KEYS if key in data}
     message = data.get("message")
@@ -106,9 +100,12 @@ def seal_event(keyring: Keyring, kid: str, session_id: str, event: SessionEvent)
 
 def sealed_key(event: SessionEvent) -> str | None:
     """The key id of a sealed event."""
-    if not is_sealed(event):
-        return None
-    parts = str(event.data[SEALED]).split(".")
+    return key_of_value(str(event.data[SEALED])) if is_sealed(event) else None
+
+
+def key_of_value(value: str) -> str | None:
+    """The key id a sealed value (``v1.<key id>.<sealed bytes>``) names."""
+    parts = value.split(".")
     return parts[1] if len(parts) == 3 and parts[0] == "v1" else None
 
 

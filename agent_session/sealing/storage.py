@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from agent_session.sealing.keyring import Keyring
-from agent_session.sealing.seal import open_event, seal_event
+from agent_session.sealing.seal import key_of_value, open_event, seal_event
 from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.eventlog import is_run, iter_parts
 from agent_session.session.events.header import SessionHeader
@@ -80,7 +80,7 @@ class SealedStorage(Storage):
                 continue
             data = item.get("data") if isinstance(item, Mapping) else item.data
             if isinstance(data, Mapping) and isinstance(data.get("sealed"), str):
-                return _kid_of(data["sealed"]) or "?"
+                return key_of_value(data["sealed"]) or "?"
         return None
 
     def _seal(self, id: str, events: Sequence[SessionEvent]) -> list[SessionEvent]:
@@ -192,11 +192,6 @@ class SealedStorage(Storage):
 
     async def close(self) -> None:
         await self.inner.close()
-
-
-def _kid_of(value: str) -> str | None:
-    parts = value.split(".")
-    return parts[1] if len(parts) == 3 and parts[0] == "v1" else None
 
 
 def seal_like(store: SessionPersistence, like: Storage, id: str | None = None) -> None:
