@@ -40,6 +40,7 @@ __all__ = [
     "open_event",
     "seal_event",
     "sealed_key",
+    "sealed_value",
 ]
 
 SEALED: Final = "sealed"
@@ -78,9 +79,14 @@ def _aad(session_id: str, event: SessionEvent) -> bytes:
 
 
 def is_sealed(event: SessionEvent) -> bool:
-    """Whether ``event``'s data is a sealed value."""
-    data = event.data
-    return isinstance(data, Mapping) and isinstance(data.get(SEALED), str)
+    """Whether ``event``'s data is a sealed value (``{"sealed": "v1.<key id>.…"}``)."""
+    return sealed_value(event.data) is not None
+
+
+def sealed_value(data: Any) -> str | None:
+    """The sealed value ``data`` holds, if it is one."""
+    value = data.get(SEALED) if isinstance(data, Mapping) else None
+    return value if isinstance(value, str) and key_of_value(value) is not None else None
 
 
 def seal_event(keyring: Keyring, kid: str, session_id: str, event: SessionEvent) -> SessionEvent:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from agent_session.sealing.keyring import Keyring
-from agent_session.sealing.seal import key_of_value, open_event, seal_event
+from agent_session.sealing.seal import key_of_value, open_event, seal_event, sealed_value
 from agent_session.session.events.event import SessionEvent
 from agent_session.session.events.eventlog import is_run, iter_parts
 from agent_session.session.events.header import SessionHeader
@@ -78,9 +78,9 @@ class SealedStorage(Storage):
         for item in iter_parts(events):
             if is_run(item):
                 continue
-            data = item.get("data") if isinstance(item, Mapping) else item.data
-            if isinstance(data, Mapping) and isinstance(data.get("sealed"), str):
-                return key_of_value(data["sealed"]) or "?"
+            value = sealed_value(item.get("data") if isinstance(item, Mapping) else item.data)
+            if value is not None:
+                return key_of_value(value)
         return None
 
     def _seal(self, id: str, events: Sequence[SessionEvent]) -> list[SessionEvent]:
