@@ -1,6 +1,6 @@
 """What ``agent-session show`` says of the governance events of a log: a budget set or
-raised, a request a budget stopped, labels, anchors of the chain (a request's reservation is
-left out: every request under a budget has one)."""
+raised, a request a budget stopped, labels, legal holds and their releases, anchors of the
+chain (a request's reservation is left out: every request under a budget has one)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from agent_session.session.events.types import (
     AUDIT_ANCHOR,
     BUDGET_EXCEEDED,
     BUDGET_SET,
+    HOLD_RELEASED,
+    HOLD_SET,
     LABEL_SET,
 )
 
@@ -53,4 +55,11 @@ def governance_line(event: SessionEvent) -> str | None:
         return f"labels: {shown}"
     if event.type == AUDIT_ANCHOR:
         return f"audit: anchor of seqs {data.get('from')}..{data.get('through')}"
+    if event.type in (HOLD_SET, HOLD_RELEASED):
+        by = f" by {data['by']}" if isinstance(data.get("by"), str) else ""
+        if event.type == HOLD_SET:
+            return f"legal hold{by} (seq {event.seq}): {data.get('reason')}"
+        held = data.get("holds")
+        seqs = ", ".join(map(str, held)) if isinstance(held, list) else "?"
+        return f"legal hold released{by} (seq {seqs}): {data.get('reason')}"
     return None
