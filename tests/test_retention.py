@@ -180,6 +180,9 @@ def test_erasure_makes_every_copy_unreadable_and_the_chain_still_verifies(
     assert receipts_of(store)[-1]["state"] == "erased"
     with pytest.raises(SessionErasedError):
         asyncio.run(_load(copy_to, "p", Keyring(ring_dir, master.read_bytes())))
+    assert ids_in(copy_to) == {"p"}  # (an erased session is listed, and deleted as any other)
+    cli("rm", copy_to, "p")
+    assert ids_in(copy_to) == set()
 
 
 async def _raw(store: str, id: str) -> bytes:
