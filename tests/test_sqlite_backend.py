@@ -339,3 +339,29 @@ def test_streamed_deltas_load_exactly_as_written(choices: list[int], dt: int) ->
     )
     if runs:
         assert lazy >= 1
+
+
+def test_connections_that_open_a_new_database_together_all_open_it(tmp_path: Path) -> None:
+    """Two connections creating one database at once: the one whose switch to WAL meets the
+    other's schema transaction waits for it (SQLite answers it busy at once, without its busy
+    handler), rather than fail with "database is locked"."""
+    from agent_session.persistence_sqlite.schema import open_database
+
+    failed: list[BaseException] = []
+    for round in range(300):
+        path = str(tmp_path / f"r{round}.db")
+        together = threading.Barrier(3)
+
+        def open_it(path: str = path, together: threading.Barrier = together) -> None:
+            together.wait()
+            try:
+                open_database(path, "wal", 5000).connection.close()
+            except BaseException as e:  # (collected: a thread's raise would be lost)
+                failed.append(e)
+
+        threads = [threading.Thread(target=open_it) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failed == []

@@ -14,6 +14,7 @@ import errno
 import os
 import sqlite3
 import stat
+import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -74,7 +75,8 @@ CREATE TABLE IF NOT EXISTS events (
 ) STRICT;
 """
 
-_STRICT_TABLES: Final = (3, 37, 0)  # the first SQLite that knows STRICT tables
+_STRICT_TABLES: Final = (3, 37, 0)
+_SQLITE_BUSY: Final = 5  # the first SQLite that knows STRICT tables
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,8 +368,28 @@ def _configure(
     if journal_mode is None and on_disk == 0:
         journal_mode = "wal"
     if journal_mode is not None:
-        connection.execute(f"PRAGMA journal_mode = {journal_mode.upper()}")
+        _set_journal_mode(connection, journal_mode, busy_timeout_ms)
     connection.execute("PRAGMA synchronous = FULL")
+
+
+def _set_journal_mode(
+    connection: sqlite3.Connection, journal_mode: JournalMode, busy_timeout_ms: int
+) -> None:
+    """Switch the journal mode, trying again while another connection's transaction keeps
+    the lock it needs (SQLite answers that at once, without its busy handler, when two
+    connections open a new database together), for at most ``busy_timeout_ms``."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    pause = 0.001
+    while True:
+        try:
+            connection.execute(f"PRAGMA journal_mode = {journal_mode.upper()}")
+            return
+        except sqlite3.OperationalError as e:
+            busy = (getattr(e, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_BUSY
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)  # (a lock held by another connection: nothing to wait on but time)
+        pause = min(pause * 2, 0.05)
 
 
 @contextlib.contextmanager
