@@ -446,3 +446,22 @@ async def test_purge_keeps_a_session_a_live_writer_holds_and_its_receipt_says_so
     assert ids_in(store) == {"busy"}
     ends = [(r["id"], r["state"]) for r in receipts_of(store) if r["state"] != "purging"]
     assert sorted(ends) == [("busy", "intact"), ("idle", "purged")]
+
+
+@pytest.mark.process
+def test_an_archive_leaves_a_held_session_hot_and_uploads_nothing(tmp_path: Path) -> None:
+    import boto3
+
+    from tests.s3_server import bucket
+
+    store, name = str(tmp_path / "s"), bucket()
+    asyncio.run(write_session(store, "kept"))
+    cli("hold", store, "kept", "--reason", "matter 3")
+    env = dict(os.environ)  # (the S3 server's credentials)
+    done = cli(
+        "archive", store, "--older-than", "0s", "--to", f"s3://{name}/p", env=env, check_rc=2
+    )
+    assert "kept: held — " in done.stdout
+    assert "matter 3" in done.stdout
+    assert boto3.client("s3").list_objects_v2(Bucket=name).get("Contents", []) == []
+    assert ids_in(store) == {"kept"}

@@ -32,4 +32,4 @@ async def archive(args: argparse.Namespace) -> int:
     if not args.json:
         moved = sum(item.action == "archived" for item in done)
         print(f"archived {moved} session(s) to {args.to}; {len(done) - moved} kept")
-    return CORRUPT if any(item.action == "refused" for item in done) else OK
+    return CORRUPT if any(item.action in ("refused", "held") for item in done) else OK

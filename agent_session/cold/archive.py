@@ -40,6 +40,7 @@ from agent_session.persistence_jsonl.layout import session_dir
 from agent_session.sealing.keyring import keyring_from_env
 from agent_session.sealing.storage import SealedStorage, seal_like
 from agent_session.session import SessionHeader, SessionPersistenceCorruptionError
+from agent_session.session.events.holds import check_not_held, standing_holds
 from agent_session.session.persistence.api import Diagnosis
 from agent_session.session.persistence.kit import failpoint
 from agent_session.session.persistence.service import SessionPersistence
@@ -179,6 +180,7 @@ async def archive_session(
 
     Raises:
         SessionCollisionError: A live writer holds it (nothing is archived).
+        SessionHeldError: A legal hold stands on it (nothing is archived).
         SessionCopyError, SessionPersistenceCorruptionError: What was read back is not the
             session (the hot copy is kept).
         OSError: The archive or the hot store failed (the hot copy is kept).
@@ -189,6 +191,7 @@ async def archive_session(
     try:
         if examined is None:  # (``examined``: read under the lock already)
             examined = await hot.diagnose(id)
+        check_not_held(standing_holds(examined.session.events), id)  # (its drop would delete)
         async with _staging() as place:
             stage = JsonlPersistence(place, new_session_compression="zstd")
             seal_like(stage, hot.storage)  # (a sealed session is archived sealed)
@@ -261,8 +264,8 @@ class Archived:
     id: str
     action: str
     """``archived``; ``kept`` (written to within ``older_than``, or held by a live writer:
-    ``detail`` says which); ``refused`` (an error, ``detail`` says which; the hot copy is
-    kept)."""
+    ``detail`` says which); ``held`` (a legal hold stands: dropping the hot copy would delete
+    it); ``refused`` (an error, ``detail`` says which; the hot copy is kept)."""
     detail: str
 
 
@@ -285,7 +288,7 @@ async def archive_store(
     import asyncio
 
     from agent_session.cold.tier import record_archive
-    from agent_session.session import SessionCollisionError, SessionError
+    from agent_session.session import SessionCollisionError, SessionError, SessionHeldError
     from agent_session.stores import parse_store
 
     spec = parse_store(os.fspath(store))
@@ -312,6 +315,9 @@ async def archive_store(
                     manifest = await archive_session(hot, objects, id, examined=seen)
                     detail = f"{manifest.events} events, {manifest.size} bytes to {objects.shown}"
                     done.append(Archived(id, "archived", detail))
+            except SessionHeldError as e:
+                await hot.storage.release(id)
+                done.append(Archived(id, "held", f"{e}; the hot copy is kept"))
             except (SessionError, OSError) as e:
                 await hot.storage.release(id)
                 done.append(Archived(id, "refused", f"{e}; the hot copy is kept"))
