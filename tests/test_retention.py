@@ -124,6 +124,7 @@ def test_release_names_a_hold_by_its_seq_and_keeps_the_others(tmp_path: Path) ->
     assert "matter A" not in rm.stderr
 
 
+@pytest.mark.slow  # (every store; make test runs it)
 def test_purge_deletes_by_age_and_label_with_a_receipt_each(store: str) -> None:
     for id, tenant in (("a1", "acme"), ("a2", "acme"), ("b1", "beta")):
         asyncio.run(write_session(store, id))
@@ -153,6 +154,7 @@ def test_purge_deletes_by_age_and_label_with_a_receipt_each(store: str) -> None:
         assert CANARY not in json.dumps(receipt)
 
 
+@pytest.mark.slow  # (every store; make test runs it)
 def test_erasure_makes_every_copy_unreadable_and_the_chain_still_verifies(
     store: str, tmp_path: Path
 ) -> None:
@@ -432,6 +434,7 @@ def test_sealing_round_trips_and_binds_the_event(text: str, seq: int, kind: str)
         open_event(PROPERTY_RING, "t", sealed, sealed_session=True)
 
 
+@pytest.mark.slow  # (every store; make test runs it)
 async def test_purge_keeps_a_session_a_live_writer_holds_and_its_receipt_says_so(
     store: str,
 ) -> None:

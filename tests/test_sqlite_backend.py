@@ -341,6 +341,7 @@ def test_streamed_deltas_load_exactly_as_written(choices: list[int], dt: int) ->
         assert lazy >= 1
 
 
+@pytest.mark.slow  # (300 rounds; make test runs it)
 def test_connections_that_open_a_new_database_together_all_open_it(tmp_path: Path) -> None:
     """Two connections creating one database at once: the one whose switch to WAL meets the
     other's schema transaction waits for it (SQLite answers it busy at once, without its busy
