@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -468,3 +469,31 @@ def test_an_archive_leaves_a_held_session_hot_and_uploads_nothing(tmp_path: Path
     assert "matter 3" in done.stdout
     assert boto3.client("s3").list_objects_v2(Bucket=name).get("Contents", []) == []
     assert ids_in(store) == {"kept"}
+
+
+def test_receipts_added_at_once_by_two_purges_all_land(store: str) -> None:
+    from agent_session.governance.receipts import receipts_for
+    from agent_session.stores import parse_store
+
+    spec = parse_store(store)
+    if spec.kind == "sqlite":
+        asyncio.run(write_session(store, "s"))  # (a receipt table lives in a store's database)
+
+    def add(who: str) -> None:
+        receipts = receipts_for(spec)
+        try:
+            for n in range(40):
+                receipts.add({"receipt": "purge", "id": f"{who}{n}", "state": "purged"})
+        finally:
+            receipts.close()
+
+    threads = [threading.Thread(target=add, args=(who,)) for who in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ids = [r["id"] for r in receipts_of(store)]
+    assert sorted(ids) == sorted(f"{w}{n}" for w in "ab" for n in range(40))
+    for who in "ab":  # (each writer's receipts in the order it added them)
+        mine = [i for i in ids if i[0] == who]
+        assert mine == [f"{who}{n}" for n in range(40)]

@@ -33,6 +33,8 @@ class SideDatabase:
         self._mark = mark
         self._begin = begin
         self._shown = shown
+        self.on_postgres = shown is not None
+        """Whether the database is a PostgreSQL server's (else SQLite's)."""
         self._lock = threading.RLock()
 
     @classmethod

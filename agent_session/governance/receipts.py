@@ -113,10 +113,17 @@ class _TableReceipts:
 
     def add(self, receipt: dict[str, Any]) -> None:
         if not self._there():
-            self._db.execute(_CREATE)
+            try:
+                self._db.execute(_CREATE)
+            except OSError:  # (PostgreSQL: another purge created it at the same moment)
+                if not self._db.columns(RECEIPT_TABLE):
+                    raise
             self._made = True
+        row = (str(receipt.get("id", "")), orjson.dumps(receipt).decode())
         with self._db.transaction() as db:
-            db.execute(_ADD, (str(receipt.get("id", "")), orjson.dumps(receipt).decode()))
+            if db.on_postgres:  # (SQLite's BEGIN IMMEDIATE already lets one writer in)
+                db.execute(f"LOCK TABLE {RECEIPT_TABLE} IN SHARE ROW EXCLUSIVE MODE")
+            db.execute(_ADD, row)
 
     def all(self) -> list[dict[str, Any]]:
         if not self._there():
