@@ -91,6 +91,16 @@ class SideDatabase:
             )
         return {str(row[0]) for row in rows}
 
+    def create_table(self, table: str, ddl: str) -> None:
+        """Run ``ddl`` (a ``CREATE TABLE IF NOT EXISTS`` of ``table``), taking a table another
+        process created at the same moment as created: PostgreSQL answers two such
+        statements at once with a unique violation of its catalog."""
+        try:
+            self.execute(ddl)
+        except OSError:
+            if not self.columns(table):
+                raise
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[SideDatabase]:
         """Statements that commit together (or, on an error, not at all)."""

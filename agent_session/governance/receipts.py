@@ -113,11 +113,7 @@ class _TableReceipts:
 
     def add(self, receipt: dict[str, Any]) -> None:
         if not self._there():
-            try:
-                self._db.execute(_CREATE)
-            except OSError:  # (PostgreSQL: another purge created it at the same moment)
-                if not self._db.columns(RECEIPT_TABLE):
-                    raise
+            self._db.create_table(RECEIPT_TABLE, _CREATE)
             self._made = True
         row = (str(receipt.get("id", "")), orjson.dumps(receipt).decode())
         with self._db.transaction() as db:

@@ -144,7 +144,7 @@ class _SqlBranches:
 
     def point(self, conversation: str, session_id: str) -> None:
         if not self._there():
-            self._db.execute(_CREATE)
+            self._db.create_table(BRANCH_TABLE, _CREATE)
             self._made = True
         self._db.execute(_UPSERT, (conversation, session_id))
 

@@ -112,7 +112,7 @@ class _SqlCursors:
 
     def __init__(self, db: SideDatabase) -> None:
         self._db = db
-        db.execute(_CREATE)
+        db.create_table(CURSOR_TABLE, _CREATE)
 
     def position(self, sink: str, session_id: str, incarnation: int) -> int:
         found = self._db.execute(_SELECT, (sink, session_id))

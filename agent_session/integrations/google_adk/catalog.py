@@ -231,10 +231,11 @@ class _SqlCatalog:
 
     def __init__(self, db: SideDatabase) -> None:
         self._db = db
-        db.execute(
+        db.create_table(
+            SESSION_TABLE,
             f"CREATE TABLE IF NOT EXISTS {SESSION_TABLE} (app TEXT NOT NULL, user_id TEXT NOT "
             "NULL, id TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION "
-            f"NOT NULL, state TEXT NOT NULL, {_FOLDED}, PRIMARY KEY (app, user_id, id))"
+            f"NOT NULL, state TEXT NOT NULL, {_FOLDED}, PRIMARY KEY (app, user_id, id))",
         )
         if "folded" not in db.columns(SESSION_TABLE):  # (a table of an earlier build)
             try:
@@ -242,10 +243,11 @@ class _SqlCatalog:
             except Exception as e:  # (another process may have added it first)
                 if "folded" not in db.columns(SESSION_TABLE):
                     raise OSError(f"cannot add column folded to {SESSION_TABLE}: {e}") from e
-        db.execute(
+        db.create_table(
+            STATE_TABLE,
             f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (app TEXT NOT NULL, scope TEXT NOT NULL, "
             "user_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
-            "PRIMARY KEY (app, scope, user_id, key))"
+            "PRIMARY KEY (app, scope, user_id, key))",
         )
 
     def _set(self, app: str, scope: str, user: str, delta: Mapping[str, Any]) -> None:
