@@ -121,3 +121,34 @@ def test_postgres_data_directory_holds_no_trace_after_vacuum(tmp_path: Path) -> 
         assert traces(data, KEPT.encode()) != []
     finally:
         server.remove()
+
+
+def test_the_search_index_forgets_a_deleted_session_byte_for_byte(tmp_path: Path) -> None:
+    root, canary = tmp_path / "s", "canary-search-index-3c9d"
+    index = tmp_path / "index.db"
+    fill(str(root), canary)
+    found = cli("search", str(root), canary, "--index", str(index)).stdout
+    assert "gone seq" in found
+    assert canary.encode() in index.read_bytes()
+    delete(str(root), "purge")
+    after = cli("search", str(root), canary, "--index", str(index)).stdout
+    assert "no session says" in after
+    assert traces(tmp_path, canary.encode()) == []  # (the store and the index beside it)
+
+
+def test_a_sealed_session_is_never_indexed(tmp_path: Path) -> None:
+    from agent_session.sealing import Keyring
+
+    master = tmp_path / "master.key"
+    master.write_bytes(os.urandom(32))
+    ring = Keyring(tmp_path / "ring", master.read_bytes())
+    root, canary, index = tmp_path / "s", "canary-sealed-index-81f0", tmp_path / "index.db"
+    asyncio.run(write_session(str(root), "sealed", keyring=ring, text=canary))
+    env = {
+        "AGENT_SESSION_KEYRING": str(ring.directory),
+        "AGENT_SESSION_MASTER_KEY_FILE": str(master),
+    }
+    for given in ({}, env):  # (without its keyring, and with it)
+        found = cli("search", str(root), canary, "--index", str(index), env=given).stdout
+        assert "no session says" in found
+    assert traces(tmp_path, canary.encode()) == []

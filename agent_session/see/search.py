@@ -5,8 +5,9 @@ The index is an SQLite FTS5 database *outside* the store (``--index FILE``; by d
 ``$XDG_CACHE_HOME/agent-session/search/``, one per store): derived, rebuilt on demand
 (``--rebuild``), and brought up to date before each search by reading only what was appended
 since (a session whose log shrank or was replaced is read again whole; a removed one leaves
-the index). It reads stored events as they are, never repairing anything, through a read-only
-backend: the store is never written.
+the index, its text zeroed and merged out of the index's segments). A sealed session is never
+indexed: its text would outlive its erasure. It reads stored events as they are, never
+repairing anything, through a read-only backend: the store is never written.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Final
 
 from agent_session.cli.exits import OK, UserError
 from agent_session.cli.output import json_line
+from agent_session.session import SessionErasedError, SessionSealError
 
 __all__ = ["KINDS", "default_index", "search", "surface_texts"]
 
@@ -89,6 +91,7 @@ def _open(path: Path, rebuild: bool) -> sqlite3.Connection:
     if rebuild and path.exists():
         path.unlink()
     index = sqlite3.connect(path)
+    index.execute("PRAGMA secure_delete = ON")  # (a removed session's text is zeroed)
     index.executescript(_SCHEMA)
     found = index.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
     if found is not None and found[0] != _VERSION:  # an index another build wrote: rebuild it
@@ -118,7 +121,17 @@ async def refresh(index: sqlite3.Connection, reader: Any, rows: Iterable[Any]) -
         if start == 0:
             index.execute("DELETE FROM entries WHERE session = ?", (row.id,))
             turn = None
-        new = await reader.read_from(row.id, start)
+        try:
+            new = await reader.read_from(row.id, start)
+        except (SessionSealError, SessionErasedError):
+            new = None
+        if new is None or _sealed(reader, row.id):  # (its text would outlive an erasure)
+            index.execute("DELETE FROM entries WHERE session = ?", (row.id,))
+            index.execute(
+                "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, NULL)",
+                (row.id, row.events, row.updated_at),
+            )
+            continue
         read += 1
         last_turn = turn
         for seq, at, kind, text in surface_texts(new, turn):
@@ -131,11 +144,20 @@ async def refresh(index: sqlite3.Connection, reader: Any, rows: Iterable[Any]) -
             "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
             (row.id, total, row.updated_at, None if last_turn is None else str(last_turn)),
         )
-    for gone in set(known) - seen:
-        index.execute("DELETE FROM entries WHERE session = ?", (gone,))
-        index.execute("DELETE FROM sessions WHERE id = ?", (gone,))
+    gone = set(known) - seen
+    for id in gone:
+        index.execute("DELETE FROM entries WHERE session = ?", (id,))
+        index.execute("DELETE FROM sessions WHERE id = ?", (id,))
+    if gone:  # (merged, so no token of a deleted session stays in the index's segments)
+        index.execute("INSERT INTO entries(entries) VALUES ('optimize')")
     index.commit()
     return read
+
+
+def _sealed(reader: Any, id: str) -> bool:
+    """Whether ``id`` is a sealed session (``agent_session.sealing``): never indexed."""
+    key_of = getattr(reader.storage, "key_of", None)
+    return key_of is not None and key_of(id) is not None
 
 
 def query(
