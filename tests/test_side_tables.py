@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from agent_session.beside_logs.side_tables import SideDatabase
 from tests.backends import fresh_database
 
 
+@pytest.mark.slow  # (20 fresh databases; make test runs it)
 def test_connections_that_create_one_side_table_together_all_have_it() -> None:
     failed: list[BaseException] = []
     for _ in range(20):
