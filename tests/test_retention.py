@@ -6,6 +6,7 @@ chain still verifies."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import os
 import re
@@ -497,3 +498,23 @@ def test_receipts_added_at_once_by_two_purges_all_land(store: str) -> None:
     for who in "ab":  # (each writer's receipts in the order it added them)
         mine = [i for i in ids if i[0] == who]
         assert mine == [f"{who}{n}" for n in range(40)]
+
+
+def test_each_event_of_a_chained_sealed_session_is_sealed_once(
+    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain seals an event as it digests it at commit; the checkpoint writes that
+    sealed event, on a medium that takes the batch inline or hands it to its I/O."""
+    from agent_session.sealing import seal, storage
+
+    sealed: collections.Counter[int] = collections.Counter()
+
+    def counted(ring: Keyring, kid: str, id: str, event: Any) -> Any:
+        if event.type not in seal.CLEAR_TYPES:
+            sealed[event.seq] += 1
+        return seal.seal_event(ring, kid, id, event)
+
+    monkeypatch.setattr(storage, "seal_event", counted)
+    asyncio.run(write_session(store, "p", keyring=Keyring(tmp_path / "ring", os.urandom(32))))
+    assert len(sealed) > 5
+    assert set(sealed.values()) == {1}

@@ -50,6 +50,12 @@ class SealedStorage(Storage):
         self.name = inner.name
         inner.pack = False  # (one line per event, each sealed)
         self._kids: dict[str, str] = {}
+        self._digested: dict[tuple[str, int], tuple[SessionEvent, SessionEvent]] = {}
+        """Events a chain had sealed at commit (``stored_line``), with their sealed form,
+        until the flush that writes them takes it: each event is sealed once."""
+        self._last: tuple[Sequence[SessionEvent], list[SessionEvent]] | None = None
+        """The last batch sealed, and its sealed form: a medium that declines an inline
+        append is handed the same batch again (``start_append``, ``append``)."""
 
     def __getattr__(self, name: str) -> Any:  # the medium's own attributes (ops, run_read)
         return getattr(self.inner, name)
@@ -84,10 +90,20 @@ class SealedStorage(Storage):
         return None
 
     def _seal(self, id: str, events: Sequence[SessionEvent]) -> list[SessionEvent]:
+        last = self._last
+        if last is not None and last[0] is events:
+            return last[1]
         kid = self._kid(id)
         if kid == _PLAIN:
             return list(events)
-        return [seal_event(self.keyring, kid, id, event) for event in events]
+        out = []
+        for event in events:
+            known = self._digested.pop((id, event.seq), None)
+            same = known is not None and (known[0] is event or known[0] == event)
+            sealed = known[1] if same and known is not None else None
+            out.append(sealed or seal_event(self.keyring, kid, id, event))
+        self._last = (events, out)
+        return out
 
     def _open(self, id: str, events: Sequence[Any], *, whole: bool) -> Sequence[Any]:
         """``events`` opened; ``whole``: the whole log (how it is stored is learnt)."""
@@ -107,7 +123,9 @@ class SealedStorage(Storage):
     # --- the medium, sealed -----------------------------------------------------------------
 
     def stored_line(self, id: str, event: SessionEvent, line: bytes | None = None) -> bytes:
-        return self.inner.stored_line(id, self._seal(id, [event])[0])
+        (sealed,) = self._seal(id, [event])
+        self._digested[id, event.seq] = (event, sealed)  # (the flush writes this one)
+        return self.inner.stored_line(id, sealed)
 
     def check_id(self, id: str) -> None:
         self.inner.check_id(id)
@@ -171,7 +189,12 @@ class SealedStorage(Storage):
         return await self.inner.writer_elsewhere(id)
 
     async def release(self, id: str) -> None:
+        self._forget(id)
         await self.inner.release(id)
+
+    def _forget(self, id: str) -> None:
+        for key in [key for key in self._digested if key[0] == id]:
+            del self._digested[key]
 
     def locate(self, header: SessionHeader) -> str | None:
         return self.inner.locate(header)
@@ -188,6 +211,7 @@ class SealedStorage(Storage):
 
     async def delete(self, id: str) -> bool:
         self._kids.pop(id, None)
+        self._forget(id)
         return await self.inner.delete(id)
 
     async def close(self) -> None:
