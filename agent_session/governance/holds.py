@@ -2,9 +2,10 @@
 one stands, every delete path refuses the session (``SessionPersistence.delete``, so ``rm``,
 ``purge``, ``copy --move``, an archive's drop and each framework's own delete), naming it.
 
-Guarantees: a hold is placed on a stored session from any process (:func:`place_hold`,
-``agent-session hold``) or on a live one (:func:`hold_live`), under the same locked append
-as an approval, so it is durable when the call returns; a release is an event too, so the
+Guarantees: a hold placed on a stored session from any process (:func:`place_hold`,
+``agent-session hold``) goes through the same locked append as an approval, so it is
+durable when the call returns; one placed on a live session (:func:`hold_live`) is durable
+at that session's next checkpoint; a release is an event too, so the
 log keeps who held the session, why, and when it was let go; the check reads the stored
 bytes leniently (:func:`holds_in_lines`), so a torn or damaged line elsewhere in the log
 never hides a hold that was stored whole.

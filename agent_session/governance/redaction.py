@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent_session.session.events.event import SessionEvent, build_event
+from agent_session.session.events.event import SessionEvent, with_data
 from agent_session.session.json.lossless import snapshot
 
 __all__ = ["RULES", "Redaction", "redaction"]
@@ -100,19 +100,7 @@ class Redaction:
 
     def events(self, events: Iterable[SessionEvent]) -> list[SessionEvent]:
         """``events`` with their data redacted (their envelopes kept)."""
-        return [
-            build_event(
-                event.type,
-                event.seq,
-                event.time,
-                snapshot(self.value(event.data), "data"),
-                event.surface_op,
-                event.source_event_seqs,
-                event.ignorable,
-                event._key_order,
-            )
-            for event in events
-        ]
+        return [with_data(event, snapshot(self.value(event.data), "data")) for event in events]
 
 
 def _patterns_only(rules: Redaction, value: str) -> str:

@@ -28,7 +28,7 @@ from typing import Any, Final
 from agent_session.sealing.keyring import Keyring
 from agent_session.session import SessionSealError
 from agent_session.session.events import types as t
-from agent_session.session.events.event import SessionEvent, build_event
+from agent_session.session.events.event import SessionEvent, with_data
 from agent_session.session.json.codec import decode_json, encode_json
 from agent_session.session.json.lossless import snapshot
 
@@ -39,7 +39,6 @@ __all__ = [
     "key_of_value",
     "open_event",
     "seal_event",
-    "sealed_key",
     "sealed_value",
 ]
 
@@ -101,12 +100,7 @@ def seal_event(keyring: Keyring, kid: str, session_id: str, event: SessionEvent)
     sealed = nonce + cipher.encrypt(nonce, plain, aad)
     value = f"v1.{kid}.{base64.urlsafe_b64encode(sealed).decode().rstrip('=')}"
     data = snapshot({SEALED: value, **_clear_part(event.type, event.data)}, "data")
-    return _with_data(event, data)
-
-
-def sealed_key(event: SessionEvent) -> str | None:
-    """The key id of a sealed event."""
-    return key_of_value(str(event.data[SEALED])) if is_sealed(event) else None
+    return with_data(event, data)
 
 
 def key_of_value(value: str) -> str | None:
@@ -116,35 +110,26 @@ def key_of_value(value: str) -> str | None:
 
 
 def open_event(
-    keyring: Keyring | None, session_id: str, event: SessionEvent, *, sealed_session: bool
+    keyring: Keyring, session_id: str, event: SessionEvent, *, sealed_session: bool
 ) -> SessionEvent:
     """``event`` with its data opened.
 
     Raises:
         SessionSealError: ``sealed_session`` and ``event`` is of a sealed type but not sealed
-            (fail closed), a sealed value that is not one or does not authenticate, or no
-            keyring.
+            (fail closed), a sealed value that does not authenticate, or a key the keyring
+            does not hold.
         SessionErasedError: Its key was erased.
     """
-    if not is_sealed(event):
+    value = sealed_value(event.data)
+    if value is None:
         if sealed_session and event.type not in CLEAR_TYPES:
             raise SessionSealError(
                 f'session "{session_id}" is sealed, but its event at seq {event.seq} '
                 f"({event.type}) is stored in clear: refusing to read it"
             )
         return event
-    kid = sealed_key(event)
-    if kid is None:
-        raise SessionSealError(
-            f'session "{session_id}": the sealed value at seq {event.seq} is not one'
-        )
-    if keyring is None:
-        raise SessionSealError(
-            f'session "{session_id}" is sealed (key {kid}): open the store with its keyring '
-            "(AGENT_SESSION_KEYRING and AGENT_SESSION_MASTER_KEY_FILE)"
-        )
+    _, kid, text = value.split(".")
     cipher, _ = keyring.keys(kid, session_id)
-    text = str(event.data[SEALED]).split(".")[2]
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         plain = cipher.decrypt(raw[:12], raw[12:], _aad(session_id, event))
@@ -153,17 +138,4 @@ def open_event(
             f'session "{session_id}": the sealed event at seq {event.seq} ({event.type}) '
             "does not open with its key (changed, or moved from another event)"
         ) from e
-    return _with_data(event, snapshot(decode_json(plain), "data", js_numbers=True))
-
-
-def _with_data(event: SessionEvent, data: Any) -> SessionEvent:
-    return build_event(
-        event.type,
-        event.seq,
-        event.time,
-        data,
-        event.surface_op,
-        event.source_event_seqs,
-        event.ignorable,
-        event._key_order,
-    )
+    return with_data(event, snapshot(decode_json(plain), "data", js_numbers=True))

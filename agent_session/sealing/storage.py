@@ -3,8 +3,9 @@ a sealed session is sealed before the medium sees it, and opened again when read
 live session, the agent and every reader through this backend see plaintext while the
 bytes on disk (and every copy of them) hold ciphertext.
 
-Guarantees: a session this storage creates is sealed with a key of its own (made durable
-before its first line); a session stored in clear before sealing was turned on stays in
+Guarantees: a session this storage creates is sealed with a new key (made durable before
+its first line), or with its source's key when it is a copy or a fork of a sealed one
+(:meth:`SealedStorage.use_key`); a session stored in clear before sealing was turned on stays in
 clear (never half sealed); a sealed session that holds a line of a sealed type in clear
 fails closed on read; the raw bytes (``read_raw``) and the chain's lines are the sealed
 ones, so ``verify --integrity`` checks them with no key, and still does once the session's

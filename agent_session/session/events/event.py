@@ -55,6 +55,7 @@ __all__ = [
     "envelope_problem",
     "is_known_event_type",
     "register_event_type",
+    "with_data",
 ]
 
 SURFACE_EVENT_TYPES: Final = _SURFACE_TYPES
@@ -281,6 +282,21 @@ def build_event(
     _untrack(fields)  # an event holds frozen JSON and scalars: never part of a cycle
     _untrack(event)
     return event
+
+
+def with_data(event: SessionEvent, data: JsonValue) -> SessionEvent:
+    """``event`` with ``data`` (frozen and validated already) in place of its own: the same
+    envelope, surface fields and written key order."""
+    return build_event(
+        event.type,
+        event.seq,
+        event.time,
+        data,
+        event.surface_op,
+        event.source_event_seqs,
+        event.ignorable,
+        event._key_order,
+    )
 
 
 def build_plain_events(
