@@ -36,7 +36,7 @@ from agent_session import (
 )
 from bench.postgres import DSN_ENV
 
-__all__ = ["Timed", "checkpoints", "main", "paired_figures", "stores"]
+__all__ = ["Timed", "checkpoints", "main", "paired_figures", "print_paired", "stores"]
 
 
 def stores(base: Path) -> dict[str, str]:
@@ -163,6 +163,17 @@ async def window_figures(base: Path, sessions: int, responses: int) -> dict[str,
     return out
 
 
+def print_paired(figures: dict[str, dict[str, float]], name: str, runs: int, steps: int) -> None:
+    """Print :func:`paired_figures` (``name``: the variant's, as it named the keys)."""
+    print(f"a step of six events and a flush, medians of {runs} x {steps} steps (µs)")
+    for kind, f in figures.items():
+        for step in ("flush", "step"):
+            print(
+                f"  {kind:9} {step:5}  plain {f[step + 'PlainUs']:6.0f}  {name.lower()} "
+                f"{f[step + name + 'Us']:6.0f}  ratio {f[step + 'Ratio']:.3f}"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.governance", description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
@@ -173,13 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         chain = asyncio.run(chain_figures(base, args.runs, args.steps))
         budget = asyncio.run(budget_figures(args.runs, 200))
         windows = asyncio.run(window_figures(base, 200, 25))
-    print(f"a step of six events and a flush, medians of {args.runs} x {args.steps} steps (µs)")
-    for kind, f in chain.items():
-        for name in ("flush", "step"):
-            print(
-                f"  {kind:9} {name:5}  plain {f[name + 'PlainUs']:6.0f}  chained "
-                f"{f[name + 'ChainedUs']:6.0f}  ratio {f[name + 'Ratio']:.3f}"
-            )
+    print_paired(chain, "Chained", args.runs, args.steps)
     print(
         f"turn (no store, one request): {budget['plainUs']:.0f} µs without a budget, "
         f"{budget['budgetUs']:.0f} µs with one (ratio {budget['ratio']:.3f})"

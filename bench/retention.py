@@ -34,7 +34,7 @@ from agent_session import (
 )
 from agent_session.governance.retention import purge_store
 from agent_session.sealing import Keyring
-from bench.governance import paired_figures, stores
+from bench.governance import paired_figures, print_paired, stores
 
 __all__ = ["delete_figures", "main", "purge_figures", "sealing_figures"]
 
@@ -111,13 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         sealing = asyncio.run(sealing_figures(base, args.runs, args.steps))
         deleting = asyncio.run(delete_figures(base, 20, 40, args.runs))
         purging = asyncio.run(purge_figures(base, 100))
-    print(f"a step of six events and a flush, medians of {args.runs} x {args.steps} steps (µs)")
-    for kind, f in sealing.items():
-        for name in ("flush", "step"):
-            print(
-                f"  {kind:9} {name:5}  plain {f[name + 'PlainUs']:6.0f}  sealed "
-                f"{f[name + 'SealedUs']:6.0f}  ratio {f[name + 'Ratio']:.3f}"
-            )
+    print_paired(sealing, "Sealed", args.runs, args.steps)
     print(
         f"SQLite delete of one session of 40 turns (of 20): {deleting['secureMs']:.1f} ms "
         f"leaving no trace, {deleting['plainMs']:.1f} ms plain (ratio {deleting['ratio']:.2f})"

@@ -18,7 +18,8 @@ from agent_session.governance.redaction import redaction
 from tests.forkserver import start_module
 from tests.otlp_receiver import receiver
 from tests.test_cli import cli
-from tests.test_retention import _raw, write_session
+from tests.test_integrity import raw
+from tests.test_retention import write_session
 
 SECRET = "sk-ant-api03-Zq8v2LmN4pR7tX1yB6cD"
 EMAIL = "ana.lopez@example.org"
@@ -37,7 +38,7 @@ def leaked(text: str) -> list[str]:
 
 
 def test_export_redacts_by_rule_and_stays_a_valid_request(store: str) -> None:
-    before = asyncio.run(_raw(store, "c"))
+    before = raw(store, "c")
     plain = cli("export", store, "c", "--format", "openai").stdout
     assert leaked(plain) == [SECRET, EMAIL, "hunter2", "ana-4471"]
     rules = ("--redact", "secrets", "--redact", "emails", "--redact", r"pattern:ana-\d+")
@@ -50,7 +51,7 @@ def test_export_redacts_by_rule_and_stays_a_valid_request(store: str) -> None:
     assert "please" not in content
     request = json.loads(content)
     assert [m["role"] for m in request["messages"]] == ["user", "assistant"] * 2
-    assert asyncio.run(_raw(store, "c")) == before  # the log is never changed
+    assert raw(store, "c") == before  # the log is never changed
 
 
 def test_view_and_an_audit_export_redact(store: str, tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from agent_session.session.persistence.failpoints import FAILPOINT_ENV
 from tests.forkserver import run_cli
 from tests.sweeps import sample
 from tests.test_cli import cli
+from tests.test_integrity import raw
 from tests.test_reference_interop import reference_load
 from tests.test_settle_crash import store_of
 
@@ -117,8 +118,8 @@ def test_release_names_a_hold_by_its_seq_and_keeps_the_others(tmp_path: Path) ->
         asyncio.run(release_hold(store, "s", "done", seqs=[1]))
     log = orjson.loads(cli("show", store, "s", "--json").stdout.splitlines()[0])
     assert log  # (the session is readable)
-    raw = asyncio.run(_raw(store, "s")).splitlines()
-    first = next(orjson.loads(line)["seq"] for line in raw if b'"hold/set"' in line)
+    lines = raw(store, "s").splitlines()
+    first = next(orjson.loads(line)["seq"] for line in lines if b'"hold/set"' in line)
     released = asyncio.run(release_hold(store, "s", "A closed", seqs=[first]))
     assert [hold.reason for hold in released] == ["matter A"]
     rm = cli("rm", store, "s", check_rc=2)
@@ -169,9 +170,9 @@ def test_erasure_makes_every_copy_unreadable_and_the_chain_still_verifies(
     shown = cli("show", store, "p", env=env).stdout
     assert CANARY in shown
     cli("copy", store, copy_to, "p", env=env)
-    raw = asyncio.run(_raw(store, "p"))
-    assert CANARY.encode() not in raw
-    assert b'"sealed":"v1.' in raw
+    stored = raw(store, "p")
+    assert CANARY.encode() not in stored
+    assert b'"sealed":"v1.' in stored
     cold = cli("show", store, "p", check_rc=2)
     assert "is sealed" in cold.stderr
     assert "AGENT_SESSION_KEYRING" in cold.stderr
@@ -187,16 +188,6 @@ def test_erasure_makes_every_copy_unreadable_and_the_chain_still_verifies(
     assert ids_in(copy_to) == {"p"}  # (an erased session is listed, and deleted as any other)
     cli("rm", copy_to, "p")
     assert ids_in(copy_to) == set()
-
-
-async def _raw(store: str, id: str) -> bytes:
-    backend = open_store(store)
-    try:
-        raw = await backend.read_raw(id)
-        assert raw is not None
-        return raw.content
-    finally:
-        await backend.aclose()
 
 
 async def _load(store: str, id: str, ring: Keyring) -> None:
@@ -242,12 +233,12 @@ def test_a_kill_during_a_purge_leaves_each_session_purged_or_intact(
     ids = ["s1", "s2", "s3"]
     for id in ids:
         asyncio.run(write_session(store, id))
-    before = {id: asyncio.run(_raw(store, id)) for id in ids}
+    before = {id: raw(store, id) for id in ids}
     killed = run_cli("purge", store, "--older-than", "0s", env={FAILPOINT_ENV: f"{point}@{hit}"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     left = ids_in(store)
     for id in left:  # never half: what is left is the session as it was
-        assert asyncio.run(_raw(store, id)) == before[id]
+        assert raw(store, id) == before[id]
     gone = [id for id in ids if id not in left]
     assert len(gone) == (hit if point == "purge:after-delete" else hit - 1)
     settled = cli("purge", store, "--older-than", "100d").stdout
@@ -313,8 +304,7 @@ def test_a_moved_session_leaves_its_source_and_a_sealed_one_moves_sealed(tmp_pat
     moved = cli("copy", source, target, "m", "--move", env=env)
     assert "m: moved —" in moved.stdout
     assert ids_in(source) == set()
-    raw = asyncio.run(_raw(target, "m"))
-    assert CANARY.encode() not in raw
+    assert CANARY.encode() not in raw(target, "m")
     assert CANARY in cli("show", target, "m", env=env).stdout
     plain = asyncio.run(_copy_to_plain(target, str(tmp_path / "c"), ring))
     assert "is sealed: open the target store with the keyring too" in plain
@@ -400,7 +390,7 @@ def test_a_fork_of_a_sealed_session_is_erased_with_it(tmp_path: Path) -> None:
     asyncio.run(write_session(store, "p", keyring=ring, turns=2))
     cli("fork", store, "p", "--turn", "1", "--new-id", "p-fork", env=env)
     assert CANARY in cli("show", store, "p-fork", env=env).stdout
-    assert CANARY.encode() not in asyncio.run(_raw(store, "p-fork"))
+    assert CANARY.encode() not in raw(store, "p-fork")
     cli("erase", store, "p", env=env)
     gone = cli("show", store, "p-fork", env=env, check_rc=2)
     assert "was erased" in gone.stderr

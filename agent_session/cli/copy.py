@@ -16,18 +16,9 @@ from agent_session.session import (
     SessionHeldError,
     SessionNotFoundError,
 )
-from agent_session.session.events.holds import check_not_held, holds_in_lines
-from agent_session.session.persistence.service import SessionPersistence
 from agent_session.stores import parse_store
 
 __all__ = ["Copied", "copy", "copy_session"]  # (copy_session: interchange.copying)
-
-
-async def refuse_held(store: SessionPersistence, id: str) -> None:
-    """Raise ``SessionHeldError`` when a legal hold stands on ``id`` in ``store``."""
-    raw = await store.read_raw(id)
-    if raw is not None:
-        check_not_held(holds_in_lines(raw.content), id)
 
 
 async def copy(args: argparse.Namespace) -> int:
@@ -47,7 +38,7 @@ async def copy(args: argparse.Namespace) -> int:
         for id in ids:
             try:
                 if args.move:  # (a held session is neither copied nor deleted)
-                    await refuse_held(source, id)
+                    await source.refuse_held(id)
                 copied = await copy_session(source, target, id)
                 if args.move:
                     await source.delete(id)

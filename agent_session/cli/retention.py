@@ -11,7 +11,6 @@ from agent_session.cli.output import say, say_action
 from agent_session.session import (
     SessionCollisionError,
     SessionError,
-    SessionHeldError,
     SessionNotFoundError,
 )
 
@@ -139,7 +138,7 @@ async def erase(args: argparse.Namespace) -> int:
             except SessionNotFoundError as e:
                 worst = max(worst, NOT_FOUND)
                 say_action(args.json, id, "not found", str(e))
-            except (SessionHeldError, SessionError) as e:
+            except SessionError as e:
                 worst = max(worst, CORRUPT)
                 say_action(args.json, id, "kept", str(e))
             else:

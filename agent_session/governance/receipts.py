@@ -45,16 +45,15 @@ class Receipts(Protocol):
 def receipts_for(store: StoreSpec) -> Receipts:
     """The receipts of the store ``store`` names."""
     if store.kind == "jsonl":
-        receipts = _FileReceipts(os.path.join(store.path, RECEIPT_FILE))
-        receipts.where = os.path.join(store.shown, RECEIPT_FILE)
-        return receipts
+        path = os.path.join(store.path, RECEIPT_FILE)
+        return _FileReceipts(path, os.path.join(store.shown, RECEIPT_FILE))
     return _TableReceipts(side_database(store), f"table {RECEIPT_TABLE} of {store.shown}")
 
 
 class _FileReceipts:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, where: str) -> None:
         self._path = path
-        self.where = path
+        self.where = where
 
     def add(self, receipt: dict[str, Any]) -> None:
         new = not os.path.exists(self._path)

@@ -61,22 +61,19 @@ def _removed(content: bytes, updated_at: int | None) -> dict[str, Any]:
     }
 
 
-async def _exists(backend: SessionPersistence, id: str) -> bool:
-    return await backend.read_raw(id) is not None
-
-
 async def settle_receipts(store: StoreSpec, backend: SessionPersistence) -> list[Purged]:
     """End each ``purging`` receipt a crash left without an end, as the store is now."""
     receipts = receipts_for(store)
     try:
-        ended = {(r.get("run"), r.get("id")) for r in receipts.all() if r.get("state") != "purging"}
+        written = receipts.all()
+        ended = {(r.get("run"), r.get("id")) for r in written if r.get("state") != "purging"}
         done = []
-        for receipt in receipts.all():
+        for receipt in written:
             key = (receipt.get("run"), receipt.get("id"))
             if receipt.get("state") != "purging" or key in ended:
                 continue
             id = str(receipt.get("id"))
-            gone = not await _exists(backend, id)
+            gone = await backend.read_raw(id) is None
             end = {
                 **receipt,
                 "state": "purged" if gone else "intact",
@@ -102,19 +99,16 @@ async def purge(
     older_than_ms: int,
     labels: Mapping[str, str] | None = None,
     dry_run: bool = False,
-    rule: str | None = None,
-    now_ms: int | None = None,
 ) -> tuple[list[Purged], str]:
     """Delete the sessions of ``store`` (through its open ``backend``) last written more
     than ``older_than_ms`` ago and carrying every label of ``labels``; returns what was done
-    to each and where the receipts are. ``rule``: how receipts name the rule (by default
-    built from the arguments)."""
+    to each and where the receipts are."""
     from agent_session.lineage.current import branches_for
     from agent_session.see.inventory import rows
 
-    cutoff = (now_ms if now_ms is not None else int(time.time() * 1000)) - older_than_ms
+    cutoff = int(time.time() * 1000) - older_than_ms
     wanted = dict(labels or {})
-    shown_rule = rule or _rule(older_than_ms, wanted)
+    shown_rule = _rule(older_than_ms, wanted)
     done = [] if dry_run else await settle_receipts(store, backend)
     pointers = branches_for(store, read_only=True)
     try:

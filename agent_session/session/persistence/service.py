@@ -337,7 +337,7 @@ class SessionPersistence:
                 )
             taken = await self.storage.acquire(id)  # (no hold lands between check and delete)
             try:
-                await self._refuse_held(id)
+                await self.refuse_held(id)
                 self.ledger.forget(id)
                 deleted = await self.storage.delete(id)
             finally:
@@ -348,9 +348,10 @@ class SessionPersistence:
         if not deleted:
             raise SessionNotFoundError(f'session "{id}" not found')
 
-    async def _refuse_held(self, id: str) -> None:
+    async def refuse_held(self, id: str) -> None:
         """Raise :class:`SessionHeldError` when a legal hold stands on ``id`` (hot or cold
-        copy), read from its stored bytes (``session.events.holds``)."""
+        copy), read from its stored bytes (``session.events.holds``); what :meth:`delete`
+        checks under the writer lock, for a caller that must know before it starts."""
         from agent_session.session.events.holds import check_not_held, holds_in_lines
 
         raw = await self.read_raw(id)
