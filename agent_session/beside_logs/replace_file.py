@@ -10,7 +10,7 @@ import os
 import secrets
 from collections.abc import Iterator
 
-__all__ = ["exclusively", "replace_durably"]
+__all__ = ["exclusively", "replace_durably", "sync_directory"]
 
 
 @contextlib.contextmanager
@@ -45,7 +45,12 @@ def replace_durably(path: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    handle = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    sync_directory(directory)
+
+
+def sync_directory(directory: str) -> None:
+    """Make the names in ``directory`` (a file created, renamed or unlinked there) durable."""
+    handle = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(handle)
     finally:

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
 from typing import TYPE_CHECKING, Any
 
-from agent_session.governance.receipts import receipts_for
+from agent_session.governance.receipts import receipts_for, utc_stamp
 from agent_session.session import SessionError, SessionNotFoundError
 from agent_session.session.events.holds import check_not_held, holds_in_lines
 
@@ -68,7 +67,7 @@ async def erase(
         "state": "erased",
         "keys": kids,
         "newlyErased": erased,
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "at": utc_stamp(),
         "sealed": {
             "lines": raw.content.count(b"\n"),
             "bytes": len(raw.content),

@@ -10,19 +10,26 @@ read back in the order they were added; reading never creates the file or the ta
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from agent_session.beside_logs.replace_file import sync_directory
 from agent_session.beside_logs.side_tables import SideDatabase, side_database
 
 if TYPE_CHECKING:
     from agent_session.stores import StoreSpec
 
-__all__ = ["RECEIPT_FILE", "RECEIPT_TABLE", "Receipts", "receipts_for"]
+__all__ = ["RECEIPT_FILE", "RECEIPT_TABLE", "Receipts", "receipts_for", "utc_stamp"]
 
 RECEIPT_FILE = ".agent-session-receipts.jsonl"
 RECEIPT_TABLE = "agent_session_receipt"
+
+
+def utc_stamp() -> str:
+    """Now, as receipts and tombstones say it: ``2026-12-04T23:37:42Z`` (UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class Receipts(Protocol):
@@ -64,11 +71,7 @@ class _FileReceipts:
         finally:
             os.close(fd)
         if new:
-            directory = os.open(os.path.dirname(self._path) or ".", os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
+            sync_directory(os.path.dirname(self._path))
 
     def all(self) -> list[dict[str, Any]]:
         try:

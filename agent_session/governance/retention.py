@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_session.governance.labels import labels_in_lines
-from agent_session.governance.receipts import Receipts, receipts_for
+from agent_session.governance.receipts import Receipts, receipts_for, utc_stamp
 from agent_session.session import SessionCollisionError, SessionHeldError, SessionNotFoundError
 from agent_session.session.events.holds import holds_in_lines
 from agent_session.session.persistence.kit import failpoint
@@ -77,7 +77,7 @@ async def settle_receipts(store: StoreSpec, backend: SessionPersistence) -> list
             end = {
                 **receipt,
                 "state": "purged" if gone else "intact",
-                "settled": _now_iso(),
+                "settled": utc_stamp(),
                 "note": "the purge was interrupted; this is what the store holds now",
             }
             receipts.add(end)
@@ -86,10 +86,6 @@ async def settle_receipts(store: StoreSpec, backend: SessionPersistence) -> list
         return done
     finally:
         receipts.close()
-
-
-def _now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 async def purge(
@@ -167,7 +163,7 @@ async def _one(
         "id": id,
         "run": run,
         "rule": rule,
-        "at": _now_iso(),
+        "at": utc_stamp(),
         "removed": removed,
     }
     if dry_run:
@@ -183,7 +179,7 @@ async def _one(
     except SessionNotFoundError:
         pass  # (deleted meanwhile by someone else: it is gone all the same)
     failpoint("purge:after-delete")
-    end = {**receipt, "state": "purged", "at": _now_iso()}
+    end = {**receipt, "state": "purged", "at": utc_stamp()}
     receipts.add(end)
     return Purged(id, "purged", f"{removed['lines']} lines", end)
 

@@ -19,11 +19,11 @@ import base64
 import json
 import os
 import secrets
-import time
 from pathlib import Path
 from typing import Any
 
-from agent_session.beside_logs.replace_file import replace_durably
+from agent_session.beside_logs.replace_file import replace_durably, sync_directory
+from agent_session.governance.receipts import utc_stamp
 from agent_session.session import SessionErasedError, SessionSealError
 
 __all__ = ["KEYRING_ENV", "MASTER_KEY_ENV", "Keyring", "keyring_from_env"]
@@ -129,7 +129,7 @@ class Keyring:
         when it was erased already."""
         path = self._file(kid, "key")
         self._keys.pop(kid, None)
-        tombstone = {"session": session_id, "erased": time.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        tombstone = {"session": session_id, "erased": utc_stamp()}
         try:
             fd = os.open(path, os.O_WRONLY)
         except FileNotFoundError:
@@ -143,11 +143,7 @@ class Keyring:
             os.close(fd)
         replace_durably(str(self._file(kid, "erased")), json.dumps(tombstone).encode())
         os.unlink(path)
-        directory = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        sync_directory(str(self.directory))
         return True
 
     def _need_master(self) -> None:
