@@ -113,11 +113,11 @@ class StoreSpec:
         from agent_session.cold.tier import ColdTier
 
         opened = backend(self.path, **options)
-        opened.cold = ColdTier(self)  # (read from the store's record on first use)
         if keyring is None:
             from agent_session.sealing.keyring import keyring_from_env
 
             keyring = keyring_from_env()
+        opened.cold = ColdTier(self, keyring)  # (read from the store's record on first use)
         if keyring is not None:
             from agent_session.sealing.storage import SealedStorage
 

@@ -190,6 +190,14 @@ def test_erasure_makes_every_copy_unreadable_and_the_chain_still_verifies(
     assert ids_in(copy_to) == set()
 
 
+async def _inspected(store: str, id: str, ring: Keyring) -> str:
+    backend = open_store(store, keyring=ring)
+    try:
+        return str([event.data for event in (await backend.inspect(id)).events])
+    finally:
+        await backend.aclose()
+
+
 async def _load(store: str, id: str, ring: Keyring) -> None:
     backend = open_store(store, keyring=ring)
     try:
@@ -347,6 +355,8 @@ def test_an_archived_sealed_session_is_erased_in_the_archive_too(tmp_path: Path)
     asyncio.run(write_session(store, "z", keyring=ring))
     cli("archive", store, "--older-than", "0s", "--to", f"s3://{name}/p", env=env)
     assert CANARY in cli("show", store, "z", env=env).stdout  # (read from the archive)
+    shown = asyncio.run(_inspected(store, "z", ring))  # (with the keyring given in code)
+    assert CANARY in shown
     archived = _archive_bytes(name)
     assert archived
     assert CANARY.encode() not in archived

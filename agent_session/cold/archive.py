@@ -37,8 +37,8 @@ from agent_session.cold.objects import Objects
 from agent_session.interchange.copying import copy_session
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.persistence_jsonl.layout import session_dir
-from agent_session.sealing.keyring import keyring_from_env
-from agent_session.sealing.storage import SealedStorage, seal_like
+from agent_session.sealing.keyring import Keyring
+from agent_session.sealing.storage import SealedStorage, keyring_of, seal_like
 from agent_session.session import SessionHeader, SessionPersistenceCorruptionError
 from agent_session.session.events.holds import check_not_held, standing_holds
 from agent_session.session.persistence.api import Diagnosis
@@ -148,9 +148,12 @@ async def _verified(objects: Objects, id: str) -> tuple[Manifest, bytes] | None:
 
 
 @contextlib.asynccontextmanager
-async def materialized(objects: Objects, id: str) -> AsyncIterator[JsonlPersistence | None]:
+async def materialized(
+    objects: Objects, id: str, keyring: Keyring | None = None
+) -> AsyncIterator[JsonlPersistence | None]:
     """A read-only JSONL store in a temporary directory holding the archived session, as
-    archived (checked against its manifest); ``None`` when it is not archived."""
+    archived (checked against its manifest), opened with ``keyring`` (the hot store's: a
+    sealed session is archived sealed); ``None`` when it is not archived."""
     found = await _verified(objects, id)
     if found is None:
         yield None
@@ -163,7 +166,6 @@ async def materialized(objects: Objects, id: str) -> AsyncIterator[JsonlPersiste
         with open(os.path.join(directory, DATA), "wb") as file:
             file.write(data)
         store = JsonlPersistence(place)
-        keyring = keyring_from_env()  # (a sealed archive opens with the keyring)
         if keyring is not None:
             store.wrap_storage(lambda storage: SealedStorage(storage, keyring))
         try:
@@ -218,7 +220,7 @@ async def archive_session(
         failpoint("archive:after-data")
         await asyncio.to_thread(objects.put, id, MANIFEST, manifest.encode())
         failpoint("archive:after-manifest")
-        async with materialized(objects, id) as back:
+        async with materialized(objects, id, keyring_of(hot.storage)) as back:
             if back is None:
                 raise SessionPersistenceCorruptionError(
                     f"the archive of session {id!r} in {objects.shown} has no manifest just "
@@ -247,7 +249,7 @@ async def restore(hot: SessionPersistence, objects: Objects, id: str) -> bool:
     """
     import asyncio
 
-    async with materialized(objects, id) as archived:
+    async with materialized(objects, id, keyring_of(hot.storage)) as archived:
         if archived is None:
             return False
         await copy_session(archived, hot, id)

@@ -30,6 +30,7 @@ from agent_session.cold.objects import Objects, parse_archive
 from agent_session.session import SessionPersistenceCorruptionError
 
 if TYPE_CHECKING:
+    from agent_session.sealing.keyring import Keyring
     from agent_session.session.persistence.service import SessionPersistence
     from agent_session.stores import StoreSpec
 
@@ -115,10 +116,12 @@ def record_archive(store: StoreSpec, url: str, endpoint: str | None) -> None:
 
 
 class ColdTier:
-    """The cold tier of the store ``store``, read from its record on first use."""
+    """The cold tier of the store ``store``, read from its record on first use; a sealed
+    session archived there opens with ``keyring`` (the store's)."""
 
-    def __init__(self, store: StoreSpec) -> None:
+    def __init__(self, store: StoreSpec, keyring: Keyring | None = None) -> None:
         self._store = store
+        self._keyring = keyring
         self._objects: Objects | None = None
         self._looked = False
 
@@ -136,7 +139,7 @@ class ColdTier:
         if objects is None:
             yield None
             return
-        async with materialized(objects, id) as archived:
+        async with materialized(objects, id, self._keyring) as archived:
             yield archived
 
     def where(self, id: str) -> str:

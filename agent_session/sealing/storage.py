@@ -34,7 +34,7 @@ from agent_session.session.persistence.storage import Storage
 if TYPE_CHECKING:
     from agent_session.session.persistence.service import SessionPersistence
 
-__all__ = ["SealedStorage", "seal_like"]
+__all__ = ["SealedStorage", "keyring_of", "seal_like"]
 
 _PLAIN = ""
 """The key id recorded for a session kept in clear."""
@@ -217,6 +217,11 @@ class SealedStorage(Storage):
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def keyring_of(storage: Storage) -> Keyring | None:
+    """The keyring ``storage`` seals with (``None``: it seals nothing)."""
+    return storage.keyring if isinstance(storage, SealedStorage) else None
 
 
 def seal_like(store: SessionPersistence, like: Storage, id: str | None = None) -> None:
