@@ -518,3 +518,14 @@ def test_each_event_of_a_chained_sealed_session_is_sealed_once(
     asyncio.run(write_session(store, "p", keyring=Keyring(tmp_path / "ring", os.urandom(32))))
     assert len(sealed) > 5
     assert set(sealed.values()) == {1}
+
+
+def test_a_receipt_added_after_one_a_crash_tore_is_kept(tmp_path: Path) -> None:
+    from agent_session.governance.receipts import RECEIPT_FILE, receipts_for
+    from agent_session.stores import parse_store
+
+    store = str(tmp_path)
+    (tmp_path / RECEIPT_FILE).write_bytes(b'{"receipt":"purge","id":"a"}\n{"receipt":"pu')
+    receipts = receipts_for(parse_store(store))
+    receipts.add({"receipt": "purge", "id": "b", "state": "purged"})
+    assert [r["id"] for r in receipts_of(store)] == ["a", "b"]

@@ -64,9 +64,13 @@ class _FileReceipts:
 
     def add(self, receipt: dict[str, Any]) -> None:
         new = not os.path.exists(self._path)
-        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, orjson.dumps(receipt) + b"\n")
+            line = orjson.dumps(receipt) + b"\n"
+            end = os.fstat(fd).st_size
+            if end and os.pread(fd, 1, end - 1) != b"\n":  # (a receipt a crash tore)
+                line = b"\n" + line
+            os.write(fd, line)
             os.fsync(fd)
         finally:
             os.close(fd)
