@@ -114,7 +114,7 @@ async def set_stored_budget(
     raising: bool = False,
 ) -> dict[str, Any]:
     """Set (or, with ``raising``, raise) the budget of a stored session from any process;
-    return its :func:`budget_report` afterwards.
+    return what was written, as ``{"budget": <the budget/set data>}``.
 
     Raises:
         BudgetError: As :func:`budget_data`.

@@ -44,6 +44,7 @@ class SealedStorage(Storage):
     """``inner`` with its sessions sealed by ``keyring``'s keys."""
 
     writes_lines = False
+    reuses_line = False  # (it stores the sealed event's line, never the plaintext one)
 
     def __init__(self, inner: Storage, keyring: Keyring) -> None:
         self.inner = inner

@@ -54,8 +54,9 @@ class Anchoring:
     def __init__(self, storage: Storage, writer: LiveWriter) -> None:
         self.storage = storage
         storage.pack = False  # one stored line per event: every seq has its own digest
-        storage.writes_lines = True  # (each line encoded once, at commit, and shared)
-        writer.encodes = True
+        if storage.reuses_line:  # (each line encoded once, at commit, and shared)
+            storage.writes_lines = True
+            writer.encodes = True
         self._writer = writer
         """Whose pending lines a fold reads (so no line is encoded twice), and keeps the
         lines a fold encoded for the write to take (a streamed delta's)."""
@@ -91,10 +92,10 @@ class Anchoring:
                 chain.add(unit.seq, unit.count, unit.line, unit.anchor)
         self._chains[session.id] = (chain, header)
 
-    def on_line(self, session: Session, event: SessionEvent, line: bytes) -> None:
-        """An event's JSONL line, encoded as it was committed: folded now when it is the
-        next line of the chain (a line after an unfolded run of deltas waits for the flush),
-        so a checkpoint finds its lines digested already."""
+    def on_line(self, session: Session, event: SessionEvent, line: bytes | None) -> None:
+        """An event as it was committed (with its JSONL line, when the medium reuses it):
+        folded now when it is the next line of the chain (a line after an unfolded run of
+        deltas waits for the flush), so a checkpoint finds its lines digested already."""
         found = self._chains.get(session.id)
         if found is None or event.seq != found[0].through + 1:
             return
@@ -119,8 +120,8 @@ class Anchoring:
         for seq in range(chain.through + 1, session.seq):  # (deltas, and what follows them)
             event = session.event_at(seq)
             known = lines.get(seq)
-            if known is None:  # (a delta's: encoded once, here, for the chain and the write)
-                known = deltas[seq] = event.encode()
+            if known is None and self.storage.reuses_line:  # (a delta's: encoded once, here,
+                known = deltas[seq] = event.encode()  # for the chain and the write)
             self._fold(chain, session.id, event, known)
         if deltas and self._keeps:
             keep_run_lines(items, deltas, lines)

@@ -100,8 +100,9 @@ class LiveWriter:
         """The name of the closed backend, once :meth:`close` ran: nothing is written after."""
         self.before_flush: Callable[[Session], None] | None = None
         """Called as a flush starts, before its batch is taken (``session.chain``)."""
-        self.on_line: Callable[[Session, SessionEvent, bytes], None] | None = None
-        """Called with each event's line as it is encoded at commit (``session.chain``)."""
+        self.on_line: Callable[[Session, SessionEvent, bytes | None], None] | None = None
+        """Called with each event as it is committed, and its line when it is encoded then
+        (``session.chain``)."""
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -190,10 +191,15 @@ class LiveWriter:
         live = self._live.get(session)
         if live is not None:
             live.controller.enqueue(event)
-            if self.encodes and type(event) is SessionEvent and event.type != ASSISTANT_CHUNK:
-                line = live.lines[event.seq] = event.encode()  # (deltas: packed at the flush)
-                if self.on_line is not None:
-                    self.on_line(session, event, line)
+            on_line = self.on_line
+            if not (self.encodes or on_line) or type(event) is not SessionEvent:
+                return
+            if event.type != ASSISTANT_CHUNK:  # (deltas: packed, or encoded, at the flush)
+                line = event.encode() if self.encodes else None
+                if line is not None:
+                    live.lines[event.seq] = line
+                if on_line is not None:
+                    on_line(session, event, line)
 
     def pending(self, session: Session) -> tuple[dict[int, bytes], tuple[Any, ...]]:
         """The JSONL lines of ``session``'s buffered events encoded so far, by seq (what its

@@ -80,6 +80,11 @@ class Storage(ABC):
     lines (``Batch.lines``). A medium that stores events otherwise leaves it ``False`` and
     is spared that work."""
 
+    reuses_line: bool = True
+    """Whether :meth:`stored_line` makes use of the event's JSONL line when it is given one
+    (so a chain encodes each line once, at commit, and shares it); a medium that stores
+    other bytes (a sealed one) does not, and is spared the encoding."""
+
     pack: bool = False
     """Whether appends pack runs of streamed deltas into one stored line (a medium that can
     sets it; a chained store turns it off, so each seq has its own line)."""
