@@ -26,6 +26,7 @@ from agent_session.agent_loop.assembler import (
 )
 from agent_session.agent_loop.call_ids import refuse_bad_calls
 from agent_session.agent_loop.cancel import CancelSignal
+from agent_session.agent_loop.compaction import Compacted, CompactionPolicy, compact, due
 from agent_session.agent_loop.dispatch import run_tools
 from agent_session.agent_loop.inbox import Inbox
 from agent_session.agent_loop.models import LlmError, ModelRequest
@@ -41,6 +42,7 @@ from agent_session.session.events.builders import (
     turn_end,
     turn_start,
 )
+from agent_session.session.events.compaction import latest_of
 from agent_session.session.events.header import now_ms
 from agent_session.session.events.parked import parked_calls
 from agent_session.session.events.turns import next_turn_number
@@ -101,6 +103,7 @@ class Agent:
         model: str,
         system: str | None = None,
         max_parallel_tools: int = 10,
+        compaction: CompactionPolicy | None = None,
     ) -> None:
         if max_parallel_tools < 1:
             raise ValueError("max_parallel_tools must be at least 1")
@@ -110,6 +113,8 @@ class Agent:
         self.model = model
         self.system = system
         self.max_parallel_tools = max_parallel_tools
+        self.compaction = compaction
+        """When the loop compacts the session before a turn (``None``: only when asked)."""
         self._inbox = Inbox(session)
         self._cancel: CancelSignal | None = None
         self._last_header: bytes | None = None
@@ -142,8 +147,20 @@ class Agent:
                 f'session "{self.session.id}" is parked awaiting approval of {ids}: decide '
                 "it (agent-session approve / reject), then call agent.resume()"
             )
+        if self.compaction is not None and due(self, self.compaction):
+            await compact(self, self.compaction, "threshold")
         self.followup(message)
         return await self._turn()
+
+    async def compact(self) -> Compacted | None:
+        """Replace what the model sees with a summary now, keeping the whole log
+        (:mod:`agent_loop.compaction`); ``None`` when there is nothing to compact.
+
+        Raises:
+            SessionOpenTurnError: A turn is open (compaction is between turns).
+            LlmError: The summary request failed; nothing is written.
+        """
+        return await compact(self, self.compaction or CompactionPolicy())
 
     async def resume(self) -> dict[str, Any] | None:
         """Finish the job a crash or a parked approval left: carry out the decisions on the
@@ -339,7 +356,8 @@ class Agent:
         encoded = encode_json(snapshot(header))
         if self._first_request or encoded != self._last_header:
             if self._first_request:
-                logged = any(e.type == REQUEST_HEADER for e in session.events)
+                found, boundary = latest_of(session.events, REQUEST_HEADER)
+                logged = found is not None or (boundary is not None and boundary.requested)
                 why = "resume" if logged else "initial"
             else:
                 why = "change"
@@ -347,8 +365,8 @@ class Agent:
             self._first_request, self._last_header = False, encoded
         context = {"provider": self.provider, "model": self.model}
         if self._context is None:
-            contexts = (e.data for e in reversed(session.events) if e.type == REQUEST_CONTEXT)
-            self._context = thaw(next(contexts, None))
+            found, _ = latest_of(session.events, REQUEST_CONTEXT)
+            self._context = None if found is None else thaw(found.data)
         if self._context != context:
             session.append(REQUEST_CONTEXT, context)
             self._context = context

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from agent_session.agent_loop.approval import ApprovalService
+from agent_session.agent_loop.compaction import CompactionPolicy
 from agent_session.agent_loop.loop import Agent
 from agent_session.agent_loop.models import ModelService
 from agent_session.agent_loop.tools import ToolService
@@ -64,9 +65,11 @@ class AgentRuntime(Runtime):
         model: str,
         system: str | None = None,
         max_parallel_tools: int = 10,
+        compaction: CompactionPolicy | None = None,
     ) -> Agent:
         """An agent running turns on ``session`` with ``model`` given as
-        ``"provider/model"``."""
+        ``"provider/model"``; with ``compaction``, it compacts the session's history before
+        a turn when the policy says so (:mod:`agent_loop.compaction`)."""
         provider, slash, name = model.partition("/")
         if not slash or not provider or not name:
             raise ValueError(f'model must be "provider/model", got "{model}"')
@@ -77,4 +80,5 @@ class AgentRuntime(Runtime):
             model=name,
             system=system,
             max_parallel_tools=max_parallel_tools,
+            compaction=compaction,
         )

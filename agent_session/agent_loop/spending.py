@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agent_session.agent_loop.approval import Parked
 from agent_session.session.events.budget import BudgetFold, budget_parked
+from agent_session.session.events.compaction import unread_boundary
 from agent_session.session.events.types import BUDGET_EXCEEDED, BUDGET_RESERVED
 from agent_session.session.live.session import Session
 
@@ -61,10 +62,18 @@ def fold_of(writer: Any, session: Session) -> BudgetFold:
     event: no snapshot of a long log)."""
     held = _FOLDS.get(writer)
     if held is None or held[0] is not session:
-        held = _FOLDS[writer] = (session, BudgetFold(seed=session.header.seed_length or 0))
+        fold = BudgetFold(seed=session.header.seed_length or 0)
+        boundary = unread_boundary(session.events)
+        if boundary is not None and not boundary.budgeted:
+            fold.seen = fold.first = boundary.start  # (no budget before it: not read)
+        held = _FOLDS[writer] = (session, fold)
     fold = held[1]
     if fold.seen < session.seq:
         fold.fold(session.event_at(seq) for seq in range(fold.seen, session.seq))
+        if fold.budget is not None and fold.first:  # a budget counts all that was spent
+            fold = BudgetFold(seed=fold.seed)
+            fold.fold(session.event_at(seq) for seq in range(session.seq))
+            _FOLDS[writer] = (session, fold)
     return fold
 
 

@@ -156,6 +156,9 @@ class BudgetFold:
     budget: Budget | None = None
     seen: int = 0
     """Events folded so far."""
+    first: int = 0
+    """The seq the fold started at: past 0 when it started at a compaction boundary whose
+    history was not read and held no budget."""
     _spend: Spend = field(default_factory=Spend)
     _open: dict[tuple[Any, Any], Mapping[str, Any]] = field(default_factory=dict)
     _last_input: int = 0

@@ -27,6 +27,7 @@ from agent_session.session.events.event import SessionEvent
 from agent_session.session.json.gcpause import gc_paused, untrack
 
 __all__ = [
+    "EarlierEvents",
     "EventLog",
     "LazyRun",
     "event_part",
@@ -145,6 +146,58 @@ class LazyRun(Sequence[SessionEvent]):
 _RUN_TYPES.add(LazyRun)
 
 
+class EarlierEvents(Sequence[SessionEvent]):
+    """The first events of a log that a reader started past (a resume from a compaction
+    boundary) and has not read: reading any of them reads them all once, through ``read``,
+    which blocks the calling thread; until then they cost nothing.
+
+    Guarantees: once read, every read returns the same objects; a ``read`` that returns
+    another number of events raises ``RuntimeError`` rather than shift every seq after it.
+    """
+
+    __slots__ = ("_events", "_len", "_lock", "_read")
+
+    def __init__(self, length: int, read: Callable[[], Sequence[SessionEvent]]) -> None:
+        self._len = length
+        self._read = read
+        self._events: tuple[SessionEvent, ...] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the events were read."""
+        return self._events is not None
+
+    def events(self) -> tuple[SessionEvent, ...]:
+        """All of them, read now if they were not."""
+        with self._lock:
+            if self._events is None:
+                events = tuple(self._read())
+                if len(events) != self._len:
+                    raise RuntimeError(
+                        f"the history before the compaction boundary has {len(events)} "
+                        f"events, not the {self._len} the resume counted"
+                    )
+                self._events = events
+            return self._events
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> SessionEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
+    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
+        return self.events()[index]
+
+    def __iter__(self) -> Iterator[SessionEvent]:
+        return iter(self.events())
+
+    def __repr__(self) -> str:
+        return f"<EarlierEvents {self._len} {'read' if self.loaded else 'unread'}>"
+
+
 class EventLog(Sequence[_T]):
     """An immutable concatenation of parts: sequences of items (events; wire dicts in a
     scanner's log) and :class:`LazyRun`. ``EventLog[SessionEvent]`` is a stored log. Its
@@ -164,6 +217,9 @@ class EventLog(Sequence[_T]):
             elif is_run(part):
                 if len(part):  # counted without building it
                     kept.append(part)  # type: ignore[arg-type]  # a run is a part of event logs
+            elif type(part) is EarlierEvents:
+                if len(part):  # (kept unread)
+                    kept.append(part)  # type: ignore[arg-type]  # a part of event logs
             elif part:
                 kept.append(event_part(part))
         self._parts: tuple[Sequence[_T], ...] = tuple(kept)
@@ -345,7 +401,13 @@ def same_events(
     parts_b = b.parts if isinstance(b, EventLog) else (b,)
     if len(parts_a) == len(parts_b) and all(x is y for x, y in zip(parts_a, parts_b, strict=True)):
         return True  # the same parts: a live log seeded with this stored log, unchanged
-    left, right = iter_parts(a), iter_parts(b)
+    shared = 0  # leading parts both hold (a seed's, unread history among them): equal
+    for part_a, part_b in zip(parts_a, parts_b, strict=False):
+        if part_a is not part_b:
+            break
+        shared += len(part_a)
+    left: Iterator[Any] = iter_parts(a[shared:] if shared else a)
+    right: Iterator[Any] = iter_parts(b[shared:] if shared else b)
     held: list[Any] = []  # members of a run only one side has, still to compare
     held_right: list[Any] = []
     while True:

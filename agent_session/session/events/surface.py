@@ -166,6 +166,14 @@ class Surface:
         """How many replacements have been applied."""
         return self._replace_generation
 
+    @classmethod
+    def of_nodes(cls, nodes: Sequence[int]) -> Surface:
+        """A surface holding ``nodes`` (seqs, in model order), with no replacement counted:
+        the surface a log read from a compaction boundary starts from."""
+        surface = cls()
+        surface._nodes = list(nodes)
+        return surface
+
     def copy(self) -> Surface:
         """An independent surface in the same state."""
         twin = Surface()

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent_session.session.events.compaction import boundary_of
 from agent_session.session.events.eventlog import is_log, is_run, iter_parts
 from agent_session.session.events.types import TURN_END, TURN_START
 
@@ -61,8 +62,8 @@ class Brackets:
 
 def brackets(events: Iterable[Any]) -> Brackets:
     """Read the turn brackets of ``events``: from its end for a sequence (reading back only
-    to the last ``turn/start``, so a turn costs what it holds, not the log before it),
-    else in one pass."""
+    to the last ``turn/start`` or compaction boundary, so a turn costs what it holds, not
+    the log before it), else in one pass."""
     if isinstance(events, Sequence):
         return _from_end(events)
     last: Literal["start", "end"] | None = None
@@ -98,6 +99,10 @@ def _from_end(events: Sequence[Any]) -> Brackets:
             entry = part[offset]
             kind = None if is_run(entry) else bracket(entry)
             if kind is None:
+                boundary = boundary_of(entry)
+                if boundary is not None:  # every turn before a compaction was closed
+                    closed = last or ("end" if boundary.turn is not None else None)
+                    return Brackets(closed, None, boundary.turn)
                 continue
             if last is None:
                 last = kind

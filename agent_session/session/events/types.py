@@ -18,6 +18,10 @@ __all__ = [
     "BUDGET_SET",
     "CLAUDE_ENTRY",
     "CLAUDE_SUMMARY",
+    "COMPACTION_END",
+    "COMPACTION_START",
+    "COMPACTION_SUMMARY",
+    "CONTEXT_COMPACTED",
     "END_SEED",
     "ENGINE_STEP",
     "FRAMEWORK_ITEM",
@@ -37,6 +41,7 @@ __all__ = [
     "REQUEST_HEADER",
     "STEP_END",
     "STEP_START",
+    "SUBAGENT_SPAWNED",
     "TODO_WRITE",
     "TOOL_CALL",
     "TOOL_RESULT",
@@ -110,8 +115,25 @@ HOLD_SET: Final = "hold/set"
 until a ``hold/released`` (``agent_session.governance.holds``)."""
 HOLD_RELEASED: Final = "hold/released"
 """``{holds, reason, by?}``: the holds placed at the seqs ``holds`` no longer stand."""
+COMPACTION_START: Final = "compaction/start"
+"""``{}``: the reference's opening of a compaction; a summary replaces the surface next."""
+COMPACTION_SUMMARY: Final = "compaction/summary"
+"""``{}``: the reference's mark that the next ``user/message`` is the compaction's summary."""
+COMPACTION_END: Final = "compaction/end"
+"""``{}``: the reference's closing of a compaction."""
+CONTEXT_COMPACTED: Final = "context/compacted"
+"""``{start, summary, trigger, turn, requested, shadowed, estimatedTokensBefore,
+estimatedTokensAfter, summarizer?}``: what a compaction did, written inside its
+``compaction/*`` bracket after the summary (``agent_session.agent_loop.compaction``); a
+resume reads the log from ``start`` on (``session.events.compaction``)."""
+SUBAGENT_SPAWNED: Final = "subagent/spawned"
+"""``{callId, session, depth}``: the tool call ``callId`` of this session runs a child agent
+in session ``session``; durable before the child's first model request
+(``agent_session.agent_loop.subagents``)."""
 MARKED_IGNORABLE: Final = frozenset(
     {
+        CONTEXT_COMPACTED,
+        SUBAGENT_SPAWNED,
         LANGGRAPH_CHECKPOINT,
         LANGGRAPH_WRITES,
         CLAUDE_ENTRY,

@@ -34,6 +34,7 @@ from agent_session.session.events.rules import CheckedLog, check_events, validat
 from agent_session.session.persistence.api import SessionTail, StoredLog, StoredSession
 from agent_session.session.persistence.keyed_locks import KeyedLocks
 from agent_session.session.persistence.storage import Storage
+from agent_session.session.persistence.window import blocking, checked_window, read_window
 
 __all__ = ["Inspection", "Ledger", "Repair", "State"]
 
@@ -75,6 +76,9 @@ class Inspection:
     size: int | None
     """How many bytes the stored artifact has, where the storage says; ``None`` also after a
     repair made here (the bytes were not read again)."""
+    windowed: bool = False
+    """Whether it was read from the last compaction boundary on (the events before it are
+    :class:`EarlierEvents`, read when somebody reaches for one)."""
 
     @property
     def stored(self) -> EventLog[SessionEvent]:
@@ -94,7 +98,14 @@ class Inspection:
     def kept_open(self) -> Inspection:
         """This inspection without its closers: its last turn stays as stored."""
         return Inspection(
-            self.header, self.checked, (), self.checked, self.revision, self.cut_at, self.size
+            self.header,
+            self.checked,
+            (),
+            self.checked,
+            self.revision,
+            self.cut_at,
+            self.size,
+            self.windowed,
         )
 
     def repaired(self, revision: str, closers: Sequence[SessionEvent]) -> Inspection:
@@ -103,7 +114,7 @@ class Inspection:
         closed = self.closed
         if [e.encode() for e in closers] != [e.encode() for e in self.closers]:
             closed = validate_log(closers, after=self.checked)
-        return Inspection(self.header, closed, (), closed, revision, None, None)
+        return Inspection(self.header, closed, (), closed, revision, None, None, self.windowed)
 
 
 class Ledger:
@@ -187,7 +198,7 @@ class Ledger:
         if not taken or state is None or not state.materialized:
             return
         try:
-            inspection = await self.inspect(id)
+            inspection = await self.inspect(id, window=True)
             stored = len(inspection.stored)
             if stored != state.cursor:
                 raise SessionCollisionError(
@@ -211,13 +222,14 @@ class Ledger:
 
     # --- cold path --------------------------------------------------------------------------
 
-    async def commit_cold(self, id: str, *, close: bool = True) -> Inspection:
+    async def commit_cold(self, id: str, *, close: bool = True, window: bool = False) -> Inspection:
         """Make the stored log balanced and durable (cut a torn tail, append closers; with
         ``close`` false only cut), record ownerless state, and return the inspection of what
-        is stored then. The log is read and validated once; if another writer changed it
-        between the read and the repair, it is read again (bounded)."""
+        is stored then. The log is read and validated once (from its last compaction
+        boundary on, with ``window``); if another writer changed it between the read and the
+        repair, it is read again (bounded)."""
         for _ in range(_REPAIR_ROUNDS):
-            inspection = await self.inspect(id)
+            inspection = await self.inspect(id, window=window)
             if not close:
                 inspection = inspection.kept_open()
             if inspection.needs_repair:
@@ -236,21 +248,30 @@ class Ledger:
             return inspection
         raise SessionChangedError(f'session "{id}" kept changing while it was being repaired')
 
-    async def inspect(self, id: str, *, fresh: bool = False) -> Inspection:
+    async def inspect(self, id: str, *, fresh: bool = False, window: bool = False) -> Inspection:
         """The validated stored log and its closers (in memory); reuses a cached read while
         the revision is unchanged, unless ``fresh`` (read what is stored now, with its size).
-        Raises :class:`SessionNotFoundError` when absent."""
+        With ``window``, a log with a compaction boundary may be read from it on (and a
+        cached read of either kind serves); without, the read is whole. Raises
+        :class:`SessionNotFoundError` when absent."""
         cached = None if fresh else self._cache.get(id)
-        if cached is not None:
+        if cached is not None and (window or not cached.windowed):
             # (another id's inspection may evict this one while the revision is read)
             if await self.storage.revision(id) == cached.revision:
                 self._remember(id, cached)
                 return cached
             self._cache.pop(id, None)
-        stored = await self.storage.load(id)
-        if stored is None:
-            raise SessionNotFoundError(f'session "{id}" not found')
-        checked = self.check(id, stored)
+        found = await self._windowed(id) if window and not fresh else None
+        if found is not None:
+            header, checked, revision = found
+            cut_at: object | None = None
+            size: int | None = None
+        else:
+            stored = await self.storage.load(id)
+            if stored is None:
+                raise SessionNotFoundError(f'session "{id}" not found')
+            header, checked, revision = stored.header, self.check(id, stored), stored.revision
+            cut_at, size = stored.cut_at, stored.size
         try:
             closers = tuple(self.repair(checked.events))
             closed = validate_log(closers, after=checked) if closers else checked
@@ -259,10 +280,36 @@ class Ledger:
                 f'stored session "{id}" failed validation: {e}'
             ) from e
         inspection = Inspection(
-            stored.header, checked, closers, closed, stored.revision, stored.cut_at, stored.size
+            header, checked, closers, closed, revision, cut_at, size, found is not None
         )
         self._remember(id, inspection)
         return inspection
+
+    async def _windowed(self, id: str) -> tuple[SessionHeader, CheckedLog, str] | None:
+        """The stored log read from its last compaction boundary on, checked; ``None`` when
+        it has none (or anything about it asks for the whole read)."""
+        window = await read_window(self.storage, id)
+        if window is None:
+            return None
+        self._check_header(id, window.header)
+        where = self._where(window.header)
+        _check_vocabulary(id, window.events, lambda: where, window.boundary.start)
+        start = window.boundary.start
+
+        def read_before() -> Sequence[SessionEvent]:
+            stored = blocking(lambda: self.storage.load(id))
+            if stored is None:
+                raise SessionNotFoundError(f'session "{id}" was deleted while it was open')
+            return self.check(id, stored).events[:start]
+
+        try:
+            checked = checked_window(window, read_before)
+        except (SessionError, JsonValueError, ValueError, TypeError) as e:
+            _refuse_sealed(id, window.events)
+            raise SessionPersistenceCorruptionError(
+                f'stored session "{id}" failed validation: {e}'
+            ) from e
+        return None if checked is None else (window.header, checked, window.revision)
 
     def _remember(self, id: str, inspection: Inspection) -> None:
         self._cache[id] = inspection

@@ -334,7 +334,7 @@ class LiveWriter:
             else:
                 check_cwd(id, state.header, session)
                 if state.cursor:
-                    inspection = await ledger.inspect(id)
+                    inspection = await ledger.inspect(id, window=True)
                     if not same_prefix(session.events, inspection.stored[: state.cursor]):
                         raise SessionCollisionError(
                             f'session "{id}" is already persisted with {state.cursor} event(s) '

@@ -194,14 +194,16 @@ class SessionPersistence:
 
     async def load(self, id: str) -> StoredSession:
         """Live: flush and return the live log (refused while its turn is open). Cold: read,
-        validate, repair durably (truncate a torn tail, append closers), return."""
+        validate, repair durably (truncate a torn tail, append closers), return. A log with
+        a compaction boundary is read from the last one on: the events before it are read
+        only when somebody reaches for one of them."""
         self._check_open()
         live = await self._live_or_none(id)
         if live is None:
             async with self.ledger.locks.hold(id):
                 live = self.writer.session(id)
                 if live is None:
-                    return (await self.ledger.commit_cold(id)).balanced
+                    return (await self.ledger.commit_cold(id, window=self._windowed)).balanced
         return await self._load_live(live)
 
     async def _live_or_none(self, id: str) -> Session | None:
@@ -362,7 +364,8 @@ class SessionPersistence:
         """Load a stored session (repairing it durably if it was interrupted) and publish it as
         a live session that continues at the next seq. Its seed is the stored log, followed by
         one ``session/end-seed``; nothing stored is written again, and the log is read and
-        validated once. It returns only once this backend is the session's one writer (on a
+        validated once, from its last compaction boundary on when it has one (as
+        :meth:`load`). It returns only once this backend is the session's one writer (on a
         medium with writer locks, it holds the lock): a second resumer of a session, in any
         process, is refused here, before it can decide or run anything. A session only the
         store's cold tier holds is brought back into the store first. With ``keep_open``, a
@@ -398,7 +401,7 @@ class SessionPersistence:
         async with self.ledger.locks.hold(id):
             if store.get(id) is not None or self.writer.session(id) is not None:
                 raise SessionCollisionError(f'cannot resume session "{id}" while it is live')
-            return await self.ledger.commit_cold(id, close=not keep_open)
+            return await self.ledger.commit_cold(id, close=not keep_open, window=self._windowed)
 
     async def aclose(self) -> None:
         """Flush every live session, wait for retirements and every per-id lock, then close
@@ -421,6 +424,12 @@ class SessionPersistence:
                 raise ExceptionGroup(f"{self.name} dispose failed", errors)
 
     # --- helpers ----------------------------------------------------------------------------
+
+    @property
+    def _windowed(self) -> bool:
+        """Whether a load or resume may read a log from its last compaction boundary on (not
+        on a chained store, whose resume folds every stored line)."""
+        return self.integrity is None
 
     def _require_store(self) -> SessionStore:
         if self._store is None:

@@ -1,0 +1,105 @@
+"""Compaction boundaries: where a summary replaced a log's whole model history, read from the
+log alone.
+
+A compaction (``agent_session.agent_loop.compaction``) writes, between two turns and in one
+flush: ``compaction/start``, ``compaction/summary``, the summary as a ``user/message`` whose
+surface op replaces every current node (citing them all, in model order), then
+``context/compacted`` (the facts of it: what triggered it, the estimated sizes, the last turn's
+number) and ``compaction/end``. Nothing before it is changed or removed.
+
+Guarantees: a log read from a boundary's ``start`` on, with the surface the summary names,
+reaches the same surface, the same next turn number and the same request header state as the
+whole log (``session.persistence.window``); the readers here go back from the end and stop at
+the last boundary, so what they cost does not grow with the history before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_session.session.events.eventlog import EarlierEvents, is_log, is_run
+from agent_session.session.events.types import CONTEXT_COMPACTED
+from agent_session.session.json.lossless import is_safe_int
+
+__all__ = ["Boundary", "back_to_boundary", "boundary_of", "latest_of", "unread_boundary"]
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """One compaction, as its ``context/compacted`` event records it."""
+
+    seq: int
+    """The seq of the ``context/compacted`` event."""
+    start: int
+    """The seq of its ``compaction/start``: a reader of the log from the boundary starts here."""
+    summary: int
+    """The seq of the summary ``user/message``."""
+    turn: int | None
+    """The number of the last turn before it (``None``: there was none)."""
+    requested: bool
+    """Whether a ``request/header`` was logged before it."""
+    budgeted: bool
+    """Whether a ``budget/set`` was logged before it (a budget's spend then needs the
+    history before it)."""
+
+
+def boundary_of(event: Any) -> Boundary | None:
+    """The boundary a ``context/compacted`` event (built, or a wire dict) records; ``None`` for
+    any other event or one whose data does not say where it starts."""
+    if is_run(event):
+        return None
+    wire = isinstance(event, Mapping)
+    kind = event.get("type") if wire else getattr(event, "type", None)
+    if kind != CONTEXT_COMPACTED:
+        return None
+    data = event.get("data") if wire else event.data
+    seq = event.get("seq") if wire else event.seq
+    if not isinstance(data, Mapping) or not is_safe_int(seq):
+        return None
+    start, summary, turn = data.get("start"), data.get("summary"), data.get("turn")
+    if not (is_safe_int(start) and is_safe_int(summary) and 0 <= start < summary < seq):
+        return None
+    if turn is not None and not (is_safe_int(turn) and turn >= 1):
+        return None
+    requested = data.get("requested") is not False
+    return Boundary(seq, start, summary, turn, requested, data.get("budgeted") is not False)
+
+
+def back_to_boundary(events: Sequence[Any]) -> Iterator[Any]:
+    """The events of ``events`` from its end back to its last compaction boundary (that
+    ``context/compacted`` event last; none when there is no boundary), skipping unbuilt
+    packed runs (streamed deltas): never reads the history before the boundary."""
+    parts = events.parts if is_log(events) else (events,)
+    for part in reversed(parts):
+        if is_run(part) and not part.built:
+            continue
+        for offset in range(len(part) - 1, -1, -1):
+            event = part[offset]
+            if is_run(event):
+                continue
+            yield event
+            if boundary_of(event) is not None:
+                return
+
+
+def unread_boundary(events: Sequence[Any]) -> Boundary | None:
+    """The last boundary of a log whose history before it was not read (a resume from that
+    boundary: ``session.persistence.window``); ``None`` otherwise. Reads nothing before it."""
+    parts = events.parts if is_log(events) else ()
+    if not parts or type(parts[0]) is not EarlierEvents or parts[0].loaded:
+        return None
+    return latest_of(events, "")[1]
+
+
+def latest_of(events: Sequence[Any], kind: str) -> tuple[Any, Boundary | None]:
+    """The last event of type ``kind`` after the last boundary (``None`` if none), and that
+    boundary (``None`` when the search reached the start of the log)."""
+    for event in back_to_boundary(events):
+        if getattr(event, "type", None) == kind:
+            return event, None
+        found = boundary_of(event)
+        if found is not None:
+            return None, found
+    return None, None

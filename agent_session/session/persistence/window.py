@@ -1,0 +1,130 @@
+"""Reading a stored log from its last compaction boundary, so that resuming a long session
+costs what follows its last compaction, not the history before it.
+
+A compaction's summary replaces every surface node and cites them in model order
+(``session.events.compaction``), so the surface just before the boundary is known from the
+summary alone, and the events after the boundary are checked by every rule of a whole load,
+as the continuation of a log whose earlier events are not read (:class:`EarlierEvents`:
+reading one of them reads them all, once). The storage's :meth:`Storage.read_tail` finds
+the boundary from the log's end (JSONL in plain encoding, SQLite and PostgreSQL read only
+about that much; others read the whole log).
+
+Guarantees: a window is used only when the bytes did not change while it was read, no tail
+is torn and the boundary is what this build writes; otherwise ``None`` asks for the whole
+read, whose rules decide. Never writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agent_session.session.events.compaction import Boundary, boundary_of
+from agent_session.session.events.eventlog import EarlierEvents, EventLog
+from agent_session.session.events.header import SessionHeader
+from agent_session.session.events.rules import CheckedLog, validate_log
+from agent_session.session.events.surface import Surface, SurfaceReplace
+from agent_session.session.events.types import USER_MESSAGE
+from agent_session.session.persistence.storage import Storage
+
+__all__ = ["Window", "blocking", "read_window", "surface_at"]
+
+_FIRST = 256
+"""Events read from the end first; each further read takes four times as many."""
+_MOST = 1 << 20
+"""Past this many events after a boundary, the whole log is read instead."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The stored events from the last boundary on, and the revision they were read at."""
+
+    header: SessionHeader
+    boundary: Boundary
+    events: Sequence[Any]
+    """Wire dicts or built events, seq ``boundary.start`` first."""
+    revision: str
+
+
+async def read_window(storage: Storage, id: str) -> Window | None:
+    """The stored log of ``id`` from its last compaction boundary on; ``None`` when it has
+    none, is not stored, ends torn, changed while it was read, or the boundary is more than
+    a million events back (then the whole read serves)."""
+    revision = await storage.revision(id)
+    if revision is None:
+        return None
+    count = _FIRST
+    while count <= _MOST:
+        tail = await storage.read_tail(id, count)
+        if tail is None or tail.torn:
+            return None
+        boundary = _last(tail.events)
+        if boundary is not None and boundary.start >= tail.start:
+            if await storage.revision(id) != revision:
+                return None
+            events = tail.events[boundary.start - tail.start :]
+            return Window(tail.header, boundary, events, revision)
+        if tail.start == 0 and boundary is None:
+            return None
+        end = tail.start + len(tail.events)
+        count = max(count * 4, end - boundary.start if boundary else 0)
+    return None
+
+
+def _last(events: Sequence[Any]) -> Boundary | None:
+    for event in reversed(events):
+        found = boundary_of(event)
+        if found is not None:
+            return found
+    return None
+
+
+def surface_at(window: Window) -> Surface | None:
+    """The surface just before the boundary: the nodes the summary replaced, in model order;
+    ``None`` when the summary is not a replace of exactly the nodes it cites."""
+    at = window.boundary.summary - window.boundary.start
+    if not 0 <= at < len(window.events):
+        return None
+    summary = window.events[at]
+    wire = summary if isinstance(summary, dict) else summary.to_json()
+    op, sources = wire.get("surfaceOp"), wire.get("sourceEventSeqs")
+    if wire.get("type") != USER_MESSAGE or not isinstance(op, dict | SurfaceReplace):
+        return None
+    op = op if isinstance(op, dict) else op.to_json()
+    if not isinstance(sources, list | tuple) or not sources:
+        return None
+    nodes = list(sources)
+    start = window.boundary.start
+    if nodes[0] != op.get("start") or nodes[-1] != op.get("end"):
+        return None
+    if not all(type(n) is int and 0 <= n < start for n in nodes) or len(set(nodes)) < len(nodes):
+        return None
+    return Surface.of_nodes(nodes)
+
+
+def checked_window(window: Window, read_before: Callable[[], Sequence[Any]]) -> CheckedLog | None:
+    """The window checked by every rule of a whole load, as the continuation of the events
+    before it (unread: ``read_before`` reads them when somebody reaches for one); ``None``
+    when the summary does not say the surface (the whole read decides). Raises as
+    :func:`validate_log`."""
+    surface = surface_at(window)
+    if surface is None:
+        return None
+    earlier = EarlierEvents(window.boundary.start, read_before)
+    return validate_log(window.events, after=CheckedLog(EventLog([earlier]), surface))
+
+
+def blocking(work: Callable[[], Awaitable[T]]) -> T:
+    """The result of the coroutine ``work()`` makes, run to its end on a thread of its own
+    with an event loop of its own (so a caller on an event loop can wait for it)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="agent-session-history") as pool:
+        return pool.submit(lambda: asyncio.run(_awaited(work))).result()
+
+
+async def _awaited(work: Callable[[], Awaitable[T]]) -> T:
+    return await work()
