@@ -7,14 +7,27 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import asyncio
+import tempfile
+import uuid
+from pathlib import Path
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent_session import AgentRuntime, checkpoint_policy, open_store
 from agent_session.agent_loop.compaction import SUMMARY_PREFIX, CompactionPolicy
 from agent_session.agent_loop.models import ModelRequest
 from agent_session.session.errors import SessionOpenTurnError
 from agent_session.session.events.eventlog import EarlierEvents
+from agent_session.session import Session
+from agent_session.session.events.builders import user_message
+from agent_session.session.events.surface import Surface
 from agent_session.session.events.turns import next_turn_number
+from tests.backends import fresh_database
+from tests.test_cli import cli
+from tests.test_reference_interop import reference_load
 
 pytestmark = pytest.mark.parametrize("store", ["jsonl", "sqlite", "postgres"], indirect=True)
 
@@ -164,3 +177,76 @@ async def test_compaction_waits_for_the_turn_to_end(store: str) -> None:
     with pytest.raises(SessionOpenTurnError, match="between turns"):
         await bot.compact()
     assert "compaction/start" not in [e.type for e in session.events]
+
+
+async def test_the_reference_loads_a_compacted_log_and_derives_the_same_history(
+    store: str, tmp_path: Path
+) -> None:
+    policy = CompactionPolicy(summarize=summary_of)
+    prompts = ["apples?", "pears?", "/compact", "plums?", "/compact", "figs?"]
+    await run_turns(store, prompts, compaction=policy)
+    root = Path(store)
+    if store.startswith(("sqlite", "postgres")):
+        root = tmp_path / "copy"
+        cli("copy", store, str(root), "chat")
+    loaded = reference_load(root, "chat", "none")
+    assert "error" not in loaded, loaded
+    backend = open_store(str(root))
+    ours = (await backend.inspect("chat")).events
+    await backend.aclose()
+    assert [e["type"] for e in loaded["events"]] == [e.type for e in ours]
+    assert texts(loaded["derived"]) == [
+        SUMMARY_PREFIX + "3 messages about fruit",  # the second summary, of the first and after
+        "figs?",
+        "answer 4",
+    ]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(plan=st.lists(st.sampled_from(["turn", "compact"]), min_size=1, max_size=7), crash=st.booleans())
+def test_a_resume_from_the_boundary_reads_as_the_whole_log_does(
+    store: str, plan: list[str], crash: bool
+) -> None:
+    """Whatever turns and compactions came before, and whether a crash left the last turn
+    open, a resume from the boundary has the surface, the model history, the next turn
+    number and (reaching back) the events of a whole read with its repair."""
+    if not store.startswith(("sqlite", "postgres")):
+        store = tempfile.mkdtemp(dir=store)
+    else:
+        store = fresh_database() if store.startswith("postgres") else f"{store[:-3]}-{uuid.uuid4().hex}.db"
+
+    async def check() -> None:
+        steps = ["turn", *plan]
+        prompts = ["/compact" if step == "compact" else f"q{n}" for n, step in enumerate(steps)]
+        await run_turns(store, prompts, compaction=CompactionPolicy(summarize=summary_of))
+        if crash:
+            async with AgentRuntime() as runtime:
+                runtime.install(open_store(store))
+                session = await runtime.sessions.open_or_create("chat")
+                turn = next_turn_number(session.events)
+                session.append("turn/start", {"turn": turn})
+                session.append("user/message", user_message("cut short"), surface_op="append")
+                await runtime.sessions.flush(session)
+        whole = open_store(store)
+        expected = (await whole.inspect("chat")).events
+        await whole.aclose()
+        async with AgentRuntime() as runtime:
+            runtime.install(open_store(store))
+            session = await runtime.sessions.resume("chat")
+            events = session.events
+            windowed = isinstance(events.parts[0], EarlierEvents)
+            assert windowed == ("compact" in plan)
+            nodes = list(session.surface.nodes)
+            messages = texts(session.derive_messages())
+            number = next_turn_number(events)
+            if windowed:
+                assert not events.parts[0].loaded
+            assert [e.encode() for e in events][: len(expected)] == [e.encode() for e in expected]
+        rebuilt = Surface()
+        for event in expected:
+            rebuilt.apply(event.seq, event.surface_op)
+        assert nodes == rebuilt.nodes
+        assert messages == texts(Session.derive_event_message(expected[n]) for n in nodes)
+        assert number == next_turn_number(expected)
+
+    asyncio.run(check())

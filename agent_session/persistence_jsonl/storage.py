@@ -47,7 +47,7 @@ from agent_session.persistence_jsonl.fileio import FileOps
 from agent_session.persistence_jsonl.layout import LOCK_NAME, check_storable_id, session_dir
 from agent_session.persistence_jsonl.locks import WriterLocks, held_locks, writer_active
 from agent_session.persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, Cut, LogReader
-from agent_session.persistence_jsonl.tail import read_tail
+from agent_session.persistence_jsonl.tail import find_last, read_tail
 from agent_session.session import (
     SessionCollisionError,
     SessionDurabilityError,
@@ -180,6 +180,11 @@ class JsonlStorage(Storage):
 
     async def read_tail(self, id: str, count: int) -> StoredTail | None:
         return await asyncio.to_thread(read_tail, self.reader, id, count)
+
+    finds_last = True
+
+    async def find_last(self, id: str, type: str) -> int | None:
+        return await asyncio.to_thread(find_last, self.reader, id, type)
 
     # --- the writer lock --------------------------------------------------------------------
 

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from agent_session.persistence_jsonl.encoding import PLAIN, encoding_of
 from agent_session.persistence_jsonl.layout import parse_header
 from agent_session.persistence_jsonl.reader import LogReader, too_large
 from agent_session.persistence_jsonl.scan import line_entry
-from agent_session.session.events.eventlog import is_run
+from agent_session.session.events.eventlog import EventLog, is_run
 from agent_session.session.persistence.kit import StoredTail, tail_of
 
-__all__ = ["line_events", "read_tail"]
+__all__ = ["find_last", "line_events", "read_tail"]
 
 _FIRST_WINDOW = 1 << 16
-"""Bytes read from the end first; each further read takes four times as many."""
+"""Bytes read from the end first; each further read takes what the events read so far say
+the asked ones need (at least twice as many)."""
 
 
 def read_tail(reader: LogReader, id: str, count: int) -> StoredTail | None:
@@ -53,26 +56,81 @@ def read_tail(reader: LogReader, id: str, count: int) -> StoredTail | None:
             header = parse_header(first, path)
             reader.check_identity(path, header, id)
             return StoredTail(header, start, events, False).last(count)
-        window *= 4
+        # (the bytes the asked events likely take, from those read: fewer reads than x4)
+        window = max(window * 2, window * count * 5 // (4 * max(len(events), 1)))
     return tail_of(reader.load(id), count)
 
 
-def line_events(lines: list[bytes], *, at_start: bool) -> tuple[int, list[Any]] | None:
-    """The seq of the first and the events of complete lines, in order, runs expanded;
-    ``None`` when a line does not parse or the seqs are not contiguous (from 0 when
-    ``at_start``)."""
-    events: list[Any] = []
+def line_events(lines: list[bytes], *, at_start: bool) -> tuple[int, EventLog[Any]] | None:
+    """The seq of the first and the events of complete lines, in order (a packed row's run
+    stays unbuilt until one of its events is read); ``None`` when a line does not parse or
+    the seqs are not contiguous (from 0 when ``at_start``)."""
+    parts: list[Any] = []
+    plain: list[Any] = []
     expected: int | None = 0 if at_start else None
     first: int | None = None
     for line in lines:
         entry = line_entry(line)
         if entry is None:
             return None
-        items: list[Any] = list(entry.events()) if is_run(entry) else [entry]
-        seq = entry.seq0 if is_run(entry) else entry.get("seq")
+        seq: Any
+        if is_run(entry):
+            seq, size = entry.seq0, len(entry)
+            parts += (plain, entry)
+            plain = []
+        else:
+            seq, size = entry.get("seq"), 1
+            plain.append(entry)
         if type(seq) is not int or (expected is not None and seq != expected):
             return None
         first = seq if first is None else first
-        events += items
-        expected = seq + len(items)
-    return (first or 0), events
+        expected = seq + size
+    parts.append(plain)
+    return (first or 0), EventLog(parts)
+
+
+_SEARCH_CHUNK = 1 << 20
+"""Bytes searched per read, from the end back."""
+
+
+def find_last(reader: LogReader, id: str, type: str) -> int | None:
+    """The seq of the last line of ``type`` in ``id``'s plain log, by a byte search from the
+    end (no line is parsed but that one's seq); ``None`` when there is none. A compressed log
+    is read whole."""
+    path = reader.find(id)
+    if path is None:
+        return None
+    if encoding_of(path) is not PLAIN:
+        stored = reader.load(id)
+        found = [e for e in (stored.events if stored else ()) if _type_of(e) == type]
+        return _seq_of(found[-1]) if found else None
+    found_at = reader.ops.stat(path)
+    if found_at is None:
+        return None
+    needle = b'\n{"type":' + json_text(type) + b',"seq":'
+    end, carry = found_at.size, b""
+    while end > 0:
+        offset = max(0, end - _SEARCH_CHUNK)
+        data = reader.ops.read_range(path, offset, end - offset)
+        if data is None:
+            return None
+        data += carry
+        at = data.rfind(needle)
+        if at >= 0:
+            digits = data[at + len(needle) : at + len(needle) + 20].split(b",", 1)[0]
+            return int(digits) if digits.isdigit() else None
+        carry, end = data[: len(needle)], offset
+    return None
+
+
+def json_text(text: str) -> bytes:
+    """``text`` as a JSON string, as the log writes it."""
+    return orjson.dumps(text)
+
+
+def _type_of(event: Any) -> Any:
+    return None if is_run(event) else event.get("type") if isinstance(event, dict) else event.type
+
+
+def _seq_of(event: Any) -> int:
+    return int(event["seq"] if isinstance(event, dict) else event.seq)

@@ -260,6 +260,16 @@ class PostgresStorage(Storage):
         tail = await self._run(lambda db: read_tail(db, id, count))
         return tail if tail is not None else await super().read_tail(id, count)
 
+    finds_last = True
+
+    async def find_last(self, id: str, type: str) -> int | None:
+        query = (
+            "SELECT seq FROM agent_session_event WHERE session_id = %s AND type = %s "
+            "ORDER BY seq DESC LIMIT 1"
+        )
+        row = await self._run(lambda db: db.execute(query, (id, type)).fetchone())
+        return None if row is None else int(row[0])
+
     # --- writer locks -----------------------------------------------------------------------
 
     async def acquire(self, id: str) -> bool:

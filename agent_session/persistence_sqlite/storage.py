@@ -219,6 +219,13 @@ class SqliteStorage(Storage):
         tail = await self._run(lambda db: read_tail(db, id, count, where))
         return tail if tail is not None else await super().read_tail(id, count)
 
+    finds_last = True
+
+    async def find_last(self, id: str, type: str) -> int | None:
+        query = "SELECT seq FROM events WHERE session_id = ? AND type = ? ORDER BY seq DESC LIMIT 1"
+        row = await self._run(lambda db: db.execute(query, (id, type)).fetchone())
+        return None if row is None else int(row[0])
+
     async def revision(self, id: str) -> str | None:
         row = await self._run(
             lambda db: db.execute(

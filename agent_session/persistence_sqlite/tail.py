@@ -17,6 +17,7 @@ from agent_session.persistence_sqlite.rows import (
     header_of,
     parsed_row,
 )
+from agent_session.persistence_sqlite.runs import with_lazy_runs
 from agent_session.persistence_sqlite.schema import transaction
 from agent_session.session.persistence.kit import StoredTail
 
@@ -44,4 +45,4 @@ def read_tail(db: sqlite3.Connection, id: str, count: int, where: str) -> Stored
         if event is None or event["seq"] != start + offset:
             return None
         events.append(event)
-    return StoredTail(header_of(row, where), start, events, False).last(asked)
+    return StoredTail(header_of(row, where), start, with_lazy_runs(events), False).last(asked)

@@ -48,11 +48,9 @@ class Boundary:
 def boundary_of(event: Any) -> Boundary | None:
     """The boundary a ``context/compacted`` event (built, or a wire dict) records; ``None`` for
     any other event or one whose data does not say where it starts."""
-    if is_run(event):
-        return None
-    wire = isinstance(event, Mapping)
+    wire = type(event) is dict or (not hasattr(event, "type") and isinstance(event, Mapping))
     kind = event.get("type") if wire else getattr(event, "type", None)
-    if kind != CONTEXT_COMPACTED:
+    if kind != CONTEXT_COMPACTED or is_run(event):  # (the type first: asked of every event)
         return None
     data = event.get("data") if wire else event.data
     seq = event.get("seq") if wire else event.seq

@@ -312,6 +312,16 @@ class Storage(ABC):
         """
         return tail_of(await self.load(id), count)
 
+    finds_last: bool = False
+    """Whether :meth:`find_last` answers without reading the log's events."""
+
+    async def find_last(self, id: str, type: str) -> int | None:
+        """The seq of the last stored event of ``type`` in ``id``'s log, found without parsing
+        the events (a byte search, an index): a hint that a read then checks. ``None``
+        when there is none (or the log is not stored). Only asked when :attr:`finds_last`;
+        by default there is no such search. Never writes."""
+        raise NotImplementedError(f"{self.name} cannot find an event without reading the log")
+
     async def delete(self, id: str) -> bool:
         """Remove the stored log of ``id`` durably: when it returns, a restart finds no trace
         of it; a crash during it leaves either the whole log or none.

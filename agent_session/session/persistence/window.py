@@ -22,12 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agent_session.session.events.compaction import Boundary, boundary_of
+from agent_session.session.events.compaction import Boundary, back_to_boundary, boundary_of
 from agent_session.session.events.eventlog import EarlierEvents, EventLog
 from agent_session.session.events.header import SessionHeader
 from agent_session.session.events.rules import CheckedLog, validate_log
 from agent_session.session.events.surface import Surface, SurfaceReplace
-from agent_session.session.events.types import USER_MESSAGE
+from agent_session.session.events.types import CONTEXT_COMPACTED, USER_MESSAGE
 from agent_session.session.persistence.storage import Storage
 
 __all__ = ["Window", "blocking", "read_window", "surface_at"]
@@ -36,6 +36,8 @@ _FIRST = 256
 """Events read from the end first; each further read takes four times as many."""
 _MOST = 1 << 20
 """Past this many events after a boundary, the whole log is read instead."""
+_SLACK = 8
+"""Events read before a found ``context/compacted``: its bracket opened just before it."""
 
 T = TypeVar("T")
 
@@ -63,21 +65,29 @@ async def read_window(storage: Storage, id: str) -> Window | None:
         tail = await storage.read_tail(id, count)
         if tail is None or tail.torn:
             return None
+        end = tail.start + len(tail.events)
         boundary = _last(tail.events)
         if boundary is not None and boundary.start >= tail.start:
             if await storage.revision(id) != revision:
                 return None
             events = tail.events[boundary.start - tail.start :]
             return Window(tail.header, boundary, events, revision)
-        if tail.start == 0 and boundary is None:
+        if boundary is not None:
+            count = end - boundary.start
+        elif tail.start == 0:
             return None
-        end = tail.start + len(tail.events)
-        count = max(count * 4, end - boundary.start if boundary else 0)
+        elif storage.finds_last and count == _FIRST:
+            found = await storage.find_last(id, CONTEXT_COMPACTED)
+            if found is None:
+                return None
+            count = end - found + _SLACK
+        else:
+            count *= 4
     return None
 
 
 def _last(events: Sequence[Any]) -> Boundary | None:
-    for event in reversed(events):
+    for event in back_to_boundary(events):  # (streamed runs stay unbuilt)
         found = boundary_of(event)
         if found is not None:
             return found
