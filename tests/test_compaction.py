@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import asyncio
+import json
 import tempfile
 import uuid
 from pathlib import Path
@@ -21,6 +22,7 @@ from agent_session.agent_loop.compaction import SUMMARY_PREFIX, CompactionPolicy
 from agent_session.agent_loop.models import ModelRequest
 from agent_session.session.errors import SessionOpenTurnError
 from agent_session.session.events.eventlog import EarlierEvents
+from agent_session.otel.spans import turn_traces
 from agent_session.session import Session
 from agent_session.session.events.builders import user_message
 from agent_session.session.events.surface import Surface
@@ -203,7 +205,9 @@ async def test_the_reference_loads_a_compacted_log_and_derives_the_same_history(
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
-@given(plan=st.lists(st.sampled_from(["turn", "compact"]), min_size=1, max_size=7), crash=st.booleans())
+@given(
+    plan=st.lists(st.sampled_from(["turn", "compact"]), min_size=1, max_size=7), crash=st.booleans()
+)
 def test_a_resume_from_the_boundary_reads_as_the_whole_log_does(
     store: str, plan: list[str], crash: bool
 ) -> None:
@@ -213,7 +217,11 @@ def test_a_resume_from_the_boundary_reads_as_the_whole_log_does(
     if not store.startswith(("sqlite", "postgres")):
         store = tempfile.mkdtemp(dir=store)
     else:
-        store = fresh_database() if store.startswith("postgres") else f"{store[:-3]}-{uuid.uuid4().hex}.db"
+        store = (
+            fresh_database()
+            if store.startswith("postgres")
+            else f"{store[:-3]}-{uuid.uuid4().hex}.db"
+        )
 
     async def check() -> None:
         steps = ["turn", *plan]
@@ -250,3 +258,50 @@ def test_a_resume_from_the_boundary_reads_as_the_whole_log_does(
         assert number == next_turn_number(expected)
 
     asyncio.run(check())
+
+
+async def test_show_stats_view_export_and_traces_show_the_boundary_and_the_whole_history(
+    store: str, tmp_path: Path
+) -> None:
+    policy = CompactionPolicy(summarize=summary_of)
+    await run_turns(store, ["apples?", "pears?", "/compact", "plums?"], compaction=policy)
+
+    shown = cli("show", store, "chat").stdout
+    assert "user: apples?" in shown  # the history before the boundary is still there
+    assert "summary (the model sees it in place of what came before): " in shown
+    assert "── compacted (explicit): 4 message(s) replaced by the summary above" in shown
+    assert shown.index("user: pears?") < shown.index("── compacted") < shown.index("user: plums?")
+
+    figures = json.loads(cli("stats", store, "chat", "--json").stdout)
+    assert figures["sessionStats"]["turns"] == 3  # the whole history counts
+    [compaction] = figures["compactions"]
+    assert compaction["trigger"] == "explicit" and compaction["shadowed"] == 4
+    assert "compactions: 1; the last" in cli("stats", store, "chat").stdout
+
+    page = tmp_path / "chat.html"
+    cli("view", store, "chat", "--output", str(page))
+    html = page.read_text()
+    assert "compacted (explicit): 4 message(s)" in html and "apples?" in html
+
+    def said(document: dict[str, Any]) -> list[str]:
+        return [
+            m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]
+            for m in document["messages"]
+            if m["role"] == "user"
+        ]
+
+    seen = said(json.loads(cli("export", store, "chat", "--format", "openai", "--json").stdout))
+    assert seen == [SUMMARY_PREFIX + "4 messages about fruit", "plums?"]
+    whole = cli("export", store, "chat", "--format", "openai", "--json", "--whole").stdout
+    assert said(json.loads(whole)) == ["apples?", "pears?", "plums?"]
+
+    backend = open_store(store)
+    loaded = await backend.inspect("chat")
+    await backend.aclose()
+    traces = turn_traces("chat", 1, loaded.events)
+    names = [trace.spans[0].name for trace in traces]
+    assert names == ["invoke_agent", "invoke_agent", "agent_session.compaction", "invoke_agent"]
+    span = traces[2].spans[0]
+    assert span.attributes["agent_session.compaction.messages_replaced"] == 4
+    assert span.attributes["agent_session.compaction.trigger"] == "explicit"
+    assert turn_traces("chat", 1, loaded.events)[2].spans[0].span_id == span.span_id

@@ -28,7 +28,7 @@ from agent_session.agent_loop.assembler import Assembler
 from agent_session.agent_loop.models import LlmError, ModelRequest
 from agent_session.agent_loop.spending import fold_of
 from agent_session.session.errors import SessionOpenTurnError
-from agent_session.session.events.compaction import latest_of
+from agent_session.session.events.compaction import is_summary, latest_of
 from agent_session.session.events.surface import SurfaceReplace
 from agent_session.session.events.turns import brackets
 from agent_session.session.events.types import (
@@ -155,7 +155,7 @@ async def compact(
             f'cannot compact session "{session.id}" while its turn is open: compact between turns'
         )
     nodes = list(session.surface.nodes)
-    if not nodes or (len(nodes) == 1 and _is_summary(session.event_at(nodes[0]))):
+    if not nodes or (len(nodes) == 1 and is_summary(session.event_at(nodes[0]))):
         return None
     messages = session.derive_messages()
     own = None if policy.summarize is not None else ModelSummary(agent, policy.instructions)
@@ -198,12 +198,6 @@ async def compact(
     session.append(COMPACTION_END, {})
     await agent.runtime.sessions.flush(session)
     return Compacted(start, summary, len(nodes), before, after)
-
-
-def _is_summary(event: Any) -> bool:
-    data = event.data if event.type == USER_MESSAGE else None
-    source = data.get("source") if isinstance(data, Mapping) else None
-    return isinstance(source, Mapping) and source.get("plugin") == "compaction"
 
 
 def _plugin_message(text: str) -> dict[str, Any]:

@@ -72,6 +72,12 @@ def add_governance(
     export = made["export"]
     add_redact(export)
     export.add_argument(
+        "--whole",
+        action="store_true",
+        help="the history as if no compaction had summarized it: every message a summary "
+        "replaced, in order, and no summary",
+    )
+    export.add_argument(
         "--signatures", metavar="DIR", help="--format audit: carry the anchors' signatures"
     )
     budget = command(

@@ -243,6 +243,7 @@ async def export(args: argparse.Namespace) -> int:
         to_openai,
     )
     from agent_session.session import Session
+    from agent_session.session.events.compaction import uncompacted
     from agent_session.session.events.types import REQUEST_HEADER
 
     store = backend(args.store, read_only=True)
@@ -264,7 +265,7 @@ async def export(args: argparse.Namespace) -> int:
         export_claude_code(args.id, events)
         return OK
     seeded = Session.create(args.id, seed=events)  # validated once, for every format
-    messages = seeded.derive_messages()
+    messages = uncompacted(events) if args.whole else seeded.derive_messages()
     headers = [e for e in events if e.type == REQUEST_HEADER]
     system = headers[-1].data["header"].get("system") if headers else None
     try:

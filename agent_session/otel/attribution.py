@@ -9,11 +9,20 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from agent_session.integrations.google_adk.mapping import PROVIDER as ADK
+from agent_session.session.json.codec import encode_json
 
 if TYPE_CHECKING:
     from agent_session.see.prices import PriceTable
 
-__all__ = ["agent_name", "context_after", "cost_attributes", "request_attributes"]
+__all__ = [
+    "agent_name",
+    "context_after",
+    "cost_attributes",
+    "json_text",
+    "put_scalar",
+    "request_attributes",
+    "scalars",
+]
 
 _REQUEST: Final = {
     "temperature": "gen_ai.request.temperature",
@@ -79,3 +88,19 @@ def cost_attributes(prices: PriceTable | None, model: Any, usage: Any) -> dict[s
     if cost is None or prices is None:
         return {}
     return {"gen_ai.usage.cost": cost, "agent_session.cost.currency": prices.currency}
+
+
+def put_scalar(attributes: dict[str, Any], key: str, value: Any) -> None:
+    """Set ``attributes[key]`` when ``value`` is a scalar an attribute can hold."""
+    if isinstance(value, str | int | float | bool):
+        attributes[key] = value
+
+
+def scalars(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The scalar members of an event's data as span-event attributes."""
+    return {f"{prefix}.{k}": v for k, v in data.items() if isinstance(v, str | int | float | bool)}
+
+
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON text."""
+    return encode_json(value).decode()

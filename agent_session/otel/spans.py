@@ -11,7 +11,8 @@ turn's span, never a ``chat`` span; its calls' spans say how each was settled. A
 cut (``turn/end`` with reason ``interrupted``, from a durable repair or the in-memory one of
 an inspection) ends at its last durable event with status ERROR, and its repaired calls
 carry ``error.type`` ``TOOL_OUTCOME_UNKNOWN`` or ``TOOL_NOT_STARTED``: the trace of a run whose
-process died.
+process died. A compaction between turns is a trace of its own
+(:mod:`agent_session.otel.compaction_spans`).
 
 Guarantees: the ids are derived from (session id, incarnation, seq) alone, so exporting a turn
 again gives every span the same ids (receivers dedupe what is re-sent), and a fork or a copy
@@ -30,8 +31,12 @@ from agent_session.otel.attribution import (
     agent_name,
     context_after,
     cost_attributes,
+    json_text,
+    put_scalar,
     request_attributes,
+    scalars,
 )
+from agent_session.otel.compaction_spans import compaction_span_parts
 from agent_session.otel.genai_messages import (
     FINISH_REASONS,
     input_messages,
@@ -45,13 +50,13 @@ from agent_session.recovery import (
     crash_point,
     is_repair_result,
 )
+from agent_session.session.events.compaction import boundary_of
 from agent_session.session.events.outcomes import SETTLEMENT
 from agent_session.session.events.requests import (
     LoggedRequest,
     logged_requests,
     recorded_again,
 )
-from agent_session.session.json.codec import encode_json
 
 if TYPE_CHECKING:
     from agent_session.see.prices import PriceTable
@@ -134,7 +139,11 @@ def turn_traces(
     before: Mapping[str, Any] = {}
     for event in events:
         context = context_after(context, event)
-        if event.type == "turn/start":
+        boundary = None if turn or event.seq <= after_seq else boundary_of(event)
+        if boundary is not None:  # (between turns: a trace of its own)
+            span = SpanRecord(**compaction_span_parts(session_id, incarnation, events, boundary))
+            traces.append(TurnTrace(boundary.turn or 0, event.seq, [span]))
+        elif event.type == "turn/start":
             turn, before = [event], context
         elif turn:
             turn.append(event)
@@ -179,7 +188,7 @@ def _turn(
         "agent_session.seq.first": start.seq,
         "agent_session.seq.last": end.seq,
     }
-    _put(attributes, "gen_ai.agent.name", agent_name(events))
+    put_scalar(attributes, "gen_ai.agent.name", agent_name(events))
     error = None
     if reason != "completed":
         attributes["error.type"] = reason
@@ -212,7 +221,7 @@ def _turn(
             call = calls.pop(str(source.get("callId")), None)
             spans.append(_tool(ids, call, event, content, redact))
         elif event.type in ("approval/asked", "approval/decided"):
-            turn_events.append((event.type, _ns(event.time), _flat(data, "agent_session")))
+            turn_events.append((event.type, _ns(event.time), scalars(data, "agent_session")))
     for call in calls.values():  # (never after a repair: every call has its result)
         spans.append(_tool(ids, call, None, content, redact))
     for key, step_events in steps.items():
@@ -242,7 +251,11 @@ def _turn(
         events=sorted(turn_events, key=lambda event: event[1]),
         links=links,
     )
-    return TurnTrace(start.data.get("turn"), end.seq, [turn_span, *sorted(spans, key=_order)])
+    return TurnTrace(
+        start.data.get("turn"),
+        end.seq,
+        [turn_span, *sorted(spans, key=lambda s: (s.start_ns, s.span_id))],
+    )
 
 
 def _settlement(events: list[Any]) -> tuple[str, int, dict[str, Any]] | None:
@@ -254,7 +267,7 @@ def _settlement(events: list[Any]) -> tuple[str, int, dict[str, Any]] | None:
     answer, replaced = first, first.surface_op
     said = {"step": _map(answer.data).get("step"), "seq": answer.seq}
     said["settlement.replaces"] = f"{replaced.start}-{replaced.end}"
-    return "agent_session.settlement", _ns(answer.time), _flat(said, "agent_session")
+    return "agent_session.settlement", _ns(answer.time), scalars(said, "agent_session")
 
 
 def _chat(
@@ -282,16 +295,16 @@ def _chat(
         "agent_session.step": _map(start.data).get("step"),
         "agent_session.seq.first": start.seq,
     }
-    _put(attributes, "gen_ai.provider.name", request.get("provider"))
-    _put(attributes, "gen_ai.request.model", model)
+    put_scalar(attributes, "gen_ai.provider.name", request.get("provider"))
+    put_scalar(attributes, "gen_ai.request.model", model)
     attributes.update(request_attributes(request.get("config")))
     for chunk in (_map(_map(e.data).get("chunk")) for e in chunks):
         if chunk.get("type") == "usage":
             usage = _map(chunk.get("usage"))
-            _put(attributes, "gen_ai.usage.input_tokens", usage.get("inputTokens"))
-            _put(attributes, "gen_ai.usage.output_tokens", usage.get("outputTokens"))
+            put_scalar(attributes, "gen_ai.usage.input_tokens", usage.get("inputTokens"))
+            put_scalar(attributes, "gen_ai.usage.output_tokens", usage.get("outputTokens"))
             for key, name in _USAGE.items():  # the reference's TokenUsage, optional fields
-                _put(attributes, name, usage.get(key))
+                put_scalar(attributes, name, usage.get(key))
             attributes.update(cost_attributes(prices, model, usage))
         elif chunk.get("type") == "finish":
             kind = _map(chunk.get("reason")).get("kind")
@@ -309,14 +322,16 @@ def _chat(
     else:
         message = _map(_map(answer.data).get("message"))
         if agent_name([answer]) is None:  # (an ADK answer names its agent, not its model)
-            _put(attributes, "gen_ai.response.model", _map(message.get("source")).get("model"))
+            put_scalar(
+                attributes, "gen_ai.response.model", _map(message.get("source")).get("model")
+            )
         # (what the provider said of its response, as the adapters keep it: its id, and its
         # own name for why it ended; the log's message id is the log's, not the provider's)
         said = _map(_map(_map(message.get("source")).get("replayState")).get("response"))
-        _put(attributes, "gen_ai.response.id", said.get("id"))
+        put_scalar(attributes, "gen_ai.response.id", said.get("id"))
         if isinstance(said.get("finishReason"), str):
             attributes["gen_ai.response.finish_reasons"] = [said["finishReason"]]
-        _put(attributes, "agent_session.message.id", message.get("id"))
+        put_scalar(attributes, "agent_session.message.id", message.get("id"))
         attributes["agent_session.seq.last"] = answer.seq
         if content == "refs":
             attributes["agent_session.cli.output.ref"] = f"{ids[0]}#{answer.seq}"
@@ -327,7 +342,7 @@ def _chat(
         if sent.system:
             attributes["gen_ai.system_instructions"] = redact(system_instructions(sent.system))
         if sent.tools:
-            attributes["gen_ai.tool.definitions"] = redact(_json(list(sent.tools)))
+            attributes["gen_ai.tool.definitions"] = redact(json_text(list(sent.tools)))
     name = f"chat {model}" if isinstance(model, str) and model else "chat"
     return _child(ids, "chat", name, "CLIENT", start, end, attributes, error)
 
@@ -349,14 +364,14 @@ def _tool(
         "gen_ai.tool.type": "function",
         "agent_session.seq.first": first.seq,
     }
-    _put(attributes, "gen_ai.tool.name", name)
+    put_scalar(attributes, "gen_ai.tool.name", name)
     error = None
     span_events: list[tuple[str, int, dict[str, Any]]] = []
     if result is not None:
         outcome = _map(result.data)
         message = _map(outcome.get("message"))
         call_id = _map(message.get("source")).get("callId")
-        _put(attributes, "gen_ai.tool.call.id", call_id)
+        put_scalar(attributes, "gen_ai.tool.call.id", call_id)
         attributes["agent_session.seq.last"] = result.seq
         code = _map(outcome.get("error")).get("code")
         if is_repair_result(result) and code in _REPAIRED:
@@ -371,9 +386,9 @@ def _tool(
         if content == "refs":
             attributes["agent_session.cli.output.ref"] = f"{ids[0]}#{result.seq}"
         elif content == "full":
-            attributes["gen_ai.tool.call.result"] = redact(_json(message.get("content")))
+            attributes["gen_ai.tool.call.result"] = redact(json_text(message.get("content")))
     else:
-        _put(attributes, "gen_ai.tool.call.id", data.get("callId"))
+        put_scalar(attributes, "gen_ai.tool.call.id", data.get("callId"))
     if content == "refs" and call is not None:
         attributes["agent_session.input.ref"] = f"{ids[0]}#{call.seq}"
     elif content == "full" and isinstance(data.get("arguments"), str):
@@ -419,10 +434,6 @@ def _ended(start_ms: int, end_ms: int, attributes: dict[str, Any]) -> int:
     return _ns(end_ms)
 
 
-def _order(span: SpanRecord) -> tuple[int, int]:
-    return span.start_ns, span.span_id
-
-
 def _ns(ms: int) -> int:
     return int(ms) * 1_000_000
 
@@ -433,17 +444,3 @@ def _map(value: Any) -> Mapping[str, Any]:
 
 def _seq(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str)
-
-
-def _put(attributes: dict[str, Any], key: str, value: Any) -> None:
-    if isinstance(value, str | int | float | bool):
-        attributes[key] = value
-
-
-def _flat(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """The scalar members of an event's data as span-event attributes."""
-    return {f"{prefix}.{k}": v for k, v in data.items() if isinstance(v, str | int | float | bool)}
-
-
-def _json(value: Any) -> str:
-    return encode_json(value).decode()

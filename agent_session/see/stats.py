@@ -19,12 +19,14 @@ __all__ = ["beyond", "checkpoints", "crashes", "stats"]
 def beyond(events: Sequence[Any]) -> dict[str, Any]:
     """What the reference's figures do not say: ``crashes`` (:func:`crashes`), ``settled``
     (calls settled on resume, by how), ``approvals`` (asked, decided by outcome, and still
-    parked), ``checkpoints`` (:func:`checkpoints`)."""
+    parked), ``compactions`` (each one's seq, trigger, messages replaced and estimated
+    sizes), ``checkpoints`` (:func:`checkpoints`)."""
     from agent_session.session.events.eventlog import is_run, iter_parts
     from agent_session.session.events.outcomes import SETTLEMENT
     from agent_session.session.events.parked import parked_calls
 
     cut = crashes(events)
+    compactions: list[dict[str, Any]] = []
     settled: Counter[str] = Counter()
     asked, decided = 0, Counter[str]()
     for event in iter_parts(events):
@@ -39,11 +41,15 @@ def beyond(events: Sequence[Any]) -> dict[str, Any]:
             asked += 1
         elif event.type == "approval/decided":
             decided[str(data.get("outcome"))] += 1
+        elif event.type == "context/compacted":
+            keys = ("trigger", "shadowed", "estimatedTokensBefore", "estimatedTokensAfter")
+            compactions.append({"seq": event.seq, **{k: data.get(k) for k in keys}})
     approvals = {"asked": asked, "decided": dict(decided), "parked": len(parked_calls(events))}
     return {
         "crashes": cut,
         "settled": dict(settled),
         "approvals": approvals,
+        "compactions": compactions,
         "checkpoints": checkpoints(events, [c["lastDurableSeq"] for c in cut]),
     }
 
@@ -192,6 +198,14 @@ async def stats(args: argparse.Namespace) -> int:
         lines.append(
             f"  approvals: {approvals['asked']} asked; decided: {outcomes}; "
             f"parked: {approvals['parked']}"
+        )
+    if more["compactions"]:
+        last = more["compactions"][-1]
+        lines.append(
+            f"  compactions: {len(more['compactions'])}; the last (seq {last['seq']}, "
+            f"{last['trigger']}) replaced {last['shadowed']} message(s), about "
+            f"{last['estimatedTokensBefore']} → {last['estimatedTokensAfter']} tokens; the "
+            "figures above count the whole history"
         )
     lines.append(_spend_line(more["budget"]))
     print("\n".join(lines))

@@ -1,5 +1,6 @@
 """The human transcript of a session: who said what, tool calls with their arguments, tool
-results, and which results were written by crash repair; when each turn started (UTC, and
+results, which results were written by crash repair, and where a compaction summarized the
+history; when each turn started (UTC, and
 since the session's first event), each step's model time, time to first token and usage, and
 each call's time from its ``tool/call`` to its result."""
 
@@ -13,10 +14,12 @@ from typing import Any
 from agent_session.see.framework_lines import framework_line
 from agent_session.see.governance_lines import governance_line
 from agent_session.session import SessionEvent
+from agent_session.session.events.compaction import is_summary
 from agent_session.session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from agent_session.session.events.types import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
+    CONTEXT_COMPACTED,
     STEP_START,
     TOOL_CALL,
     TOOL_RESULT,
@@ -69,6 +72,15 @@ def _step_line(data: Mapping[str, Any], time: int, step: tuple[int, int | None] 
     return f"  ({', '.join(parts)})" if parts else ""
 
 
+def compacted_line(data: Mapping[str, Any]) -> str:
+    """``── compacted (threshold): 12 messages replaced by the summary above ... ──``."""
+    return (
+        f"── compacted ({data.get('trigger')}): {data.get('shadowed')} message(s) replaced by "
+        f"the summary above, about {data.get('estimatedTokensBefore')} → "
+        f"{data.get('estimatedTokensAfter')} tokens; every event before it stays in the log ──"
+    )
+
+
 def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -> str:
     """The transcript. Events from ``pending_from`` on are closers not yet on disk."""
     lines: list[str] = []
@@ -90,8 +102,13 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
             called[data.get("callId")] = event.time
         elif event.type == TURN_START:
             lines.append(f"── turn {data['turn']} ── {_when(event.time, origin)}")
+        elif is_summary(event):
+            text = _text(data.get("content", ()))
+            lines.append(f"summary (the model sees it in place of what came before): {text}")
         elif event.type == USER_MESSAGE:
             lines.append(f"user: {_text(data.get('content', ()))}")
+        elif event.type == CONTEXT_COMPACTED:
+            lines.append(compacted_line(data))
         elif event.type == ASSISTANT_MESSAGE:
             message = data["message"]
             if event.surface_op is not None and event.surface_op != "append":

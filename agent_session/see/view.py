@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_session.cli.exits import OK
+from agent_session.see.transcript import compacted_line
+from agent_session.session.events.compaction import is_summary
 
 if TYPE_CHECKING:
     from agent_session.see.prices import PriceTable
@@ -85,8 +87,12 @@ def rows(
             chunk = data.get("chunk")
             if isinstance(chunk, Mapping) and str(chunk.get("type", "")).endswith("-delta"):
                 step["firstToken"] = t
+        elif is_summary(event):
+            out.append({"k": "summary", "t": t, "text": "summary: " + _text(data.get("content"))})
         elif kind == "user/message":
             out.append({"k": "user", "t": t, "text": _text(data.get("content"))})
+        elif kind == "context/compacted":
+            out.append({"k": "compacted", "t": t, "text": compacted_line(data).strip("─ ")})
         elif kind == "assistant/message":
             message = _mapping(data.get("message"))
             if step is not None:

@@ -106,10 +106,12 @@
     const repaired = rows.filter((r) => r.repaired).length;
     const settled = rows.filter((r) => r.settled).length;
     const asked = rows.filter((r) => r.k === "asked").length;
+    const compacted = rows.filter((r) => r.k === "compacted").length;
     marks.appendChild(el("span", crashes ? "flag" : "", `crashes: ${crashes}`));
     marks.appendChild(el("span", repaired ? "flag" : "", `repaired calls: ${repaired}`));
     marks.appendChild(el("span", "", `settled calls: ${settled}`));
     marks.appendChild(el("span", "", `approvals asked: ${asked}`));
+    if (compacted) marks.appendChild(el("span", "", `compactions: ${compacted}`));
     head.appendChild(marks);
     const system = [...new Set(data.headers.map((h) => h.system).filter(Boolean))];
     if (system.length) {

@@ -19,11 +19,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_session.session.events.eventlog import EarlierEvents, is_log, is_run
-from agent_session.session.events.types import CONTEXT_COMPACTED
+from agent_session.session.events.eventlog import EarlierEvents, is_log, is_run, iter_parts
+from agent_session.session.events.surface import Surface, SurfaceReplace, projected_message
+from agent_session.session.events.types import CONTEXT_COMPACTED, USER_MESSAGE
 from agent_session.session.json.lossless import is_safe_int
 
-__all__ = ["Boundary", "back_to_boundary", "boundary_of", "latest_of", "unread_boundary"]
+__all__ = [
+    "Boundary",
+    "back_to_boundary",
+    "boundary_of",
+    "is_summary",
+    "latest_of",
+    "uncompacted",
+    "unread_boundary",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +110,26 @@ def latest_of(events: Sequence[Any], kind: str) -> tuple[Any, Boundary | None]:
         if found is not None:
             return None, found
     return None, None
+
+
+def is_summary(event: Any) -> bool:
+    """Whether ``event`` is a compaction's summary: a ``user/message`` that a surface replace
+    put in place of what came before, from the ``compaction`` plugin."""
+    if getattr(event, "type", None) != USER_MESSAGE or not isinstance(
+        event.surface_op, SurfaceReplace
+    ):
+        return False
+    source = event.data.get("source") if isinstance(event.data, Mapping) else None
+    return isinstance(source, Mapping) and source.get("plugin") == "compaction"
+
+
+def uncompacted(events: Sequence[Any]) -> list[Any]:
+    """The model history of a whole log as if no compaction had summarized it: the surface
+    replayed without the summaries' replacements (every other replacement applies)."""
+    surface = Surface()
+    for event in iter_parts(events):
+        if is_run(event) or event.surface_op is None or is_summary(event):
+            continue
+        surface.apply(event.seq, event.surface_op)
+    messages = (projected_message(events[seq]) for seq in surface.nodes)
+    return [message for message in messages if message is not None]
