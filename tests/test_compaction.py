@@ -4,14 +4,13 @@ what a compaction writes."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
-
 import asyncio
 import json
 import tempfile
 import uuid
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,11 +19,11 @@ from hypothesis import strategies as st
 from agent_session import AgentRuntime, checkpoint_policy, open_store
 from agent_session.agent_loop.compaction import SUMMARY_PREFIX, CompactionPolicy
 from agent_session.agent_loop.models import ModelRequest
-from agent_session.session.errors import SessionOpenTurnError
-from agent_session.session.events.eventlog import EarlierEvents
 from agent_session.otel.spans import turn_traces
 from agent_session.session import Session
+from agent_session.session.errors import SessionOpenTurnError
 from agent_session.session.events.builders import user_message
+from agent_session.session.events.eventlog import EarlierEvents
 from agent_session.session.events.surface import Surface
 from agent_session.session.events.turns import next_turn_number
 from tests.backends import fresh_database
@@ -87,7 +86,7 @@ async def test_the_model_sees_the_summary_and_what_follows_and_nothing_is_remove
     before = (await backend.read_raw("chat")).content
     await backend.aclose()
 
-    model, session = await run_turns(store, ["/compact", "plums?"], compaction=policy)
+    model, _session = await run_turns(store, ["/compact", "plums?"], compaction=policy)
     request = model.requests[-1]
     assert texts(request.messages) == [SUMMARY_PREFIX + "4 messages about fruit", "plums?"]
     backend = open_store(store)
@@ -106,7 +105,9 @@ async def test_the_model_sees_the_summary_and_what_follows_and_nothing_is_remove
     ]
     facts = whole[at + 3].data
     assert facts["trigger"] == "explicit"
-    assert facts["turn"] == 2 and facts["shadowed"] == 4 and facts["start"] == whole[at].seq
+    assert facts["turn"] == 2
+    assert facts["shadowed"] == 4
+    assert facts["start"] == whole[at].seq
     assert facts["estimatedTokensBefore"] > facts["estimatedTokensAfter"] > 0
     assert whole[at + 3].ignorable is True
     assert any(e.type == "user/message" and texts([e.data]) == ["apples?"] for e in whole)
@@ -128,7 +129,8 @@ async def test_a_resume_reads_from_the_boundary_and_reaches_back_only_when_asked
         runtime.models.register("m", model)
         session = await runtime.sessions.resume("chat")
         earlier = session.events.parts[0]
-        assert isinstance(earlier, EarlierEvents) and not earlier.loaded
+        assert isinstance(earlier, EarlierEvents)
+        assert not earlier.loaded
         assert len(session.events) == len(whole) + 1  # (and its end-seed)
         assert texts(session.derive_messages())[0].startswith(SUMMARY_PREFIX)
         assert next_turn_number(session.events) == next_turn_number(whole) == 4
@@ -154,7 +156,8 @@ async def test_the_policy_compacts_before_a_turn_when_the_last_request_was_too_b
     big = CompactionPolicy(threshold_tokens=40)
     model, _ = await run_turns(store, ["d"], compaction=big)
     summary_request, request = model.requests
-    assert summary_request.system == big.instructions and not summary_request.tools
+    assert summary_request.system == big.instructions
+    assert not summary_request.tools
     assert texts(request.messages)[0] == SUMMARY_PREFIX + "the user asked about fruit"
     backend = open_store(store)
     whole = (await backend.inspect("chat")).events
@@ -275,13 +278,15 @@ async def test_show_stats_view_export_and_traces_show_the_boundary_and_the_whole
     figures = json.loads(cli("stats", store, "chat", "--json").stdout)
     assert figures["sessionStats"]["turns"] == 3  # the whole history counts
     [compaction] = figures["compactions"]
-    assert compaction["trigger"] == "explicit" and compaction["shadowed"] == 4
+    assert compaction["trigger"] == "explicit"
+    assert compaction["shadowed"] == 4
     assert "compactions: 1; the last" in cli("stats", store, "chat").stdout
 
     page = tmp_path / "chat.html"
     cli("view", store, "chat", "--output", str(page))
     html = page.read_text()
-    assert "compacted (explicit): 4 message(s)" in html and "apples?" in html
+    assert "compacted (explicit): 4 message(s)" in html
+    assert "apples?" in html
 
     def said(document: dict[str, Any]) -> list[str]:
         return [
