@@ -22,6 +22,7 @@ from agent_session.session.events.outcomes import (
     TOOL_OUTCOME_UNKNOWN_TEXT,
 )
 from agent_session.session.events.parked import parked_calls
+from agent_session.session.events.subagents import ChildAnswer
 from agent_session.session.events.turns import brackets
 from agent_session.session.events.types import (
     ASSISTANT_MESSAGE,
@@ -150,13 +151,23 @@ def crash_point(events: Sequence[Any], end: int) -> Any:
     return events[at]
 
 
-def _missing_result(turn: Any, entry: _Pending, call_id: Any, seq: int, time: int) -> SessionEvent:
+def _missing_result(
+    turn: Any,
+    entry: _Pending,
+    call_id: Any,
+    seq: int,
+    time: int,
+    child: ChildAnswer | None = None,
+) -> SessionEvent:
     """The error result of a call that has none: outcome unknown when its ``tool/call`` was
-    recorded (the body may have run), not started otherwise."""
+    recorded (the body may have run), not started otherwise; for a call that runs a child
+    agent, what the child's log says (``child``): its answer when it finished."""
     call_seq = entry.call_seq
-    recorded = call_seq is not None
+    recorded = call_seq is not None and (child is None or child.state != "not-started")
     text = TOOL_OUTCOME_UNKNOWN_TEXT if recorded else TOOL_NOT_STARTED_TEXT
-    data = {
+    if child is not None:
+        text = child.text
+    data: dict[str, Any] = {
         "turn": turn,
         "step": entry.step,
         "message": {
@@ -177,6 +188,10 @@ def _missing_result(turn: Any, entry: _Pending, call_id: Any, seq: int, time: in
             "code": TOOL_OUTCOME_UNKNOWN if recorded else TOOL_NOT_STARTED,
         },
     }
+    if child is not None:
+        data["meta"] = {"subagent": {"session": child.session, "state": child.state}}
+        if child.state == "finished":  # (its answer, once: never run again)
+            del data["message"]["content"][0]["isError"], data["error"]
     sources = (call_seq,) if call_seq is not None else None
     return build_event(
         TOOL_RESULT, seq, time, snapshot(data, "data"), "append", sources, key_order=_CLOSER_ORDER
@@ -214,7 +229,9 @@ def is_balanced(events: Sequence[SessionEvent]) -> bool:
     return brackets(events).open_turn is None
 
 
-def closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
+def closers(
+    events: Sequence[SessionEvent], children: Mapping[Any, ChildAnswer] | None = None
+) -> list[SessionEvent]:
     """The events that close an interrupted last turn, in order; ``[]`` for a balanced log.
 
     One error ``tool/result`` per call the open step's assistant message asked for and that has
@@ -232,8 +249,9 @@ def closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
         return []
     last = events[-1]
     seq, time = last.seq + 1, last.time
+    known = children or {}
     out = [
-        _missing_result(open_turn, entry, call_id, seq + index, time)
+        _missing_result(open_turn, entry, call_id, seq + index, time, known.get(call_id))
         for index, (call_id, entry) in enumerate(pending.items())
     ]
     seq += len(out)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agent_session.session.errors import (
     JsonValueError,
@@ -31,6 +31,7 @@ from agent_session.session.events.event import SessionEvent, is_known_event_type
 from agent_session.session.events.eventlog import EventLog, LazyRun, is_run, iter_parts, seq_gap
 from agent_session.session.events.header import SessionHeader, version_problem
 from agent_session.session.events.rules import CheckedLog, check_events, validate_log
+from agent_session.session.events.subagents import ChildAnswer, child_answer, unanswered_children
 from agent_session.session.persistence.api import SessionTail, StoredLog, StoredSession
 from agent_session.session.persistence.keyed_locks import KeyedLocks
 from agent_session.session.persistence.storage import Storage
@@ -38,10 +39,20 @@ from agent_session.session.persistence.window import blocking, checked_window, r
 
 __all__ = ["Inspection", "Ledger", "Repair", "State"]
 
-Repair = Callable[[Sequence[SessionEvent]], list[SessionEvent]]
-"""Computes the closers of an interrupted log (``recovery.closers``); ``[]`` when balanced."""
+
+class Repair(Protocol):
+    """Computes the closers of an interrupted log (``recovery.closers``); ``[]`` when
+    balanced. ``children``: what the logs of the child agents its unanswered calls ran say
+    (asked only when there are some)."""
+
+    def __call__(
+        self, events: Sequence[SessionEvent], children: Mapping[Any, ChildAnswer] = ..., /
+    ) -> list[SessionEvent]: ...
+
 
 _REPAIR_ROUNDS = 8
+_CHILD_TAIL = 64
+"""Events read from a child's end to tell its state (its last answer is among them)."""
 
 
 @dataclass(slots=True)
@@ -272,8 +283,12 @@ class Ledger:
                 raise SessionNotFoundError(f'session "{id}" not found')
             header, checked, revision = stored.header, self.check(id, stored), stored.revision
             cut_at, size = stored.cut_at, stored.size
+        children = await self._children(checked.events)
         try:
-            closers = tuple(self.repair(checked.events))
+            repair = self.repair
+            closers = tuple(
+                repair(checked.events, children) if children else repair(checked.events)
+            )
             closed = validate_log(closers, after=checked) if closers else checked
         except Exception as e:
             raise SessionPersistenceCorruptionError(
@@ -284,6 +299,21 @@ class Ledger:
         )
         self._remember(id, inspection)
         return inspection
+
+    async def _children(self, events: Sequence[SessionEvent]) -> dict[Any, ChildAnswer]:
+        """What the logs of the child agents the open turn's unanswered calls ran say (a
+        child whose log cannot be read is left out: its call stays unknown)."""
+        known: dict[Any, ChildAnswer] = {}
+        for call_id, child in unanswered_children(events).items():
+            try:
+                tail = await self.tail(child, _CHILD_TAIL)
+            except SessionNotFoundError:
+                known[call_id] = child_answer(child, None)
+                continue
+            except (SessionError, OSError):
+                continue
+            known[call_id] = child_answer(child, tail.events, tail.start)
+        return known
 
     async def _windowed(self, id: str) -> tuple[SessionHeader, CheckedLog, str] | None:
         """The stored log read from its last compaction boundary on, checked; ``None`` when

@@ -1,0 +1,184 @@
+"""Subagents a crash cannot orphan, with real processes SIGKILLed (``tests/subagent_child.py``)
+on every store: the parent refers to its child durably before the child's first request,
+crash repair answers the parent's call with the child's state, a resume settles the child
+first and its answer lands in the parent once; and the reference loads the lineage."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_session import AgentRuntime, open_store
+from agent_session.session import Session
+from agent_session.session.events.subagents import child_id
+from tests.forkserver import run_module
+from tests.test_reference_interop import reference_load
+from tests.test_settle_crash import store_of
+
+POINTS = ["child-created", "child-request", "child-tool", "child-end"]
+EFFECTS = ["read", "idempotent", "unsafe-probe", "unsafe"]
+STATE_AFTER = {
+    "child-created": "not-started",
+    "child-request": "interrupted",
+    "child-tool": "interrupted",
+    "child-end": "finished",
+}
+CHILD = child_id("job", "c-sub")
+
+
+def run(store: str, outbox: Path, die: str, effect: str) -> subprocess.CompletedProcess[str]:
+    return run_module("tests.subagent_child", store, str(outbox), "--die", die, "--effect", effect)
+
+
+async def stored(store: str, id: str, *, inspect: bool = True) -> Any:
+    backend = open_store(store)
+    try:
+        return await (backend.inspect(id) if inspect else backend.read_raw(id))
+    finally:
+        await backend.aclose()
+
+
+def surface_results(log: Any, call_id: str) -> list[Any]:
+    session = Session.create("check", seed=log)
+    return [
+        e
+        for e in log
+        if e.type == "tool/result"
+        and e.seq in session.surface.nodes
+        and e.data["message"]["source"]["callId"] == call_id
+    ]
+
+
+@pytest.mark.process
+@pytest.mark.sweep(share=0.5)
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+@pytest.mark.parametrize(
+    ("point", "effect"),
+    [(p, "unsafe") for p in POINTS if p != "child-tool"] + [("child-tool", e) for e in EFFECTS],
+)
+async def test_a_killed_delegation_finishes_once_with_the_child_settled_first(
+    tmp_path: Path, kind: str, point: str, effect: str
+) -> None:
+    store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
+    killed = run(store, outbox, point, effect)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+    parent = await stored(store, "job")  # the crash repair, in memory
+    [answer] = [e for e in parent.events if e.type == "tool/result"]
+    state = answer.data["meta"]["subagent"]
+    assert state == {"session": CHILD, "state": STATE_AFTER[point]}
+    text = answer.data["message"]["content"][0]["content"][0]["text"]
+    if point == "child-end":
+        assert "error" not in answer.data
+        assert text == "child found x"  # the child's answer, from its log
+    else:
+        assert answer.data["message"]["content"][0]["isError"] is True
+        assert CHILD in text
+
+    done = run(store, outbox, point, effect)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "{'kind': 'completed'}"
+
+    log = (await stored(store, "job")).events
+    [result] = surface_results(log, "c-sub")  # one result in the parent
+    assert result.data["message"]["content"][0]["content"][0]["text"] == "child found x"
+    answers = [e for e in log if e.type == "assistant/message"]
+    final = answers[-1].data["message"]["content"][0]["text"]
+    assert final == "Parent done: child found x"
+    assert sum("Parent done" in str(e.data) for e in answers) == 1
+    child = await stored(store, CHILD)
+    assert child.header.parent_session == "job"
+    assert child.header.origin == "subagent"
+    assert child.header.delegation_depth == 1
+    child_answers = [e for e in child.events if e.type == "assistant/message"]
+    texts = [str(e.data["message"]["content"]) for e in child_answers]
+    assert sum("child found x" in t for t in texts) == 1  # the child finished once
+    fetches = outbox.read_text().splitlines().count("fetch c-fetch")
+    if point == "child-tool":
+        assert fetches == (2 if effect in ("read", "idempotent") else 1)
+    else:
+        assert fetches == 1
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+async def test_the_parent_refers_to_the_child_durably_before_its_first_request(
+    tmp_path: Path, kind: str
+) -> None:
+    store, outbox = store_of(kind, tmp_path), tmp_path / "outbox"
+    assert run(store, outbox, "child-request", "unsafe").returncode == -signal.SIGKILL
+    raw = (await stored(store, "job", inspect=False)).content.decode()
+    assert '"type":"tool/call"' in raw
+    assert '"type":"subagent/spawned","seq":' in raw
+    assert f'"session":"{CHILD}"' in raw
+    child = await stored(store, CHILD)
+    assert [e.type for e in child.events if e.type == "assistant/message"] == []
+
+
+@pytest.mark.process
+async def test_the_reference_loads_the_lineage(tmp_path: Path) -> None:
+    store, outbox = str(tmp_path / "sessions"), tmp_path / "outbox"
+    assert run(store, outbox, "child-end", "unsafe").returncode == -signal.SIGKILL
+    assert run(store, outbox, "child-end", "unsafe").returncode == 0
+    for id in ("job", CHILD):
+        loaded = reference_load(Path(store), id, "none")
+        assert "error" not in loaded, loaded
+    child = reference_load(Path(store), CHILD, "none")
+    assert child["meta"]["parentSession"] == "job"
+    assert child["meta"]["origin"] == "subagent"
+    assert child["meta"]["delegationDepth"] == 1
+
+
+class Delegating:
+    """A model that delegates once at every depth, then answers."""
+
+    async def stream(self, request: Any) -> Any:
+        last = request.messages[-1]
+        if last["source"]["kind"] == "user":
+            head = {"id": f"c-{len(request.messages)}", "name": "research"}
+            arguments = '{"task": "deeper"}'
+            yield {"type": "block-start", "index": 0, "blockType": "tool-call", **head}
+            block = {"type": "tool-call", **head, "arguments": arguments}
+            yield {"type": "block-end", "index": 0, "block": block}
+            yield {"type": "finish", "reason": {"kind": "tool-calls"}}
+            return
+        text = "done: " + last["content"][0]["content"][0]["text"]
+        yield {"type": "block-start", "index": 0, "blockType": "text"}
+        yield {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}}
+        yield {"type": "finish", "reason": {"kind": "stop"}}
+
+
+async def test_delegation_deeper_than_the_limit_is_refused(tmp_path: Path) -> None:
+    async with AgentRuntime(warn_without_checkpoints=False) as runtime:
+        runtime.install(open_store(str(tmp_path)))
+        runtime.models.register("m", Delegating())
+        runtime.subagent("research", "Research.", model="m/x", max_depth=2)
+        session = runtime.sessions.create("top")
+        await runtime.agent(session, model="m/x").run_turn("go")
+        answer = session.events[[e.type for e in session.events].index("turn/end") - 2]
+    final = answer.data["message"]["content"][0]["text"]
+    assert final.startswith("done: done: done: Error: delegation deeper than 2 levels")
+    grandchild = await stored(str(tmp_path), child_id(child_id("top", "c-1"), "c-1"))
+    assert grandchild.header.delegation_depth == 2
+    assert grandchild.header.parent_session == child_id("top", "c-1")
+
+
+async def test_a_stored_session_in_the_child_s_place_is_not_taken_over(tmp_path: Path) -> None:
+    async with AgentRuntime(warn_without_checkpoints=False) as runtime:
+        runtime.install(open_store(str(tmp_path)))
+        runtime.models.register("m", Delegating())
+        runtime.subagent("research", "Research.", model="m/x", max_depth=1)
+        other = runtime.sessions.create(child_id("top", "c-1"))
+        other.append("turn/start", {"turn": 1})
+        other.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        await runtime.sessions.flush(other)
+        await runtime.sessions.dispose(other)
+        session = runtime.sessions.create("top")
+        await runtime.agent(session, model="m/x").run_turn("go")
+    results = [e for e in session.events if e.type == "tool/result"]
+    text = results[0].data["message"]["content"][0]["content"][0]["text"]
+    assert "is not a subagent of session" in text
