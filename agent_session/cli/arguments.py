@@ -235,7 +235,7 @@ def parser() -> argparse.ArgumentParser:
     )
     ls.add_argument("--json", action="store_true", help="one JSON object per line, as read")
     ls.add_argument(
-        "--tree", action="store_true", help="each fork under the session it was forked from"
+        "--tree", action="store_true", help="each fork and subagent under its parent session"
     )
     ls.add_argument(
         "--state",

@@ -115,6 +115,7 @@ async def show(args: argparse.Namespace) -> int:
     """The transcript, the raw events, or (``--json``) the stored header line then the
     events."""
     from agent_session.see.inventory import over_budget, waiting
+    from agent_session.see.lineage import children_of
     from agent_session.see.transcript import render
     from agent_session.session.events.parked import parked_calls
 
@@ -122,6 +123,7 @@ async def show(args: argparse.Namespace) -> int:
     try:
         examined = await diagnose(store, args.store, args.id)
         raw = await store.read_raw(args.id) if args.json else None
+        children = await children_of(store, examined.session.events)
     finally:
         await store.aclose()
     stored, inspected = examined.stored_events, examined.session
@@ -132,7 +134,13 @@ async def show(args: argparse.Namespace) -> int:
             print(event.encode().decode())
         return OK
     parent = inspected.header.parent_session
-    if parent is not None:
+    if parent is not None and inspected.header.origin == "subagent":
+        print(
+            f"(session {args.id} is a subagent of {parent}, delegation depth "
+            f"{inspected.header.delegation_depth}: `agent-session show "
+            f"{shlex.quote(args.store.shown)} {shlex.quote(parent)}` shows it)\n"
+        )
+    elif parent is not None:
         print(
             f"(session {args.id} is a fork of {parent}: its first {inspected.header.seed_length} "
             f"events are {parent}'s; `agent-session show {shlex.quote(args.store.shown)} "
@@ -140,10 +148,10 @@ async def show(args: argparse.Namespace) -> int:
         )
     pending = stored if len(inspected.events) > stored else None
     if pending is not None and examined.writer_elsewhere:
-        print(render(inspected.events[:stored]))
+        print(render(inspected.events[:stored], children=children))
         print(f"\n(session {args.id} is open: its last turn is still running in a live writer)")
         return OK
-    print(render(inspected.events, pending_from=pending))
+    print(render(inspected.events, pending_from=pending, children=children))
     parked = parked_calls(inspected.events)
     if parked:
         print(

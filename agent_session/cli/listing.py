@@ -159,8 +159,13 @@ _HEADER = [
 
 
 def _forked(row: SessionRow) -> str:
-    """Where a fork branched: ``parent@seed length`` (``-`` for a session that is none)."""
-    return "-" if row.parent is None else f"{row.parent}@{row.seed_length}"
+    """Where a fork branched: ``parent@seed length``; a child agent's parent:
+    ``parent (subagent)``; ``-`` for a session that is neither."""
+    if row.parent is None:
+        return "-"
+    if row.origin == "subagent":
+        return f"{row.parent} (subagent)"
+    return f"{row.parent}@{row.seed_length}"
 
 
 def _cells(row: SessionRow) -> list[str]:
@@ -173,8 +178,9 @@ def _cells(row: SessionRow) -> list[str]:
 
 
 def _tree(listed: list[SessionRow]) -> list[str]:
-    """The sessions as a lineage tree: each fork under its parent, forks by id (a fork whose
-    parent is not listed is a root, its parent named), roots in the listing's order."""
+    """The sessions as a lineage tree: each fork and each child agent's session under its
+    parent, by id (one whose parent is not listed is a root, its parent named), roots in the
+    listing's order."""
     ids = {row.id for row in listed}
     children: dict[str | None, list[SessionRow]] = {}
     for row in listed:
@@ -183,7 +189,9 @@ def _tree(listed: list[SessionRow]) -> list[str]:
 
     def draw(row: SessionRow, lead: str, branch: str) -> None:
         said = [row.state, f"{row.events} events"]
-        if row.parent is not None:
+        if row.origin == "subagent":
+            said.append(f"subagent of {row.parent}, depth {row.depth}")
+        elif row.parent is not None:
             said.append(f"forked from {row.parent} after its first {row.seed_length} events")
         said += row.flags
         lines.append(f"{lead}{branch}{row.id}  ({', '.join(said)})")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent_session.otel.spans import Content, SpanRecord, turn_traces
+from agent_session.otel.spans import Content, SpanRecord, TurnTrace, turn_traces
 from agent_session.session.errors import SessionError
 from agent_session.session.persistence.redaction import MASK, mask_store, remember_store, scrub
 
@@ -283,6 +283,8 @@ async def export_store(
                 parent = headers.get(header.parent_session)
             link = fork_link(header, events, cursor, parent.created_at if parent else None)
             turns = _turns_of(sink, header, events, cursor, (content, redact, prices), link)
+            if header.origin == "subagent" and sink.shape == "spans":
+                turns = await _in_parent_trace(reader, store, header, turns)
             if since is not None:
                 turns = [t for t in turns if t[2] >= since * 1_000_000]
             await asyncio.to_thread(
@@ -302,6 +304,25 @@ async def export_store(
             positions.close()
         await reader.aclose()
     return exported
+
+
+async def _in_parent_trace(
+    reader: Any, store: StoreSpec, header: Any, turns: list[tuple[int, Sequence[Any], int]]
+) -> list[tuple[int, Sequence[Any], int]]:
+    """A child agent's turns with their spans in the parent's trace (as they were when
+    the parent's log cannot be read)."""
+    from agent_session.cli.commands import diagnose
+    from agent_session.cli.exits import NotFound
+    from agent_session.otel.lineage_spans import adopted, adoptions
+    from agent_session.session import SessionError
+
+    try:
+        parent = (await diagnose(reader, store, header.parent_session)).session
+    except (NotFound, SessionError):
+        return turns
+    found = adoptions(parent.header.id, parent.header.created_at, parent.events, header.id)
+    traces = [TurnTrace(0, end, list(spans)) for end, spans, _ in turns]
+    return [(t.end_seq, t.spans, t.spans[0].end_ns) for t in adopted(traces, found)]
 
 
 def _turns_of(

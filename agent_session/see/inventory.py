@@ -89,6 +89,10 @@ class SessionRow:
     """The session it was forked from (its header's ``parentSession``)."""
     seed_length: int | None = None
     """How many of the parent's events a fork was seeded with (``seedLength``)."""
+    origin: str | None = None
+    """``subagent`` for a child agent's session (its header's ``origin``)."""
+    depth: int | None = None
+    """How many delegations separate it from a user-facing session (``delegationDepth``)."""
 
     @property
     def problem_flag(self) -> str | None:
@@ -102,6 +106,7 @@ class SessionRow:
         row["updatedAt"] = row.pop("updated_at")
         row["parentSession"] = row.pop("parent")
         row["seedLength"] = row.pop("seed_length")
+        row["delegationDepth"] = row.pop("depth")
         return row
 
 
@@ -211,6 +216,8 @@ def _jsonl_rows(store: StoreSpec, max_log_bytes: int | None) -> Iterator[Session
             summary.turns,
             header.parent_session,
             header.seed_length,
+            header.origin,
+            header.delegation_depth,
         )
 
 
@@ -262,6 +269,8 @@ def _database_rows(store: StoreSpec) -> Iterator[SessionRow]:
             found.turns if found.turns is not None else 0,
             header.parent_session,
             header.seed_length,
+            header.origin,
+            header.delegation_depth,
         )
 
 

@@ -153,15 +153,22 @@ def _turn_end(events: Sequence[Any], after: int) -> int:
 
 async def stats(args: argparse.Namespace) -> int:
     """Print the figures of one session."""
-    from agent_session.cli.commands import examined
+    from agent_session.cli.commands import backend, diagnose
     from agent_session.governance.budgets import budget_report
+    from agent_session.see.lineage import children_of
     from agent_session.session.events.stats import SessionStats
 
-    looked = await examined(args.store, args.id)
+    store = backend(args.store, read_only=True)
+    try:
+        looked = await diagnose(store, args.store, args.id)
+        children = await children_of(store, looked.session.events)
+    finally:
+        await store.aclose()
     events = looked.session.events  # (closers added in memory, as a load returns it)
     folded = SessionStats().fold(events)
     figures, more = folded.value(), beyond(events)
     more["budget"] = budget_report(events, looked.session.header.seed_length or 0)
+    more.update(rolled_up(figures, more["budget"]["spent"], children))
     if args.json:
         print(
             json_line({"id": args.id, "sessionStats": figures, "asOfSeq": folded.as_of_seq, **more})
@@ -208,8 +215,51 @@ async def stats(args: argparse.Namespace) -> int:
             "figures above count the whole history"
         )
     lines.append(_spend_line(more["budget"]))
+    if more["subagents"]:
+        whole, spent = more["withSubagents"]["sessionStats"], more["withSubagents"]["spent"]
+        names = ", ".join(child["id"] for child in more["subagents"])
+        lines.append(
+            f"  subagents: {len(more['subagents'])} ({names}); with them: {whole['turns']} "
+            f"turn(s), {whole['steps']} step(s), model {whole['llmMs']} ms, tools "
+            f"{whole['toolMs']} ms, {spent['inputTokens']} input + {spent['outputTokens']} "
+            "output tokens"
+        )
     print("\n".join(lines))
     return OK
+
+
+def rolled_up(
+    figures: dict[str, Any], spent: dict[str, Any], children: Sequence[Any]
+) -> dict[str, Any]:
+    """``subagents`` (each child agent's session under it, depth first: its id, parent,
+    figures and spend; a child not stored has none) and ``withSubagents`` (the figures and
+    the token spend of the whole tree)."""
+    from agent_session.governance.budgets import budget_report
+    from agent_session.session.events.stats import SessionStats
+
+    whole = dict(figures)
+    tokens = {key: spent[key] for key in ("inputTokens", "outputTokens", "requests")}
+    listed: list[dict[str, Any]] = []
+
+    def visit(child: Any, parent: str) -> None:
+        entry: dict[str, Any] = {"id": child.id, "parent": parent, "callId": child.call_id}
+        if child.events is not None:
+            own = SessionStats().fold(child.events).value()
+            used = budget_report(child.events, 0)["spent"]
+            entry.update(sessionStats=own, spent=used)
+            for key, value in own.items():
+                whole[key] += value
+            for key in tokens:
+                tokens[key] += used[key]
+        listed.append(entry)
+        for grandchild in child.children:
+            visit(grandchild, child.id)
+
+    for child in children:
+        visit(child, "")
+    for entry in listed:
+        entry["parent"] = entry["parent"] or None
+    return {"subagents": listed, "withSubagents": {"sessionStats": whole, "spent": tokens}}
 
 
 def _spend_line(report: dict[str, Any]) -> str:

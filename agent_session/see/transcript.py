@@ -11,8 +11,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent_session.recovery import is_repair_result
 from agent_session.see.framework_lines import framework_line
 from agent_session.see.governance_lines import governance_line
+from agent_session.see.lineage import Child
 from agent_session.session import SessionEvent
 from agent_session.session.events.compaction import is_summary
 from agent_session.session.events.outcomes import SETTLEMENT, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
@@ -21,6 +23,7 @@ from agent_session.session.events.types import (
     ASSISTANT_MESSAGE,
     CONTEXT_COMPACTED,
     STEP_START,
+    SUBAGENT_SPAWNED,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -72,6 +75,20 @@ def _step_line(data: Mapping[str, Any], time: int, step: tuple[int, int | None] 
     return f"  ({', '.join(parts)})" if parts else ""
 
 
+def _subagent(data: Mapping[str, Any], nested: dict[str, Child]) -> list[str]:
+    """A child agent's start, then its transcript, indented (once: a call run again after a
+    crash continues the child shown already)."""
+    id = str(data.get("session"))
+    child = nested.pop(id, None)
+    head = f"  ┆ subagent {id} (call {data.get('callId')}, depth {data.get('depth')})"
+    if child is None:
+        return [head + ": continued, shown above"]
+    if child.events is None:
+        return [head + (f": unreadable: {child.problem}" if child.problem else ": never stored")]
+    inner = render(child.events, children=child.children)
+    return [head + ":", *(f"  ┆ {line}" for line in inner.splitlines())]
+
+
 def compacted_line(data: Mapping[str, Any]) -> str:
     """``── compacted (threshold): 12 messages replaced by the summary above ... ──``."""
     return (
@@ -81,9 +98,17 @@ def compacted_line(data: Mapping[str, Any]) -> str:
     )
 
 
-def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -> str:
-    """The transcript. Events from ``pending_from`` on are closers not yet on disk."""
+def render(
+    events: Sequence[SessionEvent],
+    *,
+    pending_from: int | None = None,
+    children: Sequence[Child] = (),
+) -> str:
+    """The transcript. Events from ``pending_from`` on are closers not yet on disk;
+    ``children``: the child agents' sessions its calls ran, whose transcripts are shown,
+    indented, where each was started."""
     lines: list[str] = []
+    nested = {child.id: child for child in children}
     origin: int | None = None
     step: tuple[int, int | None] | None = None  # the open step's start and first token
     called: dict[Any, int] = {}
@@ -109,6 +134,8 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
             lines.append(f"user: {_text(data.get('content', ()))}")
         elif event.type == CONTEXT_COMPACTED:
             lines.append(compacted_line(data))
+        elif event.type == SUBAGENT_SPAWNED:
+            lines += _subagent(data, nested)
         elif event.type == ASSISTANT_MESSAGE:
             message = data["message"]
             if event.surface_op is not None and event.surface_op != "append":
@@ -136,8 +163,12 @@ def render(events: Sequence[SessionEvent], *, pending_from: int | None = None) -
             code = (data.get("error") or {}).get("code")
             meta = data.get("meta")
             how = meta.get(SETTLEMENT) if isinstance(meta, Mapping) else None
+            sub = meta.get("subagent") if isinstance(meta, Mapping) else None
             if isinstance(how, str):
                 mark = f"[SETTLED: {how}" + (f", {code}]" if code in REPAIR_CODES else "]")
+            elif isinstance(sub, Mapping) and is_repair_result(event):
+                flag = "REPAIRED, in memory only" if pending else "REPAIRED"
+                mark = f"[{flag} from the subagent's log: {sub.get('state')}]"
             elif code in REPAIR_CODES:
                 flag = "REPAIRED, in memory only" if pending else "REPAIRED"
                 mark = f"[{flag}: {code}]"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_session.cli.exits import OK
+from agent_session.see.lineage import Child
 from agent_session.see.transcript import compacted_line
 from agent_session.session.events.compaction import is_summary
 
@@ -91,6 +92,8 @@ def rows(
             out.append({"k": "summary", "t": t, "text": "summary: " + _text(data.get("content"))})
         elif kind == "user/message":
             out.append({"k": "user", "t": t, "text": _text(data.get("content"))})
+        elif kind == "subagent/spawned":
+            out.append({"k": "subagent", "t": t, "id": data.get("session"), "text": ""})
         elif kind == "context/compacted":
             out.append({"k": "compacted", "t": t, "text": compacted_line(data).strip("─ ")})
         elif kind == "assistant/message":
@@ -195,15 +198,17 @@ def timeline(
     *,
     prices: PriceTable | None = None,
     store: str | None = None,
+    children: Sequence[Child] = (),
 ) -> dict[str, Any]:
     """What the page shows of a session, as JSON (``agent-session serve`` serves it too):
-    its rows, what each step was sent (:func:`~agent_session.see.steps.sent`), the session's
-    totals, and the calls it waits on (``parked``) with the commands that decide them on
-    ``store`` (as the user named it)."""
+    its rows (with what each child agent's session did, where it was started), what each
+    step was sent (:func:`~agent_session.see.steps.sent`), the session's totals, and the
+    calls it waits on (``parked``) with the commands that decide them on ``store`` (as the
+    user named it)."""
     from agent_session.see.steps import sent
 
     asked = sent(events)
-    shown = rows(events, prices, asked)
+    shown = _nested(rows(events, prices, asked), children, events[0].time if len(events) else 0)
     turns = [row for row in shown if row["k"] == "turn"]
     priced = [row["cost"] for row in turns if row["cost"] is not None]
     totals = {
@@ -279,6 +284,36 @@ def _parked(id: str, events: Sequence[Any], store: str | None) -> list[dict[str,
     return out
 
 
+def _nested(
+    shown: list[dict[str, Any]], children: Sequence[Child], origin: int
+) -> list[dict[str, Any]]:
+    """``shown`` with, after each ``subagent`` row, a row per thing its child did (and its
+    children's), timed from this session's start (a child shown once)."""
+    by_id = {child.id: child for child in children}
+    out: list[dict[str, Any]] = []
+    for row in shown:
+        out.append(row)
+        if row["k"] != "subagent":
+            continue
+        child = by_id.pop(str(row["id"]), None)
+        if child is None or child.events is None:
+            row["text"] = f"subagent {row['id']}: " + (
+                "continued" if child is None else "not stored"
+            )
+            continue
+        row["text"] = f"subagent {child.id}, started by call {child.call_id}"
+        first = child.events[0].time if len(child.events) else origin
+        for inner in _nested(rows(child.events), child.children, first):
+            if inner["k"] in ("turn", "step"):
+                continue  # (the child's brackets: its rows say what it did)
+            said = inner.get("text") or (
+                f"{inner.get('name')}({inner.get('args')})" if inner["k"] == "call" else inner["k"]
+            )
+            t = inner["t"] + first - origin
+            out.append({"k": "sub", "t": t, "text": f"{child.id} · {inner['k']}: {said}"})
+    return out
+
+
 def page(
     header: Mapping[str, Any],
     events: Sequence[Any],
@@ -288,6 +323,7 @@ def page(
     prices: PriceTable | None = None,
     store: str | None = None,
     parent_url: str | None = None,
+    children: Sequence[Child] = (),
 ) -> str:
     """The HTML of the session's timeline (see the module docstring); ``live``: the URL path of
     its :func:`timeline` JSON, which the page then polls to follow a session being written;
@@ -298,7 +334,7 @@ def page(
     style = (assets / "view.css").read_text(encoding="utf-8")
     script = (assets / "view.js").read_text(encoding="utf-8")
     data = {
-        **timeline(header, events, prices=prices, store=store),
+        **timeline(header, events, prices=prices, store=store, children=children),
         "live": live,
         "back": back,
         "parentUrl": parent_url,
@@ -333,14 +369,27 @@ def csp_hash(text: str) -> str:
 
 async def view(args: argparse.Namespace) -> int:
     """Write the session's timeline page and say where."""
-    from agent_session.cli.commands import examined, redacted
+    from agent_session.cli.commands import backend, diagnose, redacted
+    from agent_session.see.lineage import children_of
 
-    session = (await examined(args.store, args.id)).session
+    store = backend(args.store, read_only=True)
+    try:
+        session = (await diagnose(store, args.store, args.id)).session
+        children = await children_of(store, session.events)
+    finally:
+        await store.aclose()
     header = session.header.to_json()
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.id).lstrip(".")
     target = Path(args.output or f"{safe or 'session'}.html")
     events = redacted(args, session.events)
-    html = page(header, events, prices=args.prices, store=args.store.shown)
+
+    def hidden(tree: Sequence[Child]) -> None:  # (each child's content as the parent's)
+        for child in tree:
+            child.events = None if child.events is None else redacted(args, child.events)
+            hidden(child.children)
+
+    hidden(children)
+    html = page(header, events, prices=args.prices, store=args.store.shown, children=children)
     target.write_text(html, encoding="utf-8")
     print(f"wrote {target} ({target.stat().st_size:,} bytes); open it in a browser")
     return OK

@@ -112,6 +112,8 @@
     marks.appendChild(el("span", "", `settled calls: ${settled}`));
     marks.appendChild(el("span", "", `approvals asked: ${asked}`));
     if (compacted) marks.appendChild(el("span", "", `compactions: ${compacted}`));
+    const subagents = rows.filter((r) => r.k === "subagent").length;
+    if (subagents) marks.appendChild(el("span", "", `subagents: ${subagents}`));
     head.appendChild(marks);
     const system = [...new Set(data.headers.map((h) => h.system).filter(Boolean))];
     if (system.length) {
