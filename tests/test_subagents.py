@@ -5,6 +5,7 @@ first and its answer lands in the parent once; and the reference loads the linea
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from pathlib import Path
@@ -12,10 +13,13 @@ from typing import Any
 
 import pytest
 
-from agent_session import AgentRuntime, open_store
+from agent_session import AgentRuntime, open_store, place_hold, purge_store, release_hold
+from agent_session.otel.lineage_spans import adopted, adoptions
+from agent_session.otel.spans import turn_traces
 from agent_session.session import Session
 from agent_session.session.events.subagents import child_id
 from tests.forkserver import run_module
+from tests.test_cli import cli
 from tests.test_reference_interop import reference_load
 from tests.test_settle_crash import store_of
 
@@ -182,3 +186,91 @@ async def test_a_stored_session_in_the_child_s_place_is_not_taken_over(tmp_path:
     results = [e for e in session.events if e.type == "tool/result"]
     text = results[0].data["message"]["content"][0]["content"][0]["text"]
     assert "is not a subagent of session" in text
+
+
+async def delegated(store: str, tmp_path: Path) -> None:
+    """A finished delegation (the parent ``job``, its child), written by a real process."""
+    done = run(store, tmp_path / "outbox", "none", "unsafe")
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("store", ["jsonl", "sqlite", "postgres"], indirect=True)
+async def test_the_views_roll_up_the_tree(store: str, tmp_path: Path) -> None:
+    await delegated(store, tmp_path)
+    tree = cli("ls", store, "--tree").stdout.splitlines()
+    assert tree[0].startswith("job  (balanced")
+    assert tree[1].startswith(f"└─ {CHILD}  (balanced")
+    assert "subagent of job, depth 1" in tree[1]
+
+    shown = cli("show", store, "job").stdout
+    nested = [line for line in shown.splitlines() if line.startswith("  ┆ ")]
+    assert nested[0] == f"  ┆ subagent {CHILD} (call c-sub, depth 1):"
+    assert "  ┆ assistant: child found x" in nested
+    assert shown.index("┆ assistant: child found x") < shown.index("tool c-sub [ok]")
+    child_shown = cli("show", store, CHILD).stdout
+    assert child_shown.startswith(f"(session {CHILD} is a subagent of job, delegation depth 1")
+
+    figures = json.loads(cli("stats", store, "job", "--json").stdout)
+    [child] = figures["subagents"]
+    assert child["id"] == CHILD
+    assert child["sessionStats"]["turns"] == 1
+    assert figures["withSubagents"]["sessionStats"]["turns"] == figures["sessionStats"]["turns"] + 1
+    steps = figures["sessionStats"]["steps"] + child["sessionStats"]["steps"]
+    assert figures["withSubagents"]["sessionStats"]["steps"] == steps
+
+    page = tmp_path / "job.html"
+    cli("view", store, "job", "--output", str(page))
+    html = page.read_text()
+    assert f"subagent {CHILD}, started by call c-sub".replace(">", "\\u003e") in html
+    assert f"{CHILD} · text: child found x".replace(">", "\\u003e") in html
+
+    parent, child_log = await stored(store, "job"), await stored(store, CHILD)
+    found = adoptions("job", parent.header.created_at, parent.events, CHILD)
+    parent_traces = turn_traces("job", parent.header.created_at, parent.events)
+    tool = next(s for t in parent_traces for s in t.spans if s.name == "execute_tool research")
+    child_traces = adopted(turn_traces(CHILD, child_log.header.created_at, child_log.events), found)
+    [child_trace] = child_traces
+    assert {span.trace_id for span in child_trace.spans} == {tool.trace_id}
+    assert child_trace.spans[0].parent_id == tool.span_id  # under the call that ran it
+    assert child_trace.spans[0].name == "invoke_agent"
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("store", ["jsonl", "sqlite", "postgres"], indirect=True)
+async def test_rm_and_purge_take_the_subagents_with_their_parent_or_refuse(
+    store: str, tmp_path: Path
+) -> None:
+    await delegated(store, tmp_path)
+    refused = cli("rm", store, "job", check_rc=4)
+    assert "job has 1 subagent session(s) in" in refused.stderr
+    assert "nothing was deleted" in refused.stderr
+    kept = await purge_store(store, older_than_ms=0, labels={"none": "such"})
+    assert kept == []
+
+    await place_hold(store, CHILD, "matter 7")
+    done = await purge_store(store, older_than_ms=0)
+    by_id = {p.id: p for p in done}
+    assert by_id["job"].action == "held"
+    assert f"its subagent {CHILD} is under legal hold" in by_id["job"].detail
+    assert CHILD not in by_id  # (purged with its parent, or not at all)
+    assert (await stored(store, CHILD)).header.origin == "subagent"
+    await release_hold(store, CHILD, "matter closed")
+
+    done = await purge_store(store, older_than_ms=0)
+    assert [(p.id, p.action) for p in done] == [(CHILD, "purged"), ("job", "purged")]
+    assert "(a subagent of job)" in done[0].receipt["rule"]
+    backend = open_store(store)
+    try:
+        assert await backend.list_headers() == []
+    finally:
+        await backend.aclose()
+
+    (tmp_path / "again").mkdir()
+    await delegated(store, tmp_path / "again")
+    cli("rm", store, "job", "--with-subagents")
+    backend = open_store(store)
+    try:
+        assert await backend.list_headers() == []
+    finally:
+        await backend.aclose()

@@ -18,7 +18,12 @@ from agent_session.cli.arguments_governance import (
     add_governance,
 )
 from agent_session.cli.arguments_looking import add_looking, count, number
-from agent_session.cli.arguments_retention import RETENTION, RETENTION_EXAMPLES, add_retention
+from agent_session.cli.arguments_retention import (
+    RETENTION,
+    RETENTION_EXAMPLES,
+    add_retention,
+    add_rm,
+)
 from agent_session.cli.exits import USAGE
 from agent_session.see.states import LISTED_STATES
 
@@ -376,19 +381,7 @@ def parser() -> argparse.ArgumentParser:
     import_.add_argument("file", metavar="FILE", help="the history (- reads stdin)")
     import_.add_argument("--format", required=True, choices=["pydantic-ai", "adk", "claude-code"])
 
-    rm = command(
-        "rm",
-        "delete a session",
-        "Delete a stopped session durably, with every event. A session a live writer holds "
-        "(JSONL: another process holds its writer lock) is refused.",
-    )
-    rm.add_argument("id", help="the session id")
-    rm.add_argument(
-        "--force",
-        action="store_true",
-        help="delete it although forks of it are stored (each keeps its own copy of what it "
-        "was seeded with)",
-    )
+    add_rm(command)
 
     copy = command(
         "copy",

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from agent_session.cli.arguments_governance import label_pair
 from agent_session.cli.arguments_looking import age
 
-__all__ = ["RETENTION", "RETENTION_EXAMPLES", "add_retention"]
+__all__ = ["RETENTION", "RETENTION_EXAMPLES", "add_retention", "add_rm"]
 
 Command = Callable[[str, str, str], argparse.ArgumentParser]
 
@@ -21,6 +21,30 @@ RETENTION_EXAMPLES = {
     "release": "agent-session release ./agent-sessions chat-1 --reason 'matter closed'",
     "erase": "agent-session erase ./agent-sessions chat-1",
 }
+
+
+def add_rm(command: Command) -> None:
+    """Add ``rm`` through ``command(name, help, description)``."""
+    rm = command(
+        "rm",
+        "delete a session",
+        "Delete a stopped session durably, with every event. A session a live writer holds "
+        "(JSONL: another process holds its writer lock) or under legal hold is refused, and so "
+        "is one whose child agents' sessions are stored, unless --with-subagents.",
+    )
+    rm.add_argument("id", help="the session id")
+    rm.add_argument(
+        "--force",
+        action="store_true",
+        help="delete it although forks of it are stored (each keeps its own copy of what it "
+        "was seeded with)",
+    )
+    rm.add_argument(
+        "--with-subagents",
+        action="store_true",
+        help="delete its child agents' sessions too (theirs first, then it: a failure never "
+        "leaves a child without its parent)",
+    )
 
 
 def add_retention(command: Command) -> None:

@@ -359,9 +359,10 @@ async def import_history(args: argparse.Namespace) -> int:
     return OK
 
 
-def _kept_for(store: StoreSpec, id: str, force: bool) -> None:
-    """Refuse to delete ``id`` while it is a conversation's current branch, or (unless
-    ``force``) while forks of it are stored, naming them."""
+def _kept_for(store: StoreSpec, id: str, force: bool, with_subagents: bool) -> list[str]:
+    """Refuse to delete ``id`` while it is a conversation's current branch, (unless
+    ``force``) while forks of it are stored, or (unless ``with_subagents``) while its child
+    agents' sessions are, naming them; return those (theirs first: the order to delete)."""
     from agent_session.lineage.current import branches_for
     from agent_session.see.inventory import rows
 
@@ -375,23 +376,48 @@ def _kept_for(store: StoreSpec, id: str, force: bool) -> None:
             f"{id} is the current branch of {', '.join(of)} in {store.shown}: rewind the "
             "conversation first (its new branch becomes current); nothing was deleted"
         )
-    forks = [row.id for row in rows(store, max_log_bytes()) if row.parent == id]
+    listed = list(rows(store, max_log_bytes()))
+    forks = [row.id for row in listed if row.parent == id and row.origin != "subagent"]
     if forks and not force:
         raise UserError(
             f"{id} has {len(forks)} fork(s) in {store.shown} ({', '.join(sorted(forks)[:5])}"
             f"{', ...' if len(forks) > 5 else ''}); nothing was deleted. --force deletes it "
             "anyway: each fork keeps its own copy of what it was seeded with"
         )
+    below: dict[str | None, list[str]] = {}
+    for row in listed:
+        if row.origin == "subagent":
+            below.setdefault(row.parent, []).append(row.id)
+
+    def deepest_first(of: str) -> list[str]:
+        return [
+            deeper for child in sorted(below.get(of, [])) for deeper in deepest_first(child)
+        ] + ([] if of == id else [of])
+
+    subagents = deepest_first(id)
+    if subagents and not with_subagents:
+        raise UserError(
+            f"{id} has {len(subagents)} subagent session(s) in {store.shown} "
+            f"({', '.join(subagents[:5])}{', ...' if len(subagents) > 5 else ''}); nothing was "
+            "deleted. --with-subagents deletes them with it"
+        )
+    return subagents
 
 
 async def rm(args: argparse.Namespace) -> int:
     """Delete a stopped session durably (refused while a writer holds it, while it is a
-    conversation's current branch, and, unless ``--force``, while forks of it are stored)."""
+    conversation's current branch, unless ``--force`` while forks of it are stored, and
+    unless ``--with-subagents`` while its child agents' sessions are: then they go first)."""
     from agent_session.session import SessionNotFoundError
 
-    _kept_for(args.store, args.id, args.force)
+    subagents = _kept_for(args.store, args.id, args.force, args.with_subagents)
     store = backend(args.store)
     try:
+        for id in [*subagents, args.id]:  # (a hold anywhere in the tree: nothing is deleted)
+            await store.refuse_held(id)
+        for id in subagents:
+            await store.delete(id)
+            print(f"deleted subagent session {id} from {args.store.shown}")
         await store.delete(args.id)
     except SessionNotFoundError:
         raise NotFound(f'no session "{args.id}" in {args.store.shown}') from None

@@ -14,6 +14,9 @@ Guarantees:
 - A receipt holds no content: the id, the rule, the time, the count of stored lines and
   bytes removed and their SHA-256, so the removal can be proven without keeping what it
   removed.
+- A session goes with its child agents' sessions (``origin: subagent``), theirs first,
+  each with a receipt, whatever their age; nothing of the tree goes when a hold stands on
+  any of it, and a subagent's session never goes without its parent.
 - ``dry_run`` writes nothing, receipts included.
 """
 
@@ -42,8 +45,9 @@ __all__ = ["Purged", "purge", "purge_store", "settle_receipts"]
 @dataclass(frozen=True, slots=True)
 class Purged:
     """What :func:`purge` did with one session: ``purged``, ``would purge`` (a dry run),
-    ``held``, ``live``, ``current branch``, or ``settled`` (a receipt a crash left open,
-    ended now)."""
+    ``held``, ``live``, ``current branch``, ``kept`` (a subagent's session whose parent
+    stays, or a parent one of whose subagents could not go), or ``settled`` (a receipt a
+    crash left open, ended now)."""
 
     id: str
     action: str
@@ -114,7 +118,9 @@ async def purge(
     run = secrets.token_hex(8)
     receipts = receipts_for(store)
     try:
-        for row in list(rows(store)):
+        listed = list(rows(store))
+        chosen: dict[str, tuple[bytes, int | None]] = {}
+        for row in listed:
             if row.updated_at is None or row.updated_at > cutoff:
                 continue
             raw = await backend.read_raw(row.id)
@@ -123,22 +129,67 @@ async def purge(
             found = labels_in_lines(raw.content)
             if any(found.get(key) != value for key, value in wanted.items()):
                 continue
-            done.append(
-                await _one(
-                    backend,
-                    receipts,
-                    row.id,
-                    raw.content,
-                    row.updated_at,
-                    run,
-                    shown_rule,
-                    current,
-                    dry_run,
-                )
-            )
+            chosen[row.id] = (raw.content, row.updated_at)
+        trees = _subagent_trees(listed)
+        stored = {row.id for row in listed}
+        parents = {row.id: row.parent for row in listed if row.origin == "subagent"}
+        for id, (content, updated_at) in chosen.items():
+            parent = parents.get(id)
+            if parent is not None and parent in stored:
+                if parent not in chosen:
+                    why = f"a subagent of {parent}, which is kept: it goes with its parent"
+                    done.append(Purged(id, "kept", why))
+                continue  # (purged with its parent)
+            job = (backend, receipts, run, current, dry_run)
+            done += await _tree(job, id, content, updated_at, trees.get(id, []), shown_rule)
         return done, receipts.where
     finally:
         receipts.close()
+
+
+def _subagent_trees(listed: list[Any]) -> dict[str, list[str]]:
+    """Each session's child agents' sessions, theirs first (the order to delete them)."""
+    below: dict[str, list[str]] = {}
+    for row in listed:
+        if row.origin == "subagent" and row.parent is not None:
+            below.setdefault(row.parent, []).append(row.id)
+
+    def deepest_first(of: str) -> list[str]:
+        return [d for child in sorted(below.get(of, [])) for d in [*deepest_first(child), child]]
+
+    return {id: deepest_first(id) for id in below}
+
+
+async def _tree(
+    job: tuple[Any, Receipts, str, set[str], bool],
+    id: str,
+    content: bytes,
+    updated_at: int | None,
+    subagents: list[str],
+    rule: str,
+) -> list[Purged]:
+    """Purge ``id`` and its child agents' sessions (theirs first, each with a receipt);
+    nothing of the tree when a hold stands on any of it."""
+    backend, receipts, run, current, dry_run = job
+    logs: dict[str, bytes] = {}
+    for child in subagents:
+        raw = await backend.read_raw(child)
+        if raw is not None:
+            logs[child] = raw.content
+            holds = holds_in_lines(raw.content)
+            if holds:
+                why = f"its subagent {child} is under legal hold: " + "; ".join(
+                    hold.named() for hold in holds
+                )
+                return [Purged(id, "held", why)]
+    out = []
+    for child, log in logs.items():
+        parts = (child, log, None, run, f"{rule} (a subagent of {id})", current, dry_run)
+        out.append(await _one(backend, receipts, *parts))
+        if out[-1].action not in ("purged", "would purge"):
+            return [*out, Purged(id, "kept", f"its subagent {child} was not purged")]
+    out.append(await _one(backend, receipts, id, content, updated_at, run, rule, current, dry_run))
+    return out
 
 
 async def _one(
