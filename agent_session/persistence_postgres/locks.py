@@ -223,11 +223,17 @@ class AdvisoryLocks:
         return None if row is None else _shown(row)
 
     def close(self) -> None:
-        """Give every lock back (closing the connection does)."""
+        """Give every lock back: released when this returns (a closed connection's locks are
+        released by the server some moment later, so another process looking right after the
+        close could still find them held)."""
         with self._mutex:
+            held = bool(self._held)
             self._held.clear()
             self._lost.clear()
             if self._connection is not None:
+                if held and not self._connection.closed:
+                    with contextlib.suppress(psycopg.Error):
+                        self._connection.execute("SELECT pg_advisory_unlock_all()")
                 self._connection.close()
                 self._connection = None
 

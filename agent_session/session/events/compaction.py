@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent_session.session.errors import SessionEventError
 from agent_session.session.events.eventlog import EarlierEvents, is_log, is_run, iter_parts
 from agent_session.session.events.surface import Surface, SurfaceReplace, projected_message
 from agent_session.session.events.types import CONTEXT_COMPACTED, USER_MESSAGE
@@ -28,8 +29,10 @@ __all__ = [
     "Boundary",
     "back_to_boundary",
     "boundary_of",
+    "boundary_problem",
     "is_summary",
     "latest_of",
+    "refuse_bad_boundary",
     "uncompacted",
     "unread_boundary",
 ]
@@ -89,6 +92,28 @@ def back_to_boundary(events: Sequence[Any]) -> Iterator[Any]:
             yield event
             if boundary_of(event) is not None:
                 return
+
+
+def boundary_problem(event: Any, nodes: Sequence[int]) -> str | None:
+    """What is wrong with a ``context/compacted`` event given the surface ``nodes`` when it
+    is appended: a boundary whose summary is not then the whole surface would make a read
+    from it disagree with a whole read. ``None`` when it is right, or is no boundary."""
+    boundary = boundary_of(event)
+    if boundary is None or list(nodes) == [boundary.summary]:
+        return None
+    return (
+        f"context/compacted at seq {boundary.seq} names the summary at seq {boundary.summary}, "
+        f"which is not the whole surface then ({len(nodes)} node(s)): a read from this "
+        "boundary would not see what a whole read sees"
+    )
+
+
+def refuse_bad_boundary(seq: int, data: Any, nodes: Sequence[int]) -> None:
+    """Raise :class:`SessionEventError` for a ``context/compacted`` about to be appended at
+    ``seq`` with ``data`` that :func:`boundary_problem` finds wrong."""
+    problem = boundary_problem({"type": CONTEXT_COMPACTED, "seq": seq, "data": data}, nodes)
+    if problem is not None:
+        raise SessionEventError(f'session event "{CONTEXT_COMPACTED}" is refused: {problem}')
 
 
 def unread_boundary(events: Sequence[Any]) -> Boundary | None:

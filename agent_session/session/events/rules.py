@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeGuard
 
 from agent_session.session.errors import JsonValueError, SessionEventError
+from agent_session.session.events.compaction import boundary_problem
 from agent_session.session.events.event import (
     SessionEvent,
     build_event,
@@ -22,6 +23,7 @@ from agent_session.session.events.eventlog import EventLog, LazyRun, is_run, ite
 from agent_session.session.events.surface import Surface, SurfaceReplace, parse_surface_metadata
 from agent_session.session.events.types import (
     ASSISTANT_MESSAGE,
+    CONTEXT_COMPACTED,
     LEGACY_HEADER_DELTA,
     REQUEST_HEADER,
     TOOL_CALL,
@@ -197,6 +199,7 @@ def _in_place(item: object, index: int) -> TypeGuard[SessionEvent]:
         and item.seq == index
         and item.surface_op is None
         and item.type not in RULED_TYPES
+        and item.type != CONTEXT_COMPACTED
     )
 
 
@@ -231,6 +234,10 @@ def _checked_event(
     except SessionEventError as e:
         raise SessionEventError(f"invalid seed event at index {index}: {e}") from e
     surface.apply(index, op)
+    if raw["type"] == CONTEXT_COMPACTED:
+        problem = boundary_problem(raw, surface.nodes)
+        if problem is not None:
+            raise SessionEventError(f"invalid seed event at index {index}: {problem}")
     return item if isinstance(item, SessionEvent) else _built(raw, index, op, sources)
 
 

@@ -16,6 +16,7 @@ from agent_session.session.errors import (
     SessionEventError,
     SessionReentrancyError,
 )
+from agent_session.session.events.compaction import refuse_bad_boundary
 from agent_session.session.events.event import SessionEvent, build_event
 from agent_session.session.events.eventlog import EventLog, last_type
 from agent_session.session.events.header import SessionHeader, now_ms
@@ -38,6 +39,7 @@ from agent_session.session.events.surface import (
 )
 from agent_session.session.events.types import (
     ASSISTANT_CHUNK,
+    CONTEXT_COMPACTED,
     END_SEED,
 )
 from agent_session.session.events.types import MARKED_IGNORABLE as MARKED
@@ -303,6 +305,8 @@ class Session:
         if plain:
             op = None
             check_loadable(type, frozen)
+            if type == CONTEXT_COMPACTED:
+                refuse_bad_boundary(seq, frozen, self._surface.nodes)
             event = build_event(
                 type, seq, self._clock(), frozen, ignorable=True if type in MARKED else None
             )
