@@ -16,12 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_session import AgentRuntime, checkpoint_policy, open_store
+from agent_session import AgentRuntime, checkpoint_policy, open_store, set_budget
 from agent_session.agent_loop.compaction import SUMMARY_PREFIX, CompactionPolicy
 from agent_session.agent_loop.models import ModelRequest
+from agent_session.agent_loop.spending import fold_of
 from agent_session.otel.spans import turn_traces
 from agent_session.session import Session
-from agent_session.session.errors import SessionOpenTurnError
+from agent_session.session.errors import SessionEventError, SessionOpenTurnError
 from agent_session.session.events.builders import user_message
 from agent_session.session.events.eventlog import EarlierEvents
 from agent_session.session.events.surface import Surface
@@ -310,3 +311,44 @@ async def test_show_stats_view_export_and_traces_show_the_boundary_and_the_whole
     assert span.attributes["agent_session.compaction.messages_replaced"] == 4
     assert span.attributes["agent_session.compaction.trigger"] == "explicit"
     assert turn_traces("chat", 1, loaded.events)[2].spans[0].span_id == span.span_id
+
+
+async def test_a_budget_counts_what_was_spent_before_the_boundary(store: str) -> None:
+    policy = CompactionPolicy(summarize=summary_of)
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store))
+        runtime.install(checkpoint_policy)
+        runtime.models.register("m", Model())
+        session = await runtime.sessions.open_or_create("chat")
+        set_budget(session, {"outputTokens": 1000})
+        bot = runtime.agent(session, model="m/x", compaction=policy)
+        for prompt in ("a", "b", "/compact", "c"):
+            await (bot.compact() if prompt == "/compact" else bot.run_turn(prompt))
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store))
+        runtime.models.register("m", Model())
+        session = await runtime.sessions.resume("chat")
+        agent = runtime.agent(session, model="m/x")
+        spent = fold_of(agent, session).spend().to_json()
+        assert session.events.parts[0].loaded  # (a budget before it: the history is read)
+    assert spent["outputTokens"] == 15  # three answers of 5, two before the boundary
+    assert spent["requests"] == 3
+
+
+async def test_a_boundary_that_does_not_replace_the_whole_surface_is_refused(
+    store: str,
+) -> None:
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store))
+        session = await runtime.sessions.open_or_create("chat")
+        first = session.append("user/message", user_message("a"), surface_op="append").seq
+        session.append("user/message", user_message("b"), surface_op="append")
+        start = session.append("compaction/start", {}).seq
+        op = {"op": "replace", "start": first, "end": first}
+        summary = session.append(
+            "user/message", user_message("sum"), surface_op=op, source_event_seqs=[first]
+        ).seq
+        facts = {"start": start, "summary": summary, "turn": None}
+        with pytest.raises(SessionEventError, match="not the whole surface then"):
+            session.append("context/compacted", facts)
+        assert session.events[-1].seq == summary  # nothing was appended
