@@ -51,6 +51,7 @@ EXPORTED = [
     "BudgetError",
     "BudgetExceededError",
     "BudgetPendingError",
+    "CompactionPolicy",
     "DurableRunHooks",
     "EventLogSaver",
     "EventLogSession",
