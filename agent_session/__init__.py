@@ -49,8 +49,8 @@ if TYPE_CHECKING:
         ToolResult as ToolResult,
     )
     from agent_session.agent_loop.approval import set_approval_policy as set_approval_policy
-    from agent_session.agent_loop.compaction import CompactionPolicy as CompactionPolicy
     from agent_session.agent_loop.approval import user_approval as user_approval
+    from agent_session.agent_loop.compaction import CompactionPolicy as CompactionPolicy
     from agent_session.agent_loop.effects import Applied as Applied
     from agent_session.agent_loop.effects import NotApplied as NotApplied
     from agent_session.agent_loop.effects import Unknown as Unknown

@@ -87,11 +87,11 @@ class JsonlStorage(Storage):
     docstring for the guarantees and where the I/O runs).
 
     ``compression="auto"`` reads and appends each stored log in the encoding its file has,
-    and creates new ones as ``new_session_compression`` (plain by default: readable with
-    ``grep``); ``"none"`` and ``"zstd"`` accept only that encoding, refusing a log of the
-    other with the reference's message."""
+    and creates new ones as ``new_session_compression`` (plain by default: ``grep`` reads
+    it); ``"none"`` and ``"zstd"`` accept only that encoding (the reference's refusal)."""
 
     name = "session-persistence-jsonl"
+    finds_last = True
 
     def __init__(
         self,
@@ -180,8 +180,6 @@ class JsonlStorage(Storage):
 
     async def read_tail(self, id: str, count: int) -> StoredTail | None:
         return await asyncio.to_thread(read_tail, self.reader, id, count)
-
-    finds_last = True
 
     async def find_last(self, id: str, type: str) -> int | None:
         return await asyncio.to_thread(find_last, self.reader, id, type)

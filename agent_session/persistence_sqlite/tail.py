@@ -21,7 +21,7 @@ from agent_session.persistence_sqlite.runs import with_lazy_runs
 from agent_session.persistence_sqlite.schema import transaction
 from agent_session.session.persistence.kit import StoredTail
 
-__all__ = ["read_tail"]
+__all__ = ["last_of_type", "read_tail"]
 
 
 def read_tail(db: sqlite3.Connection, id: str, count: int, where: str) -> StoredTail | None:
@@ -46,3 +46,13 @@ def read_tail(db: sqlite3.Connection, id: str, count: int, where: str) -> Stored
             return None
         events.append(event)
     return StoredTail(header_of(row, where), start, with_lazy_runs(events), False).last(asked)
+
+
+def last_of_type(db: sqlite3.Connection, id: str, type: str) -> int | None:
+    """The seq of the last event of ``type`` in ``id``'s log, by the ``(session_id, seq)``
+    index read backwards (no row's data is parsed); ``None`` when there is none."""
+    row = db.execute(
+        "SELECT seq FROM events WHERE session_id = ? AND type = ? ORDER BY seq DESC LIMIT 1",
+        (id, type),
+    ).fetchone()
+    return None if row is None else int(row[0])
