@@ -106,6 +106,7 @@ class SessionRow:
         row["updatedAt"] = row.pop("updated_at")
         row["parentSession"] = row.pop("parent")
         row["seedLength"] = row.pop("seed_length")
+        row["origin"] = row.pop("origin")
         row["delegationDepth"] = row.pop("depth")
         return row
 
