@@ -57,7 +57,7 @@ async def _write(store: str, id: str, events: int, *, every: int = 0) -> None:
             if turn % 200 == 0:
                 await runtime.sessions.flush(session)
         await runtime.sessions.flush(session)
-        if every:
+        if every < 0 or (every > 0 and turn % every):  # (a last one: none was just made)
             assert await agent.compact() is not None
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_session import open_store
 from agent_session.persistence_jsonl import JsonlPersistence
 from agent_session.session import Runtime
 from bench.__main__ import (
@@ -242,3 +243,24 @@ async def test_the_retention_figures_run_on_a_tiny_workload(tmp_path: Path) -> N
     assert all(f["flushRatio"] > 0 for f in sealing.values())
     assert (await delete_figures(tmp_path, 3, 2, 2))["ratio"] > 0
     assert all(ms > 0 for ms in (await purge_figures(tmp_path, 2)).values())
+
+
+async def test_the_compaction_figures_resume_from_the_boundary(tmp_path: Path) -> None:
+    from bench.compaction import resume_after_boundary
+
+    for every in (5, -1):
+        store = str(tmp_path / f"every-{every}")
+        figures = await resume_after_boundary(store, 400, 60, 2, every)
+        assert figures["compactedMs"] > 0
+        assert figures["smallMs"] > 0
+        assert figures["ratio"] == figures["compactedMs"] / figures["smallMs"]
+        backend = open_store(store)
+        try:
+            long = await backend.inspect("long")
+        finally:
+            await backend.aclose()
+        kinds = [e.type for e in long.events]
+        compactions = kinds.count("context/compacted")
+        assert compactions == 1 if every < 0 else compactions > 2
+        last = len(kinds) - 1 - kinds[::-1].index("context/compacted")
+        assert len(kinds) - last > 60  # (the events after the last one)
