@@ -263,4 +263,4 @@ async def test_the_compaction_figures_resume_from_the_boundary(tmp_path: Path) -
         compactions = kinds.count("context/compacted")
         assert compactions == 1 if every < 0 else compactions > 2
         last = len(kinds) - 1 - kinds[::-1].index("context/compacted")
-        assert len(kinds) - last > 60  # (the events after the last one)
+        assert len(kinds) - last > 50  # (about the 60 events after the last one)
