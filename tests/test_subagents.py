@@ -274,3 +274,15 @@ async def test_rm_and_purge_take_the_subagents_with_their_parent_or_refuse(
         assert await backend.list_headers() == []
     finally:
         await backend.aclose()
+
+
+async def test_a_subagent_runs_in_a_runtime_without_a_store() -> None:
+    runtime = AgentRuntime()
+    runtime.models.register("m", Delegating())
+    runtime.subagent("research", "Research.", model="m/x", max_depth=1)
+    session = runtime.sessions.create("top")
+    assert (await runtime.agent(session, model="m/x").run_turn("go"))["kind"] == "completed"
+    child = runtime.sessions.get(child_id("top", "c-1"))
+    assert child is None  # (disposed once it answered)
+    answers = [e for e in session.events if e.type == "assistant/message"]
+    assert answers[-1].data["message"]["content"][0]["text"].startswith("done: done: Error:")

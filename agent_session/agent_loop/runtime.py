@@ -5,8 +5,6 @@ model and tool seams) and ``agent()``, the way the reference keeps ``dsh-agent-l
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
 
 from agent_session.agent_loop.approval import ApprovalService
 from agent_session.agent_loop.compaction import CompactionPolicy
@@ -15,7 +13,6 @@ from agent_session.agent_loop.models import ModelService
 from agent_session.agent_loop.subagents import register_subagent
 from agent_session.agent_loop.tools import ToolService
 from agent_session.session import Runtime, Session
-from agent_session.session.live.hooks import Disposer
 from agent_session.session.live.session import Clock
 
 __all__ = ["AgentRuntime"]
@@ -87,28 +84,8 @@ class AgentRuntime(Runtime):
             compaction=compaction,
         )
 
-    def subagent(
-        self,
-        name: str,
-        description: str,
-        *,
-        model: str,
-        system: str | None = None,
-        parameters: Mapping[str, Any] | None = None,
-        task: Callable[[Any], str] | None = None,
-        max_depth: int = 3,
-        compaction: CompactionPolicy | None = None,
-    ) -> Disposer:
-        """Register the tool ``name`` that runs a child agent in a session of its own, which
-        a crash cannot orphan (:mod:`agent_loop.subagents`); returns its disposer."""
-        return register_subagent(
-            self,
-            name,
-            description,
-            model=model,
-            system=system,
-            parameters=parameters,
-            task=task,
-            max_depth=max_depth,
-            compaction=compaction,
-        )
+    subagent = register_subagent
+    """``runtime.subagent(name, description, model=..., system=None, parameters=None,
+    task=None, max_depth=3, compaction=None)``: register the tool ``name`` that runs a child
+    agent in a session of its own, which a crash cannot orphan
+    (:func:`agent_loop.subagents.register_subagent`); returns its disposer."""

@@ -121,6 +121,8 @@ async def _child(runtime: AgentRuntime, parent: Session, call_id: str, depth: in
     child = runtime.sessions.get(id)
     if child is None:
         try:
+            if runtime.persistence is None:  # (in memory: nothing to resume)
+                raise SessionNotFoundError(id)
             child = await runtime.sessions.resume(id)
         except SessionNotFoundError:
             return runtime.sessions.create(
