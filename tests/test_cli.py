@@ -152,7 +152,10 @@ def test_ls_rows_flags_and_json(tmp_path: Path) -> None:
         "turns",
         "parentSession",
         "seedLength",
+        "origin",
+        "delegationDepth",
     }  # camelCase, as the wire format
+    assert (by_id["s1"]["origin"], by_id["s1"]["delegationDepth"]) == (None, 0)
     assert by_id["s1"]["state"] == "interrupted"
     assert by_id["s1"]["turns"] == 2  # the demo's two turns, the second killed
     assert (by_id["s1"]["backend"], by_id["s1"]["compression"]) == ("jsonl", "none")
