@@ -18,7 +18,7 @@ from agent_session.session.errors import SessionEventError
 from agent_session.session.events.types import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
 from agent_session.session.events.wire import WireModel
 from agent_session.session.json.codec import comparison_key
-from agent_session.session.json.lossless import is_safe_int
+from agent_session.session.json.lossless import MAX_SAFE_INTEGER, is_safe_int
 
 if TYPE_CHECKING:
     from agent_session.session.events.event import SessionEvent
@@ -118,17 +118,18 @@ def _parse_sources(event_type: str, seq: int, raw: Any) -> tuple[int, ...] | Non
         if event_type != ASSISTANT_MESSAGE:
             raise _fail(event_type, "sourceEventSeqs must not be empty except on assistant/message")
         return ()
-    if not all(is_safe_int(s) and s >= 0 for s in raw):
+    # (each check a C loop: a compaction's summary cites every message it replaces)
+    if set(map(type, raw)) != {int} or min(raw) < 0 or max(raw) > MAX_SAFE_INTEGER:
         raise _fail(event_type, "sourceEventSeqs must contain non-negative safe integers")
     sources = tuple(raw)
     if len(set(sources)) != len(sources):
         raise _fail(event_type, "sourceEventSeqs must not contain duplicates")
-    for source in sources:
-        if source >= seq:
-            raise _fail(
-                event_type,
-                f"sourceEventSeqs must reference earlier events: {source} >= current seq {seq}",
-            )
+    if max(sources) >= seq:
+        source = next(s for s in sources if s >= seq)
+        raise _fail(
+            event_type,
+            f"sourceEventSeqs must reference earlier events: {source} >= current seq {seq}",
+        )
     return sources
 
 

@@ -112,7 +112,9 @@ def surface_at(window: Window) -> Surface | None:
     start = window.boundary.start
     if nodes[0] != op.get("start") or nodes[-1] != op.get("end"):
         return None
-    if not all(type(n) is int and 0 <= n < start for n in nodes) or len(set(nodes)) < len(nodes):
+    if set(map(type, nodes)) != {int} or min(nodes) < 0 or max(nodes) >= start:
+        return None
+    if len(set(nodes)) < len(nodes):
         return None
     return Surface.of_nodes(nodes)
 
