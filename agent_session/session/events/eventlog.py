@@ -58,7 +58,28 @@ def is_run(item: object) -> TypeIs[LazyRun]:
     return type(item) in _RUN_TYPES
 
 
-class LazyRun(Sequence[SessionEvent]):
+class _BuiltOnRead(Sequence[SessionEvent]):
+    """Events a subclass builds or reads all at once, the first time one is read
+    (:meth:`events`), and keeps."""
+
+    __slots__ = ()
+
+    def events(self) -> tuple[SessionEvent, ...]:
+        """All of them, built or read now if they were not."""
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> SessionEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
+    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
+        return self.events()[index]
+
+    def __iter__(self) -> Iterator[SessionEvent]:
+        return iter(self.events())
+
+
+class LazyRun(_BuiltOnRead):
     """``count`` events of one ``type``, with seqs from ``seq0``, none of them on the surface,
     built by ``build`` on first read (all at once; then kept).
 
@@ -123,16 +144,6 @@ class LazyRun(Sequence[SessionEvent]):
     def __len__(self) -> int:
         return self._count
 
-    @overload
-    def __getitem__(self, index: int) -> SessionEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
-    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
-        return self.events()[index]
-
-    def __iter__(self) -> Iterator[SessionEvent]:
-        return iter(self.events())
-
     def cut(self, start: int, stop: int) -> Sequence[SessionEvent]:
         """Members ``start`` to ``stop`` as a part of their own (a subclass that can cut
         without building does)."""
@@ -146,7 +157,7 @@ class LazyRun(Sequence[SessionEvent]):
 _RUN_TYPES.add(LazyRun)
 
 
-class EarlierEvents(Sequence[SessionEvent]):
+class EarlierEvents(_BuiltOnRead):
     """The first events of a log that a reader started past (a resume from a compaction
     boundary) and has not read: reading any of them reads them all once, through ``read``,
     which blocks the calling thread; until then they cost nothing.
@@ -183,16 +194,6 @@ class EarlierEvents(Sequence[SessionEvent]):
 
     def __len__(self) -> int:
         return self._len
-
-    @overload
-    def __getitem__(self, index: int) -> SessionEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
-    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
-        return self.events()[index]
-
-    def __iter__(self) -> Iterator[SessionEvent]:
-        return iter(self.events())
 
     def __repr__(self) -> str:
         return f"<EarlierEvents {self._len} {'read' if self.loaded else 'unread'}>"
