@@ -286,3 +286,34 @@ async def test_a_subagent_runs_in_a_runtime_without_a_store() -> None:
     assert child is None  # (disposed once it answered)
     answers = [e for e in session.events if e.type == "assistant/message"]
     assert answers[-1].data["message"]["content"][0]["text"].startswith("done: done: Error:")
+
+
+async def test_the_live_exporter_sends_a_child_s_spans_in_its_parent_s_trace(
+    tmp_path: Path,
+) -> None:
+    from agent_session import checkpoint_policy, otel_exporter
+    from tests.otlp_receiver import receiver
+
+    store = str(tmp_path / "sessions")
+    with receiver() as got:
+        async with AgentRuntime() as runtime:
+            runtime.install(open_store(store))
+            runtime.install(checkpoint_policy)
+            exporter = otel_exporter(store, got.url, timeout=5)
+            runtime.install(exporter)
+            runtime.models.register("m", Delegating())
+            runtime.subagent("research", "Research.", model="m/x", max_depth=1)
+            session = runtime.sessions.create("top")
+            await runtime.agent(session, model="m/x").run_turn("go")
+            await exporter.drain()
+        spans = got.by_id().values()
+    roots = [s for s in spans if s["name"] == "invoke_agent"]
+    by_session = {s["attributes"]["gen_ai.conversation.id"]: s for s in roots}
+    parent, child = by_session["top"], by_session[child_id("top", "c-1")]
+    tool = next(
+        s
+        for s in spans
+        if s["name"] == "execute_tool research" and s["parent_id"] == parent["span_id"]
+    )
+    assert child["trace_id"] == parent["trace_id"] == tool["trace_id"]
+    assert child["parent_id"] == tool["span_id"]

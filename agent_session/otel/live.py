@@ -142,6 +142,7 @@ async def _work(
         fork_link,
         send_turns,
     )
+    from agent_session.otel.lineage_spans import adopted, adoptions
     from agent_session.otel.spans import turn_traces
 
     content, redact, prices = shown
@@ -179,6 +180,9 @@ async def _work(
                     parent=fork_link(header, item.events, cursor, incarnation),
                     prices=prices,
                 )
+                if header.origin == "subagent" and parent is not None:  # (in its trace)
+                    ran = adoptions(parent.id, incarnation or 0, parent.events, item.id)
+                    traces = adopted(traces, ran)
                 turns = [(t.end_seq, t.spans) for t in traces]
                 await asyncio.to_thread(
                     send_turns, sink, cursors, item.id, header.created_at, turns, Exported()
