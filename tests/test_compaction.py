@@ -352,3 +352,31 @@ async def test_a_boundary_that_does_not_replace_the_whole_surface_is_refused(
         with pytest.raises(SessionEventError, match="not the whole surface then"):
             session.append("context/compacted", facts)
         assert session.events[-1].seq == summary  # nothing was appended
+
+
+async def test_a_boundary_whose_start_is_not_its_bracket_is_read_whole(store: str) -> None:
+    """A forged ``context/compacted`` naming an earlier start (a surface event between it and
+    the summary, cited by the summary) is not read from: the resume reads the whole log, and
+    sees what it holds."""
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store))
+        session = await runtime.sessions.open_or_create("chat")
+        first = session.append("user/message", user_message("a"), surface_op="append").seq
+        second = session.append("user/message", user_message("b"), surface_op="append").seq
+        op = {"op": "replace", "start": first, "end": second}
+        summary = session.append(
+            "user/message", user_message("sum"), surface_op=op, source_event_seqs=[first, second]
+        ).seq
+        session.append("context/compacted", {"start": second, "summary": summary, "turn": None})
+        session.append("user/message", user_message("c"), surface_op="append")
+    backend = open_store(store)
+    whole = await backend.inspect("chat")
+    await backend.aclose()
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store))
+        resumed = await runtime.sessions.resume("chat")
+        assert not isinstance(resumed.events.parts[0], EarlierEvents)
+        assert texts(resumed.derive_messages()) == ["sum", "c"]
+    assert [e.encode() for e in resumed.events][: len(whole.events)] == [
+        e.encode() for e in whole.events
+    ]
