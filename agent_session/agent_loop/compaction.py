@@ -13,8 +13,9 @@ Guarantees: every event before the boundary stays in the log, unchanged, and rea
 want the whole history (exports, ``show``, ``stats``, ``view``, traces) still read it; the
 model's next request holds the summary and what follows it; a resume reads the log from the
 boundary on (``session.persistence.window``); a crash before the flush leaves the log as it
-was before the compaction, or (a torn write) with a partial bracket that loads and that the
-next compaction supersedes.
+was before the compaction; a torn write (a power loss on a JSONL log) may keep a prefix of
+its events, which loads: the summary, if kept, is what the model sees, and with no
+``context/compacted`` there is no boundary, so a resume reads the whole log.
 """
 
 from __future__ import annotations
