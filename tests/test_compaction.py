@@ -380,3 +380,25 @@ async def test_a_boundary_whose_start_is_not_its_bracket_is_read_whole(store: st
     assert [e.encode() for e in resumed.events][: len(whole.events)] == [
         e.encode() for e in whole.events
     ]
+
+
+async def test_a_compaction_cut_before_its_boundary_loads_whole_with_its_summary(
+    store: str,
+) -> None:
+    """What a power loss can leave of a compaction on a JSONL log: its first events, the
+    summary among them, without ``context/compacted``."""
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store))
+        session = await runtime.sessions.open_or_create("chat")
+        first = session.append("user/message", user_message("a"), surface_op="append").seq
+        session.append("compaction/start", {})
+        session.append("compaction/summary", {})
+        op = {"op": "replace", "start": first, "end": first}
+        session.append(
+            "user/message", user_message("sum"), surface_op=op, source_event_seqs=[first]
+        )
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store))
+        resumed = await runtime.sessions.resume("chat")
+        assert not isinstance(resumed.events.parts[0], EarlierEvents)
+        assert texts(resumed.derive_messages()) == ["sum"]
