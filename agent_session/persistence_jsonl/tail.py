@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from agent_session.persistence_jsonl.encoding import PLAIN, encoding_of
 from agent_session.persistence_jsonl.layout import parse_header
 from agent_session.persistence_jsonl.reader import LogReader, too_large
 from agent_session.persistence_jsonl.scan import line_entry
 from agent_session.session.events.eventlog import EventLog, is_run
+from agent_session.session.json.codec import encode_json
 from agent_session.session.persistence.kit import StoredTail, tail_of
 
 __all__ = ["find_last", "line_events", "read_tail"]
@@ -95,19 +94,15 @@ _SEARCH_CHUNK = 1 << 20
 
 def find_last(reader: LogReader, id: str, type: str) -> int | None:
     """The seq of the last line of ``type`` in ``id``'s plain log, by a byte search from the
-    end (no line is parsed but that one's seq); ``None`` when there is none. A compressed log
-    is read whole."""
+    end (no line is parsed but that one's seq); ``None`` when there is none, and for a
+    compressed log (its frames cannot be searched without reading it whole)."""
     path = reader.find(id)
-    if path is None:
+    if path is None or encoding_of(path) is not PLAIN:
         return None
-    if encoding_of(path) is not PLAIN:
-        stored = reader.load(id)
-        found = [e for e in (stored.events if stored else ()) if _type_of(e) == type]
-        return _seq_of(found[-1]) if found else None
     found_at = reader.ops.stat(path)
     if found_at is None:
         return None
-    needle = b'\n{"type":' + json_text(type) + b',"seq":'
+    needle = b'\n{"type":' + encode_json(type) + b',"seq":'
     end, carry = found_at.size, b""
     while end > 0:
         offset = max(0, end - _SEARCH_CHUNK)
@@ -121,16 +116,3 @@ def find_last(reader: LogReader, id: str, type: str) -> int | None:
             return int(digits) if digits.isdigit() else None
         carry, end = data[: len(needle)], offset
     return None
-
-
-def json_text(text: str) -> bytes:
-    """``text`` as a JSON string, as the log writes it."""
-    return orjson.dumps(text)
-
-
-def _type_of(event: Any) -> Any:
-    return None if is_run(event) else event.get("type") if isinstance(event, dict) else event.type
-
-
-def _seq_of(event: Any) -> int:
-    return int(event["seq"] if isinstance(event, dict) else event.seq)

@@ -15,22 +15,28 @@ the last boundary, so what they cost does not grow with the history before it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agent_session.session.errors import SessionEventError
-from agent_session.session.events.eventlog import EarlierEvents, is_log, is_run, iter_parts
+from agent_session.session.events.eventlog import (
+    EarlierEvents,
+    is_log,
+    is_run,
+    iter_parts,
+    walk_back,
+)
 from agent_session.session.events.surface import Surface, SurfaceReplace, projected_message
 from agent_session.session.events.types import CONTEXT_COMPACTED, USER_MESSAGE
 from agent_session.session.json.lossless import is_safe_int
 
 __all__ = [
     "Boundary",
-    "back_to_boundary",
     "boundary_of",
     "boundary_problem",
     "is_summary",
+    "last_boundary",
     "latest_of",
     "refuse_bad_boundary",
     "uncompacted",
@@ -77,21 +83,14 @@ def boundary_of(event: Any) -> Boundary | None:
     return Boundary(seq, start, summary, turn, requested, data.get("budgeted") is not False)
 
 
-def back_to_boundary(events: Sequence[Any]) -> Iterator[Any]:
-    """The events of ``events`` from its end back to its last compaction boundary (that
-    ``context/compacted`` event last; none when there is no boundary), skipping unbuilt
-    packed runs (streamed deltas): never reads the history before the boundary."""
-    parts = events.parts if is_log(events) else (events,)
-    for part in reversed(parts):
-        if is_run(part) and not part.built:
-            continue
-        for offset in range(len(part) - 1, -1, -1):
-            event = part[offset]
-            if is_run(event):
-                continue
-            yield event
-            if boundary_of(event) is not None:
-                return
+def last_boundary(events: Sequence[Any]) -> Boundary | None:
+    """The last compaction boundary of ``events``, read back from its end (streamed runs
+    stay unbuilt); ``None`` when it has none."""
+    for _, event in walk_back(events):
+        found = boundary_of(event)
+        if found is not None:
+            return found
+    return None
 
 
 def boundary_problem(event: Any, nodes: Sequence[int]) -> str | None:
@@ -122,13 +121,14 @@ def unread_boundary(events: Sequence[Any]) -> Boundary | None:
     parts = events.parts if is_log(events) else ()
     if not parts or type(parts[0]) is not EarlierEvents or parts[0].loaded:
         return None
-    return latest_of(events, "")[1]
+    return last_boundary(events)
 
 
 def latest_of(events: Sequence[Any], kind: str) -> tuple[Any, Boundary | None]:
     """The last event of type ``kind`` after the last boundary (``None`` if none), and that
-    boundary (``None`` when the search reached the start of the log)."""
-    for event in back_to_boundary(events):
+    boundary (``None`` when the search reached the start of the log). Reads back from the
+    end, never past the boundary: what it costs does not grow with the history before it."""
+    for _, event in walk_back(events):
         if getattr(event, "type", None) == kind:
             return event, None
         found = boundary_of(event)

@@ -38,6 +38,7 @@ __all__ = [
     "last_type",
     "same_events",
     "seq_gap",
+    "walk_back",
 ]
 
 _T = TypeVar("_T")
@@ -374,6 +375,21 @@ def seq_gap(events: Sequence[Any], seq: int) -> tuple[int, int] | None:
             return index, int(item.seq)
         index += 1
     return None
+
+
+def walk_back(events: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+    """``(index, event)`` of ``events`` from its end back, skipping packed runs (a built
+    run's part too: streamed deltas, which readers going back for other types skip), so a
+    reader that stops early reads only what it passed."""
+    end = len(events)
+    for part in reversed(events.parts if is_log(events) else (events,)):
+        end -= len(part)
+        if is_run(part):
+            continue
+        for offset in range(len(part) - 1, -1, -1):
+            entry = part[offset]
+            if not is_run(entry):
+                yield end + offset, entry
 
 
 def iter_parts(events: Iterable[Any]) -> Iterator[Any]:

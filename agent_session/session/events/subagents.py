@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_session.session.events.eventlog import is_run, iter_parts
+from agent_session.session.events.eventlog import is_run, iter_parts, walk_back
 from agent_session.session.events.turns import brackets
 from agent_session.session.events.types import (
     ASSISTANT_MESSAGE,
@@ -79,13 +79,13 @@ def child_answer(session: str, tail: Sequence[Any] | None, start: int = 0) -> Ch
     """The state of child ``session`` from the last events of its log, seq ``start`` first
     (``None``: not stored): finished when its last turn completed (its last answer's text),
     not started when it has no turn, interrupted otherwise."""
-    turns = [e for e in tail or () if not is_run(e) and getattr(e, "type", None) == TURN_END]
     last = brackets(tail) if tail else None
     if last is None or (last.last is None and start == 0):
         text = f"the subagent (session {session}) never started: nothing of it ran"
         return ChildAnswer(session, "not-started", text)
-    reason = turns[-1].data.get("reason", {}) if turns and last.last == "end" else {}
-    if isinstance(reason, Mapping) and reason.get("kind") == "completed":
+    ended = next((e.data for _, e in walk_back(tail or ()) if e.type == TURN_END), None)
+    reason = ended.get("reason") if isinstance(ended, Mapping) else None
+    if last.last == "end" and isinstance(reason, Mapping) and reason.get("kind") == "completed":
         return ChildAnswer(session, "finished", _last_answer(tail or ()))
     return ChildAnswer(
         session,
@@ -96,8 +96,8 @@ def child_answer(session: str, tail: Sequence[Any] | None, start: int = 0) -> Ch
 
 
 def _last_answer(events: Sequence[Any]) -> str:
-    for event in reversed(events):
-        if not is_run(event) and event.type == ASSISTANT_MESSAGE:
+    for _, event in walk_back(events):
+        if event.type == ASSISTANT_MESSAGE:
             content = event.data.get("message", {}).get("content", ())
             return "".join(b.get("text", "") for b in content if b.get("type") == "text")
     return ""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_session.session.events.compaction import boundary_of
-from agent_session.session.events.eventlog import is_log, is_run, iter_parts
+from agent_session.session.events.eventlog import is_run, iter_parts, walk_back
 from agent_session.session.events.types import TURN_END, TURN_START
 
 __all__ = ["UNNUMBERED", "Brackets", "bracket", "brackets", "next_turn_number"]
@@ -90,27 +90,20 @@ def brackets(events: Iterable[Any]) -> Brackets:
 def _from_end(events: Sequence[Any]) -> Brackets:
     """:func:`brackets` of a sequence, reading back from its end."""
     last: Literal["start", "end"] | None = None
-    end = len(events)
-    for part in reversed(events.parts if is_log(events) else (events,)):
-        if is_run(part) and not part.built:
-            end -= len(part)
+    for index, entry in walk_back(events):
+        kind = bracket(entry)
+        if kind is None:
+            boundary = boundary_of(entry)
+            if boundary is not None:  # every turn before a compaction was closed
+                closed = last or ("end" if boundary.turn is not None else None)
+                return Brackets(closed, None, boundary.turn)
             continue
-        for offset in range(len(part) - 1, -1, -1):
-            entry = part[offset]
-            kind = None if is_run(entry) else bracket(entry)
-            if kind is None:
-                boundary = boundary_of(entry)
-                if boundary is not None:  # every turn before a compaction was closed
-                    closed = last or ("end" if boundary.turn is not None else None)
-                    return Brackets(closed, None, boundary.turn)
-                continue
-            if last is None:
-                last = kind
-            if kind == "start":
-                data = entry.get("data") if isinstance(entry, Mapping) else entry.data
-                number = data.get("turn", UNNUMBERED) if isinstance(data, Mapping) else UNNUMBERED
-                return Brackets(last, end - len(part) + offset, number)
-        end -= len(part)
+        if last is None:
+            last = kind
+        if kind == "start":
+            data = entry.get("data") if isinstance(entry, Mapping) else entry.data
+            number = data.get("turn", UNNUMBERED) if isinstance(data, Mapping) else UNNUMBERED
+            return Brackets(last, index, number)
     return Brackets(last, None, None)
 
 

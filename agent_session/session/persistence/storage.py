@@ -318,8 +318,9 @@ class Storage(ABC):
     async def find_last(self, id: str, type: str) -> int | None:
         """The seq of the last stored event of ``type`` in ``id``'s log, found without parsing
         the events (a byte search, an index): a hint that a read then checks. ``None``
-        when there is none (or the log is not stored). Only asked when :attr:`finds_last`;
-        by default there is no such search. Never writes."""
+        when there is none, the log is not stored, or this log cannot be searched so (a
+        compressed one): the caller then reads the whole log. Only asked when
+        :attr:`finds_last`; by default there is no such search. Never writes."""
         raise NotImplementedError(f"{self.name} cannot find an event without reading the log")
 
     async def delete(self, id: str) -> bool:

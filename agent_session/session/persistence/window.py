@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agent_session.session.events.compaction import Boundary, back_to_boundary, boundary_of
+from agent_session.session.events.compaction import Boundary, last_boundary
 from agent_session.session.events.eventlog import EarlierEvents, EventLog
 from agent_session.session.events.header import SessionHeader
 from agent_session.session.events.rules import CheckedLog, validate_log
@@ -55,10 +55,14 @@ class Window:
 
 async def read_window(storage: Storage, id: str) -> Window | None:
     """The stored log of ``id`` from its last compaction boundary on; ``None`` when it has
-    none, is not stored, ends torn, changed while it was read, or the boundary is more than
-    a million events back (then the whole read serves)."""
+    none (a storage that searches says so before any event is read), is not stored, ends
+    torn, changed while it was read, or the boundary is more than a million events back
+    (then the whole read serves)."""
     revision = await storage.revision(id)
     if revision is None:
+        return None
+    found = await storage.find_last(id, CONTEXT_COMPACTED) if storage.finds_last else None
+    if storage.finds_last and found is None:
         return None
     count = _FIRST
     while count <= _MOST:
@@ -66,7 +70,7 @@ async def read_window(storage: Storage, id: str) -> Window | None:
         if tail is None or tail.torn:
             return None
         end = tail.start + len(tail.events)
-        boundary = _last(tail.events)
+        boundary = last_boundary(tail.events)
         if boundary is not None and boundary.start >= tail.start:
             if await storage.revision(id) != revision:
                 return None
@@ -76,21 +80,10 @@ async def read_window(storage: Storage, id: str) -> Window | None:
             count = end - boundary.start
         elif tail.start == 0:
             return None
-        elif storage.finds_last and count == _FIRST:
-            found = await storage.find_last(id, CONTEXT_COMPACTED)
-            if found is None:
-                return None
+        elif found is not None and count < end - found + _SLACK:
             count = end - found + _SLACK
         else:
             count *= 4
-    return None
-
-
-def _last(events: Sequence[Any]) -> Boundary | None:
-    for event in back_to_boundary(events):  # (streamed runs stay unbuilt)
-        found = boundary_of(event)
-        if found is not None:
-            return found
     return None
 
 
