@@ -15,7 +15,14 @@ from agent_session.session.events.types import ASSISTANT_CHUNK
 from agent_session.session.json.lossless import thaw
 from agent_session.session.live.session import Session
 
-__all__ = ["Assembler", "Cancelled", "append_chunk", "error_chain", "until_cancelled"]
+__all__ = [
+    "RETRY_CHUNKS",
+    "Assembler",
+    "Cancelled",
+    "append_chunk",
+    "error_chain",
+    "until_cancelled",
+]
 
 
 class Cancelled(Exception):
@@ -25,6 +32,10 @@ class Cancelled(Exception):
 _BLOCK_CHUNKS = frozenset(
     {"block-start", "text-delta", "reasoning-delta", "tool-call-delta", "block-end"}
 )
+
+
+RETRY_CHUNKS = frozenset({"retry", "retry-started"})
+"""Chunks an adapter yields to announce a retry of a failed attempt (not the reference's)."""
 
 
 class Assembler:
@@ -40,6 +51,20 @@ class Assembler:
         self.replay_state: Any = None
         """What the ``finish`` chunk's ``replayState`` says the provider needs to replay the
         answer (signed reasoning, say), kept in the message's source."""
+
+    def failure(self) -> dict[str, Any] | None:
+        """The reference's ``LlmFailure`` of a stream that finished with an error or was
+        aborted (code ``ABORTED``); ``None`` for any other finish."""
+        finish = self.finish or {"kind": "stop"}
+        kind = finish.get("kind")
+        if kind not in ("error", "aborted"):
+            return None
+        failure = dict(
+            finish.get("failure") or {"message": f"model stream {kind}", "code": "UNKNOWN"}
+        )
+        if kind == "aborted":
+            failure["code"] = "ABORTED"
+        return failure
 
     def feed(self, chunk: Mapping[str, Any]) -> None:
         kind = chunk.get("type")

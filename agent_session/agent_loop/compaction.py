@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from agent_session.agent_loop.assembler import Assembler
+from agent_session.agent_loop.assembler import RETRY_CHUNKS, Assembler
 from agent_session.agent_loop.models import LlmError, ModelRequest
 from agent_session.agent_loop.spending import fold_of
 from agent_session.session.errors import SessionOpenTurnError
@@ -235,14 +235,10 @@ class ModelSummary:
         )
         assembler = Assembler()
         async for chunk in agent.runtime.models.stream(request):
-            if chunk.get("type") not in ("retry", "retry-started"):
+            if chunk.get("type") not in RETRY_CHUNKS:
                 assembler.feed(chunk)
-        finish = assembler.finish or {"kind": "stop"}
-        if finish.get("kind") in ("error", "aborted"):
-            failure = finish.get("failure") or {
-                "message": "summary stream failed",
-                "code": "UNKNOWN",
-            }
-            raise LlmError(dict(failure))
+        failure = assembler.failure()
+        if failure is not None:
+            raise LlmError(failure)
         self.usage = assembler.usage
         return "".join(b.get("text", "") for b in assembler.content() if b.get("type") == "text")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agent_session.agent_loop.approval import Parked, context_message
 from agent_session.agent_loop.assembler import (
+    RETRY_CHUNKS,
     Assembler,
     Cancelled,
     append_chunk,
@@ -68,9 +69,6 @@ if TYPE_CHECKING:
 __all__ = ["AGENT_POST_STEP", "AGENT_PRE_STEP", "Agent", "LlmError", "StepContext"]
 
 log = logging.getLogger("agent_loop")
-
-_RETRY_CHUNKS: Final = frozenset({"retry", "retry-started"})
-"""Chunks an adapter yields to announce a retry of a failed attempt (not the reference's)."""
 
 AGENT_PRE_STEP: Final = "agent/pre-step"
 """Middleware ``async (StepContext, next)`` before a step's ``step/start``."""
@@ -386,7 +384,7 @@ class Agent:
         stream = self.runtime.models.stream(request)
         try:
             async for chunk in until_cancelled(stream, cancel):
-                if chunk.get("type") in _RETRY_CHUNKS:  # an adapter retries a failed attempt
+                if chunk.get("type") in RETRY_CHUNKS:  # an adapter retries a failed attempt
                     await self._retrying(turn, step, chunk)
                     continue
                 seqs.append(append_chunk(session, turn, step, chunk))
@@ -404,15 +402,11 @@ class Agent:
                 data["interrupted"] = True
                 session.append(ASSISTANT_MESSAGE, data, surface_op="append", source_event_seqs=seqs)
             raise
+        failure = assembler.failure()
+        if failure is not None:
+            raise LlmError(failure)
         finish = assembler.finish or {"kind": "stop"}
         kind = finish.get("kind")
-        if kind in ("error", "aborted"):
-            failure = dict(
-                finish.get("failure") or {"message": f"model stream {kind}", "code": "UNKNOWN"}
-            )
-            if kind == "aborted":
-                failure["code"] = "ABORTED"
-            raise LlmError(failure)
         content = assembler.content()
         if kind == "max-tokens":
             content = [b for b in content if b["type"] != "tool-call"]
