@@ -165,33 +165,25 @@ def _missing_result(
     call_seq = entry.call_seq
     recorded = call_seq is not None and (child is None or child.state != "not-started")
     text = TOOL_OUTCOME_UNKNOWN_TEXT if recorded else TOOL_NOT_STARTED_TEXT
-    if child is not None:
-        text = child.text
-    data: dict[str, Any] = {
-        "turn": turn,
-        "step": entry.step,
-        "message": {
-            "id": f"{REPAIR_RESULT_PREFIX}{call_id}-{seq}",
-            "role": "user",
-            "source": {"kind": "tool", "callId": call_id},
-            "content": [
-                {
-                    "type": "tool-result",
-                    "toolCallId": call_id,
-                    "isError": True,
-                    "content": [{"type": "text", "text": text}],
-                }
-            ],
-        },
-        "error": {
+    text = child.text if child is not None else text
+    failed = child is None or child.state != "finished"  # (a finished child's answer lands)
+    block = {"type": "tool-result", "toolCallId": call_id, **({"isError": True} if failed else {})}
+    message = {
+        "id": f"{REPAIR_RESULT_PREFIX}{call_id}-{seq}",
+        "role": "user",
+        "source": {"kind": "tool", "callId": call_id},
+        "content": [
+            {**block, "content": [{"type": "text", "text": child.text if child else text}]}
+        ],
+    }
+    data: dict[str, Any] = {"turn": turn, "step": entry.step, "message": message}
+    if failed:
+        data["error"] = {
             "name": TOOL_OUTCOME_UNKNOWN_NAME if recorded else TOOL_NOT_STARTED_NAME,
             "code": TOOL_OUTCOME_UNKNOWN if recorded else TOOL_NOT_STARTED,
-        },
-    }
+        }
     if child is not None:
         data["meta"] = {"subagent": {"session": child.session, "state": child.state}}
-        if child.state == "finished":  # (its answer, once: never run again)
-            del data["message"]["content"][0]["isError"], data["error"]
     sources = (call_seq,) if call_seq is not None else None
     return build_event(
         TOOL_RESULT, seq, time, snapshot(data, "data"), "append", sources, key_order=_CLOSER_ORDER

@@ -11,6 +11,7 @@ Internal to ``session.persistence``: its names may change between releases.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -108,16 +109,7 @@ class Inspection:
 
     def kept_open(self) -> Inspection:
         """This inspection without its closers: its last turn stays as stored."""
-        return Inspection(
-            self.header,
-            self.checked,
-            (),
-            self.checked,
-            self.revision,
-            self.cut_at,
-            self.size,
-            self.windowed,
-        )
+        return dataclasses.replace(self, closers=(), closed=self.checked)
 
     def repaired(self, revision: str, closers: Sequence[SessionEvent]) -> Inspection:
         """The inspection of the log once this one's repair is durable at ``revision``, with
@@ -125,7 +117,15 @@ class Inspection:
         closed = self.closed
         if [e.encode() for e in closers] != [e.encode() for e in self.closers]:
             closed = validate_log(closers, after=self.checked)
-        return Inspection(self.header, closed, (), closed, revision, None, None, self.windowed)
+        return dataclasses.replace(
+            self,
+            checked=closed,
+            closers=(),
+            closed=closed,
+            revision=revision,
+            cut_at=None,
+            size=None,
+        )
 
 
 class Ledger:
@@ -272,7 +272,7 @@ class Ledger:
                 self._remember(id, cached)
                 return cached
             self._cache.pop(id, None)
-        found = await self._windowed(id) if window and not fresh else None
+        found = await self._from_boundary(id) if window and not fresh else None
         if found is not None:
             header, checked, revision = found
             cut_at: object | None = None
@@ -315,7 +315,7 @@ class Ledger:
             known[call_id] = child_answer(child, tail.events, tail.start)
         return known
 
-    async def _windowed(self, id: str) -> tuple[SessionHeader, CheckedLog, str] | None:
+    async def _from_boundary(self, id: str) -> tuple[SessionHeader, CheckedLog, str] | None:
         """The stored log read from its last compaction boundary on, checked; ``None`` when
         it has none (or anything about it asks for the whole read)."""
         window = await read_window(self.storage, id)

@@ -203,7 +203,9 @@ class SessionPersistence:
             async with self.ledger.locks.hold(id):
                 live = self.writer.session(id)
                 if live is None:
-                    return (await self.ledger.commit_cold(id, window=self._windowed)).balanced
+                    return (
+                        await self.ledger.commit_cold(id, window=self._reads_from_boundary)
+                    ).balanced
         return await self._load_live(live)
 
     async def _live_or_none(self, id: str) -> Session | None:
@@ -401,7 +403,9 @@ class SessionPersistence:
         async with self.ledger.locks.hold(id):
             if store.get(id) is not None or self.writer.session(id) is not None:
                 raise SessionCollisionError(f'cannot resume session "{id}" while it is live')
-            return await self.ledger.commit_cold(id, close=not keep_open, window=self._windowed)
+            return await self.ledger.commit_cold(
+                id, close=not keep_open, window=self._reads_from_boundary
+            )
 
     async def aclose(self) -> None:
         """Flush every live session, wait for retirements and every per-id lock, then close
@@ -426,7 +430,7 @@ class SessionPersistence:
     # --- helpers ----------------------------------------------------------------------------
 
     @property
-    def _windowed(self) -> bool:
+    def _reads_from_boundary(self) -> bool:
         """Whether a load or resume may read a log from its last compaction boundary on (not
         on a chained store, whose resume folds every stored line)."""
         return self.integrity is None
