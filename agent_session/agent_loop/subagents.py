@@ -23,6 +23,7 @@ once and is never run again.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -95,8 +96,7 @@ def register_subagent(
                     )
         finally:
             await runtime.sessions.dispose(child)
-        meta = {"subagent": {"session": child.id, "state": "finished"}}
-        return ToolResult([{"type": "text", "text": answer.text}], meta=meta)
+        return ToolResult([{"type": "text", "text": answer.text}], meta=answer.meta())
 
     return runtime.tools.register(
         name, description, parameters or TASK_PARAMETERS, body, effect="idempotent"
@@ -119,15 +119,13 @@ async def _child(runtime: AgentRuntime, parent: Session, call_id: str, depth: in
         parent.append(SUBAGENT_SPAWNED, {"callId": call_id, "session": id, "depth": depth})
     await runtime.sessions.flush(parent)  # (before the child's first request)
     child = runtime.sessions.get(id)
-    if child is None:
-        try:
-            if runtime.persistence is None:  # (in memory: nothing to resume)
-                raise SessionNotFoundError(id)
+    if child is None and runtime.persistence is not None:  # (in memory: nothing to resume)
+        with contextlib.suppress(SessionNotFoundError):
             child = await runtime.sessions.resume(id)
-        except SessionNotFoundError:
-            return runtime.sessions.create(
-                id, parent_session=parent.id, origin="subagent", delegation_depth=depth
-            )
+    if child is None:
+        return runtime.sessions.create(
+            id, parent_session=parent.id, origin="subagent", delegation_depth=depth
+        )
     if child.header.parent_session != parent.id:
         raise SessionCollisionError(
             f'session "{id}" exists and is not a subagent of session "{parent.id}"'

@@ -183,7 +183,7 @@ def _missing_result(
             "code": TOOL_OUTCOME_UNKNOWN if recorded else TOOL_NOT_STARTED,
         }
     if child is not None:
-        data["meta"] = {"subagent": {"session": child.session, "state": child.state}}
+        data["meta"] = child.meta()
     sources = (call_seq,) if call_seq is not None else None
     return build_event(
         TOOL_RESULT, seq, time, snapshot(data, "data"), "append", sources, key_order=_CLOSER_ORDER

@@ -45,6 +45,10 @@ class ChildAnswer:
     text: str
     """The child's answer (``finished``), or what happened to it."""
 
+    def meta(self) -> dict[str, Any]:
+        """The ``meta`` of a parent's result that says where the child stands."""
+        return {"subagent": {"session": self.session, "state": self.state}}
+
 
 def spawned(events: Sequence[Any], start: int = 0) -> dict[Any, str]:
     """``callId`` → child session of every ``subagent/spawned`` of ``events`` from index
