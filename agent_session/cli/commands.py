@@ -21,6 +21,7 @@ from agent_session.cli.output import Progress, json_line
 
 if TYPE_CHECKING:
     from agent_session.see.inventory import Verdict
+    from agent_session.see.lineage import Child
     from agent_session.session.persistence.api import Diagnosis
     from agent_session.session.persistence.service import SessionPersistence
     from agent_session.stores import StoreSpec
@@ -111,6 +112,18 @@ async def examined(where: StoreSpec, id: str) -> Diagnosis:
         await store.aclose()
 
 
+async def examined_tree(where: StoreSpec, id: str) -> tuple[Diagnosis, list[Child]]:
+    """:func:`examined`, with the child agents' sessions its calls ran (``see.lineage``)."""
+    from agent_session.see.lineage import children_of
+
+    store = backend(where, read_only=True)
+    try:
+        looked = await diagnose(store, where, id)
+        return looked, await children_of(store, looked.session.events)
+    finally:
+        await store.aclose()
+
+
 async def show(args: argparse.Namespace) -> int:
     """The transcript, the raw events, or (``--json``) the stored header line then the
     events."""
@@ -123,7 +136,8 @@ async def show(args: argparse.Namespace) -> int:
     try:
         examined = await diagnose(store, args.store, args.id)
         raw = await store.read_raw(args.id) if args.json else None
-        children = await children_of(store, examined.session.events)
+        transcript = not (args.json or args.events)  # (what reads the children)
+        children = await children_of(store, examined.session.events) if transcript else []
     finally:
         await store.aclose()
     stored, inspected = examined.stored_events, examined.session
@@ -364,7 +378,7 @@ def _kept_for(store: StoreSpec, id: str, force: bool, with_subagents: bool) -> l
     ``force``) while forks of it are stored, or (unless ``with_subagents``) while its child
     agents' sessions are, naming them; return those (theirs first: the order to delete)."""
     from agent_session.lineage.current import branches_for
-    from agent_session.see.inventory import rows
+    from agent_session.see.inventory import rows, subagent_trees
 
     pointers = branches_for(store, read_only=True)
     try:
@@ -384,17 +398,7 @@ def _kept_for(store: StoreSpec, id: str, force: bool, with_subagents: bool) -> l
             f"{', ...' if len(forks) > 5 else ''}); nothing was deleted. --force deletes it "
             "anyway: each fork keeps its own copy of what it was seeded with"
         )
-    below: dict[str | None, list[str]] = {}
-    for row in listed:
-        if row.origin == "subagent":
-            below.setdefault(row.parent, []).append(row.id)
-
-    def deepest_first(of: str) -> list[str]:
-        return [
-            deeper for child in sorted(below.get(of, [])) for deeper in deepest_first(child)
-        ] + ([] if of == id else [of])
-
-    subagents = deepest_first(id)
+    subagents = subagent_trees(listed).get(id, [])
     if subagents and not with_subagents:
         raise UserError(
             f"{id} has {len(subagents)} subagent session(s) in {store.shown} "

@@ -104,7 +104,7 @@ async def purge(
     than ``older_than_ms`` ago and carrying every label of ``labels``; returns what was done
     to each and where the receipts are."""
     from agent_session.lineage.current import branches_for
-    from agent_session.see.inventory import rows
+    from agent_session.see.inventory import rows, subagent_trees
 
     cutoff = int(time.time() * 1000) - older_than_ms
     wanted = dict(labels or {})
@@ -130,7 +130,7 @@ async def purge(
             if any(found.get(key) != value for key, value in wanted.items()):
                 continue
             chosen[row.id] = (raw.content, row.updated_at)
-        trees = _subagent_trees(listed)
+        trees = subagent_trees(listed)
         stored = {row.id for row in listed}
         parents = {row.id: row.parent for row in listed if row.origin == "subagent"}
         for id, (content, updated_at) in chosen.items():
@@ -145,19 +145,6 @@ async def purge(
         return done, receipts.where
     finally:
         receipts.close()
-
-
-def _subagent_trees(listed: list[Any]) -> dict[str, list[str]]:
-    """Each session's child agents' sessions, theirs first (the order to delete them)."""
-    below: dict[str, list[str]] = {}
-    for row in listed:
-        if row.origin == "subagent" and row.parent is not None:
-            below.setdefault(row.parent, []).append(row.id)
-
-    def deepest_first(of: str) -> list[str]:
-        return [d for child in sorted(below.get(of, [])) for d in [*deepest_first(child), child]]
-
-    return {id: deepest_first(id) for id in below}
 
 
 async def _tree(

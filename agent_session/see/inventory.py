@@ -3,7 +3,7 @@ store in memory), without writing anything."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -116,6 +116,21 @@ def _state(last_bracket: str | None, writer_active: bool, torn: bool) -> Status:
     if last_bracket == "start":
         return "open" if writer_active else "interrupted"
     return "torn tail" if torn else "balanced"
+
+
+def subagent_trees(listed: Iterable[SessionRow]) -> dict[str, list[str]]:
+    """Each listed session that has child agents' sessions (``origin: subagent``) and those
+    sessions, down the whole tree, deepest first: the order to delete them in, so a failure
+    never leaves a child without its parent."""
+    below: dict[str, list[str]] = {}
+    for row in listed:
+        if row.origin == "subagent" and row.parent is not None:
+            below.setdefault(row.parent, []).append(row.id)
+
+    def deepest_first(of: str) -> list[str]:
+        return [d for child in sorted(below.get(of, [])) for d in [*deepest_first(child), child]]
+
+    return {id: deepest_first(id) for id in below}
 
 
 def rows(store: StoreSpec, max_log_bytes: int | None = None) -> Iterator[SessionRow]:

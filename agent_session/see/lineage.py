@@ -3,7 +3,7 @@
 
 Guarantees: read-only (each child is inspected: closers in memory, never written); a child
 named in the log but not stored (it never started, or was deleted) is reported as missing,
-never an error; a tree is read at most ``limit`` sessions deep and wide, and a child seen
+never an error; at most 1,000 child sessions are read under one session, and a child seen
 twice (a call run again after a crash) is read once.
 """
 

@@ -153,17 +153,11 @@ def _turn_end(events: Sequence[Any], after: int) -> int:
 
 async def stats(args: argparse.Namespace) -> int:
     """Print the figures of one session."""
-    from agent_session.cli.commands import backend, diagnose
+    from agent_session.cli.commands import examined_tree
     from agent_session.governance.budgets import budget_report
-    from agent_session.see.lineage import children_of
     from agent_session.session.events.stats import SessionStats
 
-    store = backend(args.store, read_only=True)
-    try:
-        looked = await diagnose(store, args.store, args.id)
-        children = await children_of(store, looked.session.events)
-    finally:
-        await store.aclose()
+    looked, children = await examined_tree(args.store, args.id)
     events = looked.session.events  # (closers added in memory, as a load returns it)
     folded = SessionStats().fold(events)
     figures, more = folded.value(), beyond(events)

@@ -369,15 +369,10 @@ def csp_hash(text: str) -> str:
 
 async def view(args: argparse.Namespace) -> int:
     """Write the session's timeline page and say where."""
-    from agent_session.cli.commands import backend, diagnose, redacted
-    from agent_session.see.lineage import children_of
+    from agent_session.cli.commands import examined_tree, redacted
 
-    store = backend(args.store, read_only=True)
-    try:
-        session = (await diagnose(store, args.store, args.id)).session
-        children = await children_of(store, session.events)
-    finally:
-        await store.aclose()
+    looked, children = await examined_tree(args.store, args.id)
+    session = looked.session
     header = session.header.to_json()
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in args.id).lstrip(".")
     target = Path(args.output or f"{safe or 'session'}.html")
