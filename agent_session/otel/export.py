@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent_session.otel.spans import Content, SpanRecord, TurnTrace, turn_traces
+from agent_session.otel.lineage_spans import Adoption, adopted, adoptions
+from agent_session.otel.spans import Content, SpanRecord, turn_traces
 from agent_session.session.errors import SessionError
 from agent_session.session.persistence.redaction import MASK, mask_store, remember_store, scrub
 
@@ -282,9 +283,8 @@ async def export_store(
                     headers = {h.id: h for h in await reader.list_headers()}
                 parent = headers.get(header.parent_session)
             link = fork_link(header, events, cursor, parent.created_at if parent else None)
-            turns = _turns_of(sink, header, events, cursor, (content, redact, prices), link)
-            if header.origin == "subagent" and sink.shape == "spans":
-                turns = await _in_parent_trace(reader, store, header, turns)
+            ran = await _runs_of(reader, store, header) if header.origin == "subagent" else []
+            turns = _turns_of(sink, header, events, cursor, (content, redact, prices), link, ran)
             if since is not None:
                 turns = [t for t in turns if t[2] >= since * 1_000_000]
             await asyncio.to_thread(
@@ -306,23 +306,17 @@ async def export_store(
     return exported
 
 
-async def _in_parent_trace(
-    reader: Any, store: StoreSpec, header: Any, turns: list[tuple[int, Sequence[Any], int]]
-) -> list[tuple[int, Sequence[Any], int]]:
-    """A child agent's turns with their spans in the parent's trace (as they were when
-    the parent's log cannot be read)."""
+async def _runs_of(reader: Any, store: StoreSpec, header: Any) -> list[Adoption]:
+    """Where the parent's log ran this child agent's session (none when the parent's log
+    cannot be read: the child's traces are then its own)."""
     from agent_session.cli.commands import diagnose
     from agent_session.cli.exits import NotFound
-    from agent_session.otel.lineage_spans import adopted, adoptions
-    from agent_session.session import SessionError
 
     try:
         parent = (await diagnose(reader, store, header.parent_session)).session
     except (NotFound, SessionError):
-        return turns
-    found = adoptions(parent.header.id, parent.header.created_at, parent.events, header.id)
-    traces = [TurnTrace(0, end, list(spans)) for end, spans, _ in turns]
-    return [(t.end_seq, t.spans, t.spans[0].end_ns) for t in adopted(traces, found)]
+        return []
+    return adoptions(parent.header.id, parent.header.created_at, parent.events, header.id)
 
 
 def _turns_of(
@@ -332,8 +326,10 @@ def _turns_of(
     cursor: int,
     shown: tuple[Content, Callable[[str], str], PriceTable | None],
     link: tuple[str, int, int] | None,
+    ran: Sequence[Adoption] = (),
 ) -> list[tuple[int, Sequence[Any], int]]:
-    """Each turn still to send as (end seq, what the sink takes, end time in ns)."""
+    """Each turn still to send as (end seq, what the sink takes, end time in ns); ``ran``:
+    for a child agent's session, where its parent ran it (its spans go in that trace)."""
     content, redact, prices = shown
     after = first_unsent(cursor, header)
     if sink.shape == "spans":
@@ -347,7 +343,7 @@ def _turns_of(
             parent=link,
             prices=prices,
         )
-        return [(t.end_seq, t.spans, t.spans[0].end_ns) for t in traces]
+        return [(t.end_seq, t.spans, t.spans[0].end_ns) for t in adopted(traces, ran)]
     from agent_session.otel.records import turn_records
 
     return [

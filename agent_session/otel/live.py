@@ -181,7 +181,7 @@ async def _work(
                     prices=prices,
                 )
                 if header.origin == "subagent" and parent is not None:  # (in its trace)
-                    ran = adoptions(parent.id, incarnation or 0, parent.events, item.id)
+                    ran = adoptions(parent.id, parent.header.created_at, parent.events, item.id)
                     traces = adopted(traces, ran)
                 turns = [(t.end_seq, t.spans) for t in traces]
                 await asyncio.to_thread(

@@ -164,13 +164,12 @@ def render(
             meta = data.get("meta")
             how = meta.get(SETTLEMENT) if isinstance(meta, Mapping) else None
             sub = meta.get("subagent") if isinstance(meta, Mapping) else None
+            flag = "REPAIRED, in memory only" if pending else "REPAIRED"
             if isinstance(how, str):
                 mark = f"[SETTLED: {how}" + (f", {code}]" if code in REPAIR_CODES else "]")
             elif isinstance(sub, Mapping) and is_repair_result(event):
-                flag = "REPAIRED, in memory only" if pending else "REPAIRED"
                 mark = f"[{flag} from the subagent's log: {sub.get('state')}]"
             elif code in REPAIR_CODES:
-                flag = "REPAIRED, in memory only" if pending else "REPAIRED"
                 mark = f"[{flag}: {code}]"
             else:
                 mark = "[error]" if block.get("isError") else "[ok]"
