@@ -384,3 +384,33 @@ async def test_a_pool_of_yours() -> None:
     pool.close()
     with psycopg.connect(dsn) as db:  # committed: another connection sees it
         assert db.execute("SELECT count(*) FROM agent_session_event").fetchone() == (4,)
+
+
+async def test_a_writer_of_one_id_in_another_database_is_not_this_store_s_writer() -> None:
+    """Advisory locks are per database: a live writer of session "chat" in one database of a
+    server is no writer of the "chat" of another database on it (``diagnose`` and ``ls``)."""
+    from agent_session.persistence_postgres.survey import survey
+
+    busy, idle = fresh_database(), fresh_database()
+    async with Runtime() as stopped:
+        stopped.install(PostgresPersistence(idle))
+        session = stopped.sessions.create("chat")
+        session.append("turn/start", {"turn": 1})
+        session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    async with Runtime() as live:
+        live.install(PostgresPersistence(busy))
+        session = live.sessions.create("chat")
+        session.append("turn/start", {"turn": 1})
+        await live.sessions.flush(session)  # (its writer lock is held from here)
+        looking = PostgresPersistence(idle)
+        try:
+            assert not (await looking.diagnose("chat")).writer_elsewhere
+        finally:
+            await looking.aclose()
+        [row] = survey(idle)
+        assert not row.writer_active
+        other = PostgresPersistence(busy)
+        try:
+            assert (await other.diagnose("chat")).writer_elsewhere  # (its own database's)
+        finally:
+            await other.aclose()

@@ -36,20 +36,23 @@ import psycopg
 
 from agent_session.session import SessionCollisionError
 
-__all__ = ["DEAD_OWNER_WAIT_S", "KEY", "AdvisoryLocks", "Connection", "writer_name"]
+__all__ = ["DEAD_OWNER_WAIT_S", "HELD", "KEY", "AdvisoryLocks", "Connection", "writer_name"]
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 """A synchronous connection, as this backend uses them."""
 
 KEY: Final = "hashtextextended('agent_session:' || %s, 0)"
 """The advisory lock key of the session id in ``%s`` (one bigint: two oids in ``pg_locks``)."""
+HELD: Final = """l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid = ((key.k >> 32) & 4294967295)::oid
+  AND l.objid = (key.k & 4294967295)::oid"""
+"""The ``pg_locks`` row ``l`` is the advisory lock of key ``key.k`` in this database (an
+advisory lock's key is per database: the same id in another database is another lock)."""
 _OWNER: Final = f"""
 SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid,
   (SELECT {KEY} AS k) AS key
-WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-  AND l.classid = ((key.k >> 32) & 4294967295)::oid
-  AND l.objid = (key.k & 4294967295)::oid
-  AND l.pid <> pg_backend_pid()
+WHERE {HELD} AND l.pid <> pg_backend_pid()
 """
 DEAD_OWNER_WAIT_S: Final = 5.0
 """How long a writer waits for the server to end the connection of a lock holder that died on
@@ -223,17 +226,11 @@ class AdvisoryLocks:
         return None if row is None else _shown(row)
 
     def close(self) -> None:
-        """Give every lock back: released when this returns (a closed connection's locks are
-        released by the server some moment later, so another process looking right after the
-        close could still find them held)."""
+        """Give every lock back (closing the connection does)."""
         with self._mutex:
-            held = bool(self._held)
             self._held.clear()
             self._lost.clear()
             if self._connection is not None:
-                if held and not self._connection.closed:
-                    with contextlib.suppress(psycopg.Error):
-                        self._connection.execute("SELECT pg_advisory_unlock_all()")
                 self._connection.close()
                 self._connection = None
 

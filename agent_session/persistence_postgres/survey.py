@@ -11,7 +11,7 @@ import orjson
 import psycopg
 
 from agent_session.persistence_jsonl.layout import parse_header
-from agent_session.persistence_postgres.locks import KEY
+from agent_session.persistence_postgres.locks import HELD, KEY
 from agent_session.persistence_postgres.schema import migrate
 from agent_session.persistence_postgres.storage import PostgresStorage
 from agent_session.persistence_postgres.unreachable import unreachable
@@ -27,9 +27,7 @@ SELECT s.id, s.header, s.next_seq, (extract(epoch FROM s.updated_at) * 1000)::bi
   (SELECT e.line FROM agent_session_event e
    WHERE e.session_id = s.id AND e.type = 'turn/start' ORDER BY e.seq DESC LIMIT 1),
   (SELECT k FROM (SELECT {KEY % "s.id"} AS k) AS key WHERE EXISTS (
-     SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
-     AND l.objsubid = 1 AND l.classid = ((k >> 32) & 4294967295)::oid
-     AND l.objid = (k & 4294967295)::oid)) IS NOT NULL
+     SELECT 1 FROM pg_locks l WHERE {HELD})) IS NOT NULL
 FROM agent_session s ORDER BY s.id
 """
 
