@@ -30,6 +30,7 @@ from agent_session.session.events.turns import next_turn_number
 from tests.backends import fresh_database
 from tests.test_cli import cli
 from tests.test_reference_interop import reference_load
+from tests.test_subagents import stored
 
 pytestmark = pytest.mark.parametrize("store", ["jsonl", "sqlite", "postgres"], indirect=True)
 
@@ -83,17 +84,13 @@ async def test_the_model_sees_the_summary_and_what_follows_and_nothing_is_remove
 ) -> None:
     policy = CompactionPolicy(summarize=summary_of)
     await run_turns(store, ["apples?", "pears?"], compaction=policy)
-    backend = open_store(store)
-    before = (await backend.read_raw("chat")).content
-    await backend.aclose()
+    before = (await stored(store, "chat", inspect=False)).content
 
     model, _session = await run_turns(store, ["/compact", "plums?"], compaction=policy)
     request = model.requests[-1]
     assert texts(request.messages) == [SUMMARY_PREFIX + "4 messages about fruit", "plums?"]
-    backend = open_store(store)
-    after = (await backend.read_raw("chat")).content
-    whole = (await backend.inspect("chat")).events
-    await backend.aclose()
+    after = (await stored(store, "chat", inspect=False)).content
+    whole = (await stored(store, "chat")).events
     assert after.startswith(before)  # every stored byte is still there, unchanged
     kinds = [e.type for e in whole]
     at = kinds.index("compaction/start")
@@ -119,9 +116,7 @@ async def test_a_resume_reads_from_the_boundary_and_reaches_back_only_when_asked
 ) -> None:
     policy = CompactionPolicy(summarize=summary_of)
     await run_turns(store, ["apples?", "pears?", "/compact", "plums?"], compaction=policy)
-    backend = open_store(store)
-    whole = (await backend.inspect("chat")).events
-    await backend.aclose()
+    whole = (await stored(store, "chat")).events
 
     model = Model()
     async with AgentRuntime() as runtime:
@@ -149,9 +144,7 @@ async def test_the_policy_compacts_before_a_turn_when_the_last_request_was_too_b
 ) -> None:
     policy = CompactionPolicy(threshold_tokens=120)
     model, _ = await run_turns(store, ["a", "b", "c"], compaction=policy)
-    backend = open_store(store)
-    whole = (await backend.inspect("chat")).events
-    await backend.aclose()
+    whole = (await stored(store, "chat")).events
     assert [e.type for e in whole].count("compaction/start") == 0  # 55 tokens a request
 
     big = CompactionPolicy(threshold_tokens=40)
@@ -160,9 +153,7 @@ async def test_the_policy_compacts_before_a_turn_when_the_last_request_was_too_b
     assert summary_request.system == big.instructions
     assert not summary_request.tools
     assert texts(request.messages)[0] == SUMMARY_PREFIX + "the user asked about fruit"
-    backend = open_store(store)
-    whole = (await backend.inspect("chat")).events
-    await backend.aclose()
+    whole = (await stored(store, "chat")).events
     facts = next(e for e in whole if e.type == "context/compacted").data
     assert facts["trigger"] == "threshold"
     assert facts["summarizer"] == {
@@ -301,9 +292,7 @@ async def test_show_stats_view_export_and_traces_show_the_boundary_and_the_whole
     whole = cli("export", store, "chat", "--format", "openai", "--json", "--whole").stdout
     assert said(json.loads(whole)) == ["apples?", "pears?", "plums?"]
 
-    backend = open_store(store)
-    loaded = await backend.inspect("chat")
-    await backend.aclose()
+    loaded = await stored(store, "chat")
     traces = turn_traces("chat", 1, loaded.events)
     names = [trace.spans[0].name for trace in traces]
     assert names == ["invoke_agent", "invoke_agent", "agent_session.compaction", "invoke_agent"]
@@ -369,9 +358,7 @@ async def test_a_boundary_whose_start_is_not_its_bracket_is_read_whole(store: st
         ).seq
         session.append("context/compacted", {"start": second, "summary": summary, "turn": None})
         session.append("user/message", user_message("c"), surface_op="append")
-    backend = open_store(store)
-    whole = await backend.inspect("chat")
-    await backend.aclose()
+    whole = await stored(store, "chat")
     async with AgentRuntime() as runtime:
         runtime.install(open_store(store))
         resumed = await runtime.sessions.resume("chat")
