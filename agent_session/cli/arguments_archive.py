@@ -3,14 +3,9 @@ rest of the command line is in :mod:`agent_session.cli.arguments`)."""
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
-
-from agent_session.cli.arguments_looking import age
+from agent_session.cli.arguments_looking import Command, age
 
 __all__ = ["ARCHIVING", "ARCHIVING_EXAMPLES", "add_archiving"]
-
-Command = Callable[[str, str, str], argparse.ArgumentParser]
 
 ARCHIVING = ("archive",)
 """The commands of this module, each on one store."""

@@ -4,14 +4,9 @@
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
-
-from agent_session.cli.arguments_looking import number, whole
+from agent_session.cli.arguments_looking import Command, number, whole
 
 __all__ = ["BRANCHING", "BRANCHING_EXAMPLES", "add_branching"]
-
-Command = Callable[[str, str, str], argparse.ArgumentParser]
 
 BRANCHING = ("fork", "rewind", "replay", "diff")
 """The commands of this module, each on one store."""

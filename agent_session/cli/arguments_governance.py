@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping
 
-from agent_session.cli.arguments_looking import add_redact, age, prices_file, whole
+from agent_session.cli.arguments_looking import Command, add_redact, age, prices_file, whole
 
 __all__ = [
     "GOVERNANCE",
@@ -15,8 +15,6 @@ __all__ = [
     "add_governance",
     "label_pair",
 ]
-
-Command = Callable[[str, str, str], argparse.ArgumentParser]
 
 GOVERNANCE = ("budget", "label", "sign")
 """The commands of this module that take a store."""

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 __all__ = [
+    "Command",
     "add_looking",
     "age",
     "count",
@@ -20,6 +21,8 @@ __all__ = [
 ]
 
 Command = Callable[[str, str, str], argparse.ArgumentParser]
+"""``command(name, help, description)``: adds a command to the parser and returns its own;
+every grammar module adds its commands through one."""
 
 _DURATION: Final = re.compile(r"^(\d+)([smhd])$")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}

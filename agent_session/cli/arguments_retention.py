@@ -3,15 +3,10 @@ rest of the command line is in :mod:`agent_session.cli.arguments`)."""
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
-
 from agent_session.cli.arguments_governance import label_pair
-from agent_session.cli.arguments_looking import age
+from agent_session.cli.arguments_looking import Command, age
 
 __all__ = ["RETENTION", "RETENTION_EXAMPLES", "add_retention", "add_rm"]
-
-Command = Callable[[str, str, str], argparse.ArgumentParser]
 
 RETENTION = ("purge", "hold", "release", "erase")
 """The commands of this module, each on one store."""
