@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_session import AgentRuntime, checkpoint_policy, open_store, set_budget
+from agent_session import AgentRuntime, Keyring, checkpoint_policy, open_store, set_budget
 from agent_session.agent_loop.compaction import SUMMARY_PREFIX, CompactionPolicy
 from agent_session.agent_loop.models import ModelRequest
 from agent_session.agent_loop.spending import fold_of
@@ -389,3 +389,26 @@ async def test_a_compaction_cut_before_its_boundary_loads_whole_with_its_summary
         resumed = await runtime.sessions.resume("chat")
         assert not isinstance(resumed.events.parts[0], EarlierEvents)
         assert texts(resumed.derive_messages()) == ["sum"]
+
+
+async def test_a_sealed_store_resumes_from_the_boundary_too(store: str, tmp_path: Path) -> None:
+    ring = Keyring(str(tmp_path / "ring"), bytes(range(32)))
+    model = Model()
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store, keyring=ring))
+        runtime.install(checkpoint_policy)
+        runtime.models.register("m", model)
+        session = await runtime.sessions.open_or_create("chat")
+        bot = runtime.agent(session, model="m/x", compaction=CompactionPolicy(summarize=summary_of))
+        await bot.run_turn("apples?")
+        await bot.compact()
+        await bot.run_turn("pears?")
+    async with AgentRuntime() as runtime:
+        runtime.install(open_store(store, keyring=ring))
+        resumed = await runtime.sessions.resume("chat")
+        assert isinstance(resumed.events.parts[0], EarlierEvents)
+        assert texts(resumed.derive_messages()) == [
+            SUMMARY_PREFIX + "2 messages about fruit",
+            "pears?",
+            "answer 2",
+        ]

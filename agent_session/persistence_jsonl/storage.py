@@ -47,7 +47,7 @@ from agent_session.persistence_jsonl.fileio import FileOps
 from agent_session.persistence_jsonl.layout import LOCK_NAME, check_storable_id, session_dir
 from agent_session.persistence_jsonl.locks import WriterLocks, held_locks, writer_active
 from agent_session.persistence_jsonl.reader import DEFAULT_MAX_LOG_BYTES, Cut, LogReader
-from agent_session.persistence_jsonl.tail import find_last, read_tail
+from agent_session.persistence_jsonl.tail import read_from_last, read_tail
 from agent_session.session import (
     SessionCollisionError,
     SessionDurabilityError,
@@ -91,7 +91,7 @@ class JsonlStorage(Storage):
     it); ``"none"`` and ``"zstd"`` accept only that encoding (the reference's refusal)."""
 
     name = "session-persistence-jsonl"
-    finds_last = True
+    reads_from_last = True
 
     def __init__(
         self,
@@ -181,8 +181,8 @@ class JsonlStorage(Storage):
     async def read_tail(self, id: str, count: int) -> StoredTail | None:
         return await asyncio.to_thread(read_tail, self.reader, id, count)
 
-    async def find_last(self, id: str, type: str) -> int | None:
-        return await asyncio.to_thread(find_last, self.reader, id, type)
+    async def read_from_last(self, id: str, type: str) -> StoredTail | None:
+        return await asyncio.to_thread(read_from_last, self.reader, id, type)
 
     # --- the writer lock --------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from agent_session.session.events.eventlog import EventLog, is_run
 from agent_session.session.json.codec import encode_json
 from agent_session.session.persistence.kit import StoredTail, tail_of
 
-__all__ = ["find_last", "line_events", "read_tail"]
+__all__ = ["line_events", "read_from_last", "read_tail"]
 
 _FIRST_WINDOW = 1 << 16
 """Bytes read from the end first; each further read takes what the events read so far say
@@ -92,18 +92,38 @@ _SEARCH_CHUNK = 1 << 20
 """Bytes searched per read, from the end back."""
 
 
-def find_last(reader: LogReader, id: str, type: str) -> int | None:
-    """The seq of the last line of ``type`` in ``id``'s plain log, by a byte search from the
-    end (no line is parsed but that one's seq); ``None`` when there is none, and for a
-    compressed log (its frames cannot be searched without reading it whole)."""
+def read_from_last(reader: LogReader, id: str, type: str) -> StoredTail | None:
+    """The events of ``id``'s plain log from its last line of ``type`` on, found by a byte
+    search from the end: only that line and those after it are parsed (see
+    ``Storage.read_from_last``). ``None`` when there is no such line, and for a compressed
+    log (its frames cannot be searched without reading it whole)."""
     path = reader.find(id)
     if path is None or encoding_of(path) is not PLAIN:
         return None
-    found_at = reader.ops.stat(path)
-    if found_at is None:
+    found = reader.ops.stat(path)
+    if found is None:
         return None
+    if found.size > reader.max_log_bytes:
+        raise too_large(path, found.size, reader.max_log_bytes)
+    first = PLAIN.first_line(reader.ops, path, reader.max_log_bytes)
+    at = None if first is None else _last_line(reader, path, found.size, type)
+    if first is None or at is None:
+        return None
+    data = reader.ops.read_range(path, at, found.size - at)
+    if data is None or len(data) != found.size - at:
+        return None  # (it shrank or was replaced: the whole read says how)
+    read = line_events(data.split(b"\n")[:-1], at_start=False)  # (complete lines)
+    if read is None:
+        return None
+    header = parse_header(first, path)
+    reader.check_identity(path, header, id)
+    return StoredTail(header, *read, not data.endswith(b"\n"))
+
+
+def _last_line(reader: LogReader, path: str, size: int, type: str) -> int | None:
+    """Where the last line of ``type`` starts in the file (a byte offset), or ``None``."""
     needle = b'\n{"type":' + encode_json(type) + b',"seq":'
-    end, carry = found_at.size, b""
+    end, carry = size, b""
     while end > 0:
         offset = max(0, end - _SEARCH_CHUNK)
         data = reader.ops.read_range(path, offset, end - offset)
@@ -112,7 +132,6 @@ def find_last(reader: LogReader, id: str, type: str) -> int | None:
         data += carry
         at = data.rfind(needle)
         if at >= 0:
-            digits = data[at + len(needle) : at + len(needle) + 20].split(b",", 1)[0]
-            return int(digits) if digits.isdigit() else None
+            return offset + at + 1
         carry, end = data[: len(needle)], offset
     return None

@@ -19,7 +19,15 @@ from agent_session.session.persistence.kit import (
     StoredTail,
 )
 
-__all__ = ["RowCut", "read_log", "read_raw", "read_tail", "revision_of", "snapshots_of"]
+__all__ = [
+    "RowCut",
+    "read_from_last",
+    "read_log",
+    "read_raw",
+    "read_tail",
+    "revision_of",
+    "snapshots_of",
+]
 
 _PAGE = 10_000
 """Rows per keyset page of a load (bounds the driver's buffers, whatever the log's size)."""
@@ -86,6 +94,32 @@ def read_tail(db: Connection, id: str, count: int) -> StoredTail | None:
         return None
     header = parse_header(found[0].encode(), f'session "{id}" in PostgreSQL')
     return StoredTail(header, *read, False).last(asked)
+
+
+def read_from_last(db: Connection, id: str, type: str) -> StoredTail | None:
+    """The events of ``id``'s log from its last event of ``type`` on, from one snapshot, that
+    event found by the ``(session_id, seq)`` index read backwards (no other line is
+    parsed); ``None`` when there is none, or the lines after it are not plainly the log's
+    end (the whole read's rules judge them)."""
+    with db.transaction(), db.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        found = cursor.execute("SELECT header FROM agent_session WHERE id = %s", (id,)).fetchone()
+        last = cursor.execute(
+            "SELECT seq FROM agent_session_event WHERE session_id = %s AND type = %s "
+            "ORDER BY seq DESC LIMIT 1",
+            (id, type),
+        ).fetchone()
+        if found is None or last is None:
+            return None
+        rows = cursor.execute(
+            "SELECT line FROM agent_session_event WHERE session_id = %s AND seq >= %s ORDER BY seq",
+            (id, last[0]),
+        ).fetchall()
+    read = line_events([row[0].encode() for row in rows], at_start=False)
+    if read is None or read[0] != last[0]:
+        return None
+    header = parse_header(found[0].encode(), f'session "{id}" in PostgreSQL')
+    return StoredTail(header, *read, False)
 
 
 def read_raw(db: Connection, id: str) -> RawArtifact | None:

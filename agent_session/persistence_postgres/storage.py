@@ -50,6 +50,7 @@ from agent_session.persistence_postgres.locks import AdvisoryLocks, Connection, 
 from agent_session.persistence_postgres.loop_connections import LoopConnections
 from agent_session.persistence_postgres.reads import (
     RowCut,
+    read_from_last,
     read_log,
     read_raw,
     read_tail,
@@ -260,15 +261,10 @@ class PostgresStorage(Storage):
         tail = await self._run(lambda db: read_tail(db, id, count))
         return tail if tail is not None else await super().read_tail(id, count)
 
-    finds_last = True
+    reads_from_last = True
 
-    async def find_last(self, id: str, type: str) -> int | None:
-        query = (
-            "SELECT seq FROM agent_session_event WHERE session_id = %s AND type = %s "
-            "ORDER BY seq DESC LIMIT 1"
-        )
-        row = await self._run(lambda db: db.execute(query, (id, type)).fetchone())
-        return None if row is None else int(row[0])
+    async def read_from_last(self, id: str, type: str) -> StoredTail | None:
+        return await self._run(lambda db: read_from_last(db, id, type))
 
     # --- writer locks -----------------------------------------------------------------------
 

@@ -57,7 +57,7 @@ from agent_session.persistence_sqlite.schema import (
     open_read_only,
     transaction,
 )
-from agent_session.persistence_sqlite.tail import last_of_type, read_tail
+from agent_session.persistence_sqlite.tail import read_from_last, read_tail
 from agent_session.session import (
     SessionCollisionError,
     SessionEvent,
@@ -100,7 +100,7 @@ class SqliteStorage(Storage):
     docstring for the guarantees)."""
 
     name = "session-persistence-sqlite"
-    finds_last = True
+    reads_from_last = True
 
     def stored_line(self, id: str, event: SessionEvent, line: bytes | None = None) -> bytes:
         """The row of ``event`` rendered as :meth:`read_raw` renders it (:func:`row_line`)."""
@@ -220,8 +220,9 @@ class SqliteStorage(Storage):
         tail = await self._run(lambda db: read_tail(db, id, count, where))
         return tail if tail is not None else await super().read_tail(id, count)
 
-    async def find_last(self, id: str, type: str) -> int | None:
-        return await self._run(lambda db: last_of_type(db, id, type))
+    async def read_from_last(self, id: str, type: str) -> StoredTail | None:
+        where = f'database "{self.path}"'
+        return await self._run(lambda db: read_from_last(db, id, type, where))
 
     async def revision(self, id: str) -> str | None:
         row = await self._run(

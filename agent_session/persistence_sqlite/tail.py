@@ -10,6 +10,8 @@ what they are. Never writes.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from typing import Any
 
 from agent_session.persistence_sqlite.rows import (
     EVENT_COLUMNS,
@@ -21,7 +23,7 @@ from agent_session.persistence_sqlite.runs import with_lazy_runs
 from agent_session.persistence_sqlite.schema import transaction
 from agent_session.session.persistence.kit import StoredTail
 
-__all__ = ["last_of_type", "read_tail"]
+__all__ = ["read_from_last", "read_tail"]
 
 
 def read_tail(db: sqlite3.Connection, id: str, count: int, where: str) -> StoredTail | None:
@@ -36,23 +38,43 @@ def read_tail(db: sqlite3.Connection, id: str, count: int, where: str) -> Stored
         ).fetchall()
     if row is None:
         return None
-    events = []
     start = rows[-1][0] if rows else 0
     if len(rows) < count and start != 0:
         return None  # (rows are missing)
-    for offset, one in enumerate(reversed(rows)):
+    events = _contiguous(rows[::-1], start)
+    if events is None:
+        return None
+    return StoredTail(header_of(row, where), start, events, False).last(asked)
+
+
+def read_from_last(db: sqlite3.Connection, id: str, type: str, where: str) -> StoredTail | None:
+    """The events of ``id``'s log from its last event of ``type`` on, from one snapshot, that
+    event found by the ``(session_id, seq)`` index read backwards (no other row's data is
+    parsed); ``None`` when there is none, or the rows after it are not plainly the log's
+    end (the whole read's rules judge them)."""
+    with transaction(db, "DEFERRED"):  # (one snapshot)
+        row = db.execute(f"SELECT {HEADER_COLUMNS} FROM sessions WHERE id = ?", (id,)).fetchone()
+        found = db.execute(
+            "SELECT seq FROM events WHERE session_id = ? AND type = ? ORDER BY seq DESC LIMIT 1",
+            (id, type),
+        ).fetchone()
+        if row is None or found is None:
+            return None
+        rows = db.execute(
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq",
+            (id, found[0]),
+        ).fetchall()
+    events = _contiguous(rows, found[0])
+    return None if events is None else StoredTail(header_of(row, where), found[0], events, False)
+
+
+def _contiguous(rows: list[Any], start: int) -> Sequence[Any] | None:
+    """The events of ``rows`` (in seq order, from ``start``), delta runs unbuilt; ``None``
+    when a row does not parse (a torn tail) or a seq is missing."""
+    events = []
+    for offset, one in enumerate(rows):
         event = parsed_row(one)
         if event is None or event["seq"] != start + offset:
             return None
         events.append(event)
-    return StoredTail(header_of(row, where), start, with_lazy_runs(events), False).last(asked)
-
-
-def last_of_type(db: sqlite3.Connection, id: str, type: str) -> int | None:
-    """The seq of the last event of ``type`` in ``id``'s log, by the ``(session_id, seq)``
-    index read backwards (no row's data is parsed); ``None`` when there is none."""
-    row = db.execute(
-        "SELECT seq FROM events WHERE session_id = ? AND type = ? ORDER BY seq DESC LIMIT 1",
-        (id, type),
-    ).fetchone()
-    return None if row is None else int(row[0])
+    return with_lazy_runs(events)

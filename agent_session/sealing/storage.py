@@ -205,14 +205,17 @@ class SealedStorage(Storage):
         return await self.inner.read_raw(id)
 
     @property
-    def finds_last(self) -> bool:  # type: ignore[override]  # (the inner medium's answer)
-        return self.inner.finds_last
+    def reads_from_last(self) -> bool:  # type: ignore[override]  # (the inner medium's)
+        return self.inner.reads_from_last
 
-    async def find_last(self, id: str, type: str) -> int | None:
-        return await self.inner.find_last(id, type)  # (types are stored in clear)
+    async def read_from_last(self, id: str, type: str) -> StoredTail | None:
+        # (types are stored in clear: the inner medium finds the event)
+        return await self._opened(id, await self.inner.read_from_last(id, type))
 
     async def read_tail(self, id: str, count: int) -> StoredTail | None:
-        tail = await self.inner.read_tail(id, count)
+        return await self._opened(id, await self.inner.read_tail(id, count))
+
+    async def _opened(self, id: str, tail: StoredTail | None) -> StoredTail | None:
         if tail is None:
             return None
         opened = await asyncio.to_thread(self._open, id, tail.events, whole=False)

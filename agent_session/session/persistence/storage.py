@@ -312,16 +312,17 @@ class Storage(ABC):
         """
         return tail_of(await self.load(id), count)
 
-    finds_last: bool = False
-    """Whether :meth:`find_last` answers without reading the log's events."""
+    reads_from_last: bool = False
+    """Whether :meth:`read_from_last` finds its event without reading the events before it."""
 
-    async def find_last(self, id: str, type: str) -> int | None:
-        """The seq of the last stored event of ``type`` in ``id``'s log, found without parsing
-        the events (a byte search, an index): a hint that a read then checks. ``None``
-        when there is none, the log is not stored, or this log cannot be searched so (a
-        compressed one): the caller then reads the whole log. Only asked when
-        :attr:`finds_last`; by default there is no such search. Never writes."""
-        raise NotImplementedError(f"{self.name} cannot find an event without reading the log")
+    async def read_from_last(self, id: str, type: str) -> StoredTail | None:
+        """The stored events of ``id``'s log from its last event of ``type`` on (that event
+        found by a byte search or an index, without parsing the events before it), with
+        ``torn`` as :meth:`read_tail` says it; ``None`` when there is no such event, the log
+        is not stored, or this log cannot be searched so (a compressed one): the caller then
+        reads the whole log. Only asked when :attr:`reads_from_last`; by default there is no
+        such read. Never writes."""
+        raise NotImplementedError(f"{self.name} cannot read from an event it searched for")
 
     async def delete(self, id: str) -> bool:
         """Remove the stored log of ``id`` durably: when it returns, a restart finds no trace

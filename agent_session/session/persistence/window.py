@@ -5,9 +5,10 @@ A compaction's summary replaces every surface node and cites them in model order
 (``session.events.compaction``), so the surface just before the boundary is known from the
 summary alone, and the events after the boundary are checked by every rule of a whole load,
 as the continuation of a log whose earlier events are not read (:class:`EarlierEvents`:
-reading one of them reads them all, once). The storage's :meth:`Storage.read_tail` finds
-the boundary from the log's end (JSONL in plain encoding, SQLite and PostgreSQL read only
-about that much; others read the whole log).
+reading one of them reads them all, once). JSONL in plain encoding, SQLite and PostgreSQL
+read from the last ``compaction/start`` on, found by a search (:meth:`Storage.read_from_last`);
+others read the log's end (:meth:`Storage.read_tail`), growing the read until it holds the
+boundary.
 
 Guarantees: a window is used only when the bytes did not change while it was read, no tail
 is torn and the boundary is what this build writes; otherwise ``None`` asks for the whole
@@ -27,7 +28,8 @@ from agent_session.session.events.eventlog import EarlierEvents, EventLog
 from agent_session.session.events.header import SessionHeader
 from agent_session.session.events.rules import CheckedLog, validate_log
 from agent_session.session.events.surface import Surface, SurfaceReplace
-from agent_session.session.events.types import CONTEXT_COMPACTED, USER_MESSAGE
+from agent_session.session.events.types import COMPACTION_START, USER_MESSAGE
+from agent_session.session.persistence.api import StoredTail
 from agent_session.session.persistence.storage import Storage
 
 __all__ = ["Window", "blocking", "read_window", "surface_at"]
@@ -36,8 +38,6 @@ _FIRST = 256
 """Events read from the end first; each further read takes four times as many."""
 _MOST = 1 << 20
 """Past this many events after a boundary, the whole log is read instead."""
-_SLACK = 8
-"""Events read before a found ``context/compacted``: its bracket opened just before it."""
 
 T = TypeVar("T")
 
@@ -55,36 +55,43 @@ class Window:
 
 async def read_window(storage: Storage, id: str) -> Window | None:
     """The stored log of ``id`` from its last compaction boundary on; ``None`` when it has
-    none (a storage that searches says so before any event is read), is not stored, ends
-    torn, changed while it was read, or the boundary is more than a million events back
-    (then the whole read serves)."""
+    none, is not stored, ends torn, changed while it was read, or the boundary is more than
+    a million events back (then the whole read serves). A storage that searches
+    (:attr:`Storage.reads_from_last`) reads from the last ``compaction/start`` on, once; for
+    a log without one, it reads no event."""
     revision = await storage.revision(id)
     if revision is None:
         return None
-    found = await storage.find_last(id, CONTEXT_COMPACTED) if storage.finds_last else None
-    if storage.finds_last and found is None:
-        return None
+    if storage.reads_from_last:
+        tail = await storage.read_from_last(id, COMPACTION_START)
+        boundary = None if tail is None or tail.torn else last_boundary(tail.events)
+        if tail is None or boundary is None or boundary.start != tail.start:
+            return None  # (none, or a bracket a crash cut last: the whole read decides)
+        return await _window(storage, id, revision, tail, boundary)
     count = _FIRST
     while count <= _MOST:
         tail = await storage.read_tail(id, count)
         if tail is None or tail.torn:
             return None
-        end = tail.start + len(tail.events)
         boundary = last_boundary(tail.events)
         if boundary is not None and boundary.start >= tail.start:
-            if await storage.revision(id) != revision:
-                return None
-            events = tail.events[boundary.start - tail.start :]
-            return Window(tail.header, boundary, events, revision)
+            return await _window(storage, id, revision, tail, boundary)
         if boundary is not None:
-            count = end - boundary.start
+            count = tail.start + len(tail.events) - boundary.start
         elif tail.start == 0:
             return None
-        elif found is not None and count < end - found + _SLACK:
-            count = end - found + _SLACK
         else:
             count *= 4
     return None
+
+
+async def _window(
+    storage: Storage, id: str, revision: str, tail: StoredTail, boundary: Boundary
+) -> Window | None:
+    """The events of ``tail`` from ``boundary`` on, if the log did not change meanwhile."""
+    if await storage.revision(id) != revision:
+        return None
+    return Window(tail.header, boundary, tail.events[boundary.start - tail.start :], revision)
 
 
 def surface_at(window: Window) -> Surface | None:
