@@ -118,12 +118,17 @@ def _parse_sources(event_type: str, seq: int, raw: Any) -> tuple[int, ...] | Non
         if event_type != ASSISTANT_MESSAGE:
             raise _fail(event_type, "sourceEventSeqs must not be empty except on assistant/message")
         return ()
-    # (each check a C loop: a compaction's summary cites every message it replaces)
-    if set(map(type, raw)) != {int} or min(raw) < 0 or max(raw) > MAX_SAFE_INTEGER:
-        raise _fail(event_type, "sourceEventSeqs must contain non-negative safe integers")
     sources = tuple(raw)
-    if len(set(sources)) != len(sources):
-        raise _fail(event_type, "sourceEventSeqs must not contain duplicates")
+    if len(sources) == 1:  # (a tool result's one call: the usual case, checked directly)
+        valid = is_safe_int(sources[0]) and sources[0] >= 0
+    else:  # (each check a C loop: a compaction's summary cites every message it replaces)
+        valid = set(map(type, sources)) == {int} and 0 <= min(sources) <= max(sources) <= (
+            MAX_SAFE_INTEGER
+        )
+        if valid and len(set(sources)) != len(sources):
+            raise _fail(event_type, "sourceEventSeqs must not contain duplicates")
+    if not valid:
+        raise _fail(event_type, "sourceEventSeqs must contain non-negative safe integers")
     if max(sources) >= seq:
         source = next(s for s in sources if s >= seq)
         raise _fail(
