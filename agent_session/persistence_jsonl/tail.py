@@ -34,17 +34,15 @@ def read_tail(reader: LogReader, id: str, count: int) -> StoredTail | None:
         return None
     if encoding_of(path) is not PLAIN:
         return tail_of(reader.load(id), count)  # (zstd frames cannot be read backwards)
-    found = reader.ops.stat(path)
-    if found is None:
+    plain = _plain(reader, path)
+    if plain is None:
         return None
-    if found.size > reader.max_log_bytes:
-        raise too_large(path, found.size, reader.max_log_bytes)
-    first = PLAIN.first_line(reader.ops, path, reader.max_log_bytes)
+    size, first = plain
     window = _FIRST_WINDOW
     while first is not None:
-        offset = max(0, found.size - window)
-        data = reader.ops.read_range(path, offset, found.size - offset)
-        if data is None or len(data) != found.size - offset or not data.endswith(b"\n"):
+        offset = max(0, size - window)
+        data = reader.ops.read_range(path, offset, size - offset)
+        if data is None or len(data) != size - offset or not data.endswith(b"\n"):
             break  # (it shrank, was replaced, or ends torn: the whole read says how)
         lines = data.split(b"\n")[1:-1]  # (the first is the header, or a line's end)
         read = line_events(lines, at_start=offset == 0)
@@ -98,19 +96,15 @@ def read_from_last(reader: LogReader, id: str, type: str) -> StoredTail | None:
     ``Storage.read_from_last``). ``None`` when there is no such line, and for a compressed
     log (its frames cannot be searched without reading it whole)."""
     path = reader.find(id)
-    if path is None or encoding_of(path) is not PLAIN:
+    plain = None if path is None or encoding_of(path) is not PLAIN else _plain(reader, path)
+    if path is None or plain is None:
         return None
-    found = reader.ops.stat(path)
-    if found is None:
-        return None
-    if found.size > reader.max_log_bytes:
-        raise too_large(path, found.size, reader.max_log_bytes)
-    first = PLAIN.first_line(reader.ops, path, reader.max_log_bytes)
-    at = None if first is None else _last_line(reader, path, found.size, type)
+    size, first = plain
+    at = None if first is None else _last_line(reader, path, size, type)
     if first is None or at is None:
         return None
-    data = reader.ops.read_range(path, at, found.size - at)
-    if data is None or len(data) != found.size - at:
+    data = reader.ops.read_range(path, at, size - at)
+    if data is None or len(data) != size - at:
         return None  # (it shrank or was replaced: the whole read says how)
     read = line_events(data.split(b"\n")[:-1], at_start=False)  # (complete lines)
     if read is None:
@@ -118,6 +112,17 @@ def read_from_last(reader: LogReader, id: str, type: str) -> StoredTail | None:
     header = parse_header(first, path)
     reader.check_identity(path, header, id)
     return StoredTail(header, *read, not data.endswith(b"\n"))
+
+
+def _plain(reader: LogReader, path: str) -> tuple[int, bytes | None] | None:
+    """The size of the plain log at ``path`` and its header line (``None`` without a whole
+    first line); ``None`` when the file is gone. Raises ``too_large`` past the limit."""
+    found = reader.ops.stat(path)
+    if found is None:
+        return None
+    if found.size > reader.max_log_bytes:
+        raise too_large(path, found.size, reader.max_log_bytes)
+    return found.size, PLAIN.first_line(reader.ops, path, reader.max_log_bytes)
 
 
 def _last_line(reader: LogReader, path: str, size: int, type: str) -> int | None:
